@@ -1,0 +1,170 @@
+// flashbuf public API: tensor views, argument structs, and the three entry points
+// (prefill `attention`, token-generation `decode` with its `plan_decode` step, and
+// `merge_states`). Host C++ only; no CUDA headers. Everything is validated before anything
+// launches or is written: bad input throws flashbuf::ArgumentError naming the argument.
+//
+// Layouts (the FlashAttention convention, strides in elements, last dim contiguous):
+//   batch   : q (B, Sq, Hq, D)    k (B, Sk, Hkv, D)    v (B, Sk, Hkv, Dv)   o (B, Sq, Hq, Dv)
+//             lse (B, Hq, Sq) fp32
+//   varlen  : q (Tq, Hq, D)       k (Tk, Hkv, D)       v (Tk, Hkv, Dv)      o (Tq, Hq, Dv)
+//             lse (Hq, Tq) fp32; cu_seqlens_q / cu_seqlens_k int32 (B+1)
+//   paged   : k (P, page, Hkv, D)  v (P, page, Hkv, Dv); page_table int32 (B, max_pages);
+//             seqlens_k int32 (B) gives each sequence's key count
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace flashbuf {
+
+enum class DType : int { bf16 = 0, fp16 = 1, fp32 = 2, int32 = 3 };
+enum class DeviceKind : int { cpu = 0, cuda = 1 };
+
+const char* dtype_name(DType dtype);
+std::size_t dtype_size(DType dtype);
+
+inline constexpr int kMaxRank = 4;
+
+// A non-owning strided view. Rank 0 (data == nullptr) means "absent" for optional tensors.
+struct TensorView {
+  void* data = nullptr;
+  DType dtype = DType::bf16;
+  int rank = 0;
+  std::int64_t shape[kMaxRank] = {0, 0, 0, 0};
+  std::int64_t stride[kMaxRank] = {0, 0, 0, 0};
+  DeviceKind device = DeviceKind::cpu;
+  int device_index = 0;
+
+  bool present() const { return rank > 0; }
+  std::int64_t numel() const;
+  bool is_contiguous() const;
+};
+
+// Contiguous (row-major) view over `data` with the given shape.
+TensorView make_view(void* data, DType dtype, std::initializer_list<std::int64_t> shape,
+                     DeviceKind device = DeviceKind::cpu, int device_index = 0);
+
+// Thrown for every invalid argument, before any work starts. `argument()` names the argument
+// ("q", "cu_seqlens_k", ...). `is_type_error()` marks dtype problems (Python: TypeError).
+class ArgumentError : public std::invalid_argument {
+ public:
+  ArgumentError(std::string argument, const std::string& what, bool type_error = false)
+      : std::invalid_argument(argument + ": " + what),
+        argument_(std::move(argument)),
+        type_error_(type_error) {}
+  const std::string& argument() const { return argument_; }
+  bool is_type_error() const { return type_error_; }
+
+ private:
+  std::string argument_;
+  bool type_error_;
+};
+
+// Runtime failures after validation (a CUDA error, no device, ...).
+class RuntimeError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Which keys a query row sees. Positions are bottom-right aligned: query i of a sequence with
+// Sq queries and Sk keys sits at key position i + (Sk - Sq) (FlashAttention >= 2.1).
+// window_left/right < 0 mean unbounded on that side. causal == window (-1, 0).
+enum class MaskKind : int { none = 0, causal = 1, sliding_window = 2 };
+struct Mask {
+  MaskKind kind = MaskKind::none;
+  int window_left = -1;
+  int window_right = -1;
+
+  static Mask none() { return {}; }
+  static Mask causal() { return {MaskKind::causal, -1, 0}; }
+  static Mask window(int left, int right) { return {MaskKind::sliding_window, left, right}; }
+};
+
+enum class Backend : int { automatic = 0, cpu = 1, sm80 = 2, sm90 = 3 };
+const char* backend_name(Backend backend);
+
+// Prefill (context encoding) and general attention.
+struct AttentionArgs {
+  TensorView q, k, v;          // see the layouts above
+  TensorView o;                // written
+  TensorView lse;              // optional, written, natural log; -inf for rows with no key
+  TensorView cu_seqlens_q;     // optional int32 (B+1): varlen queries
+  TensorView cu_seqlens_k;     // optional int32 (B+1): varlen keys (not with paged)
+  TensorView seqlens_k;        // optional int32 (B): keys used per sequence (batch or paged)
+  TensorView page_table;       // optional int32 (B, max_pages): paged K/V
+  int max_seqlen_q = 0;        // required with cu_seqlens_q (an upper bound)
+  int max_seqlen_k = 0;        // required with cu_seqlens_k (an upper bound)
+  float softmax_scale = 0.0f;  // 0 means 1/sqrt(D)
+  Mask mask{};
+  float softcap = 0.0f;        // > 0: scores become softcap * tanh(scores / softcap)
+  void* stream = nullptr;      // cudaStream_t for CUDA tensors
+  Backend backend = Backend::automatic;
+};
+
+// Runs attention; returns the backend that ran.
+Backend attention(const AttentionArgs& args);
+
+// Token generation: few query tokens per sequence over a (paged) KV cache, split across
+// blocks, with partial results merged in a workspace. plan once per batch shape, run many.
+struct DecodeProblem {
+  int batch = 0;
+  int q_per_seq = 1;      // 1..16 (speculative decoding)
+  int heads_q = 0, heads_kv = 0;
+  int head_dim = 0, head_dim_v = 0;
+  int max_seqlen_k = 0;   // upper bound on any sequence's key count
+  int page_size = 0;      // 0 = contiguous cache
+  DType dtype = DType::bf16;
+  DeviceKind device = DeviceKind::cuda;
+  int device_index = 0;
+};
+
+struct DecodePlan {
+  DecodeProblem problem{};
+  int num_splits = 1;           // KV splits per (sequence, kv head)
+  int keys_per_split = 0;       // multiple of the kernel's key tile
+  std::size_t workspace_bytes = 0;  // partial O (fp32) and LSE of every split; 0 if unsplit
+};
+
+DecodePlan plan_decode(const DecodeProblem& problem);
+
+struct DecodeArgs {
+  TensorView q;            // (B, q_per_seq, Hq, D)
+  TensorView k, v;         // (B, Smax, Hkv, D) contiguous, or paged (P, page, Hkv, D)
+  TensorView seqlens_k;    // int32 (B), required; may change between graph replays
+  TensorView page_table;   // int32 (B, max_pages) when paged
+  TensorView o;            // (B, q_per_seq, Hq, Dv)
+  TensorView lse;          // optional fp32 (B, Hq, q_per_seq)
+  float softmax_scale = 0.0f;
+  Mask mask{};             // causal applies among the q_per_seq tokens (bottom-right)
+  float softcap = 0.0f;
+  void* workspace = nullptr;  // plan.workspace_bytes, 256-byte aligned, same device
+  void* stream = nullptr;
+};
+
+Backend decode(const DecodePlan& plan, const DecodeArgs& args);
+
+// Combine partial attention results: o_parts (N, T, H, Dv) with lse_parts fp32 (N, T, H)
+// into o (T, H, Dv) and optionally lse (T, H). A part with lse = -inf contributes nothing.
+struct MergeStatesArgs {
+  TensorView o_parts, lse_parts;
+  TensorView o, lse;
+  void* stream = nullptr;
+};
+
+Backend merge_states(const MergeStatesArgs& args);
+
+// Device discovery (returns false on machines without a usable CUDA GPU).
+bool cuda_available();
+struct DeviceInfo {
+  std::string name;
+  int major = 0, minor = 0;
+  int sm_count = 0;
+};
+DeviceInfo cuda_device_info(int device_index = 0);
+
+// What this build instantiated (head dims, dtypes, architectures).
+std::string build_info();
+
+}  // namespace flashbuf

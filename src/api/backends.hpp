@@ -1,0 +1,31 @@
+// The backends behind the public entry points. The CPU backend is always built; the CUDA
+// entry points are defined in src/cuda/ when nvcc is found and in src/nocuda/ (throwing a
+// clear RuntimeError) otherwise, so the API layer compiles the same either way.
+#pragma once
+
+#include <cstddef>
+
+#include "api/problem.hpp"
+
+namespace flashbuf::detail {
+
+// CPU (src/cpu/): tiled flash-style, fp32 accumulation, multi-threaded.
+void cpu_attention(const AttentionProblem& p);
+void cpu_merge_states(const MergeProblem& p);
+
+// CUDA (src/cuda/ or src/nocuda/).
+bool cuda_runtime_available();
+DeviceInfo cuda_query_device(int device_index);
+bool cuda_pointer_on_device(const void* ptr, int* device_index);  // false for host memory
+// Prefill on the mma.sync (sm80-class) path; requires prefill_instantiated(...).
+bool prefill_instantiated(DType dtype, int head_dim, int head_dim_v);
+void sm80_attention(const AttentionProblem& p);
+// Decode: plan on the host, run without synchronising.
+void cuda_plan_decode(const DecodeProblem& problem, DecodePlan& plan);
+void cuda_decode(const DecodePlan& plan, const AttentionProblem& p, void* workspace);
+void cuda_merge_states(const MergeProblem& p);
+// Copies `bytes` from device memory to host (validation of index tensors outside graph capture);
+// returns false when the stream is capturing, in which case nothing is copied.
+bool cuda_copy_to_host_if_not_capturing(void* dst, const void* src, std::size_t bytes, void* stream);
+
+}  // namespace flashbuf::detail
