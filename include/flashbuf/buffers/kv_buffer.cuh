@@ -1,0 +1,192 @@
+// buffers: the K and V tile buffers (the seed's KVBufferImpl, KVBufferLDS,
+// VBufferTransposeLoads and the KBuffer / KBufferLDS / VBuffer aliases).
+//
+//   device memory --(KVBufferImpl: ld.global.v4, num_stages register stages)--+
+//                 --(KVBufferLDS: cp.async, no register staging)--------------+--> swizzled
+//   shared tile (SwizzledTile, num_smem_stages) --(ldmatrix / ldmatrix.trans)--> MMA B fragments
+//
+// Which ldmatrix form reads the fragments follows from the config: K is stored keys x head
+// dim, which is already the K-major ("col") B operand of S = Q K^T, so plain ldmatrix; V is
+// stored keys x depth, the N-major B of O += P V, so ldmatrix.trans (VBufferTransposeLoads):
+// V is transposed on its way into registers and P never leaves them.
+#pragma once
+
+#include <cstdint>
+
+#include "flashbuf/arch/sm80/cp_async.cuh"
+#include "flashbuf/arch/sm80/ldmatrix.cuh"
+#include "flashbuf/buffers/concepts.cuh"
+#include "flashbuf/buffers/kv_config.cuh"
+#include "flashbuf/buffers/kv_source.cuh"
+#include "flashbuf/buffers/smem_tile.cuh"
+#include "flashbuf/buffers/tensor_core.cuh"
+
+namespace flashbuf {
+
+namespace detail {
+
+// Shared tile geometry and the fragment reads common to both fill strategies.
+template <class Config, class TC, int NumThreads, int NumSmemStages>
+struct KVSharedTiles {
+  using In = typename TC::in_type;
+  using Tile = SwizzledTile<Config::kRows, Config::kCols>;
+  static constexpr bool kTransposedReads = Config::kIteratorAxis == IteratorAxis::keys;
+  static constexpr int kChunksPerThread = Config::kRows * Tile::kChunksPerRow / NumThreads;
+  static_assert(Config::kRows * Tile::kChunksPerRow % NumThreads == 0,
+                "KV buffer: the tile's 16-byte chunks must divide evenly among the threads");
+  static constexpr int kNTiles = Config::kWarpTileN / TC::kN;  // n8 tiles per warp chunk
+  static_assert(kNTiles % 2 == 0, "KV buffer: ldmatrix.x4 reads two n8 tiles at a time");
+  static constexpr int kSmemBytes = Tile::kBytes * NumSmemStages;
+
+  In* smem = nullptr;
+  int read_stage = 0;
+  std::uint32_t frag[kNTiles][2];  // b0, b1 of each n8 tile
+
+  __device__ In* stage_ptr(int stage) const { return smem + stage * Tile::kElems; }
+
+  // The chunk (row, column) that iteration i of thread t moves: consecutive threads take
+  // consecutive 16-byte chunks of a row, so each warp reads whole 128-byte lines.
+  __device__ static void chunk_coord(int i, int& row, int& col) {
+    const int chunk = i * NumThreads + static_cast<int>(threadIdx.x);
+    row = chunk / Tile::kChunksPerRow;
+    col = chunk % Tile::kChunksPerRow * Tile::kChunkElems;
+  }
+
+  template <int KMma>
+  __device__ void read_fragments(int chunk) {
+    static_assert(KMma >= 0 && KMma < Config::kMmaKSteps, "load_from_shared: k-step out of range");
+    const In* tile = stage_ptr(read_stage);
+    const int lane = threadIdx.x % 32;
+    const int n0 = Config::wtile_coord(chunk);
+#pragma unroll
+    for (int p = 0; p < kNTiles / 2; ++p) {
+      std::uint32_t r[4];
+      if constexpr (kTransposedReads) {
+        // 16 keys x 16 depth columns: lane l -> key l%16, column 8*(l/16) (same map as A).
+        const RowCol a = ldmatrix_x4::a_tile_row_address(lane);
+        sm80::ldmatrix_x4_trans(r, tile + Tile::offset(KMma * 16 + a.row, n0 + p * 16 + a.col));
+      } else {
+        const RowCol b = ldmatrix_x4::b_tile_row_address_nk(lane);
+        sm80::ldmatrix_x4(r, tile + Tile::offset(n0 + p * 16 + b.row, KMma * 16 + b.col));
+      }
+      frag[2 * p][0] = r[0];
+      frag[2 * p][1] = r[1];
+      frag[2 * p + 1][0] = r[2];
+      frag[2 * p + 1][1] = r[3];
+    }
+  }
+};
+
+}  // namespace detail
+
+// Device memory straight to shared memory (cp.async), no register staging. Rows at or past
+// `rows_valid` are zero-filled: P is 0 there, and 0 * (unwritten memory) could be NaN.
+// copy_to_shared is empty: the copy engine wrote the stage; the kernel waits on the cp.async
+// group and synchronises, because group counts are shared by every buffer of a thread.
+template <class Cfg, class TC, int NumThreads, int NumSmemStages = 1, bool TokenGen = false>
+struct KVBufferLDS : detail::KVSharedTiles<Cfg, TC, NumThreads, NumSmemStages> {
+  using Base = detail::KVSharedTiles<Cfg, TC, NumThreads, NumSmemStages>;
+  using Config = Cfg;
+  using TensorCore = TC;
+  using In = typename TC::in_type;
+  static constexpr bool kTokenGen = TokenGen;
+
+  KVSource<In> src;
+  int write_stage = 0;
+
+  __device__ void load_from_dram(int tile_row, int rows_valid) {
+    In* tile = this->stage_ptr(write_stage);
+#pragma unroll
+    for (int i = 0; i < Base::kChunksPerThread; ++i) {
+      int row, col;
+      Base::chunk_coord(i, row, col);
+      const bool valid = row < rows_valid;
+      const In* g = src.row(tile_row + (valid ? row : 0)) + col;
+      sm80::cp_async_cg_16(tile + Base::Tile::offset(row, col), g, valid);
+    }
+    write_stage = (write_stage + 1) % NumSmemStages;
+  }
+  template <int Stage>
+  __device__ void copy_to_shared() {}
+  template <int KMma>
+  __device__ void load_from_shared(int chunk) {
+    this->template read_fragments<KMma>(chunk);
+  }
+  __device__ auto& mma_tile() { return this->frag; }
+};
+
+// Device memory -> registers (NumStages deep) -> shared memory. The register stages let a
+// kernel issue the global loads of tile i + NumStages - 1 before it stores tile i.
+// load_from_dram pushes a tile into register stage 0 (older tiles move up);
+// copy_to_shared<s> stores register stage s into the next shared stage.
+template <class Cfg, class TC, int NumThreads, int NumStages = 1, int NumSmemStages = 1,
+          bool TokenGen = false>
+struct KVBufferImpl : detail::KVSharedTiles<Cfg, TC, NumThreads, NumSmemStages> {
+  using Base = detail::KVSharedTiles<Cfg, TC, NumThreads, NumSmemStages>;
+  using Config = Cfg;
+  using TensorCore = TC;
+  using In = typename TC::in_type;
+  static constexpr bool kTokenGen = TokenGen;
+  static_assert(NumStages >= 1, "KVBufferImpl: at least one register stage");
+
+  KVSource<In> src;
+  int write_stage = 0;
+  uint4 staged[NumStages][Base::kChunksPerThread];
+
+  __device__ void load_from_dram(int tile_row, int rows_valid) {
+#pragma unroll
+    for (int s = NumStages - 1; s > 0; --s)
+#pragma unroll
+      for (int i = 0; i < Base::kChunksPerThread; ++i) staged[s][i] = staged[s - 1][i];
+#pragma unroll
+    for (int i = 0; i < Base::kChunksPerThread; ++i) {
+      int row, col;
+      Base::chunk_coord(i, row, col);
+      staged[0][i] = row < rows_valid
+                         ? __ldg(reinterpret_cast<const uint4*>(src.row(tile_row + row) + col))
+                         : make_uint4(0, 0, 0, 0);
+    }
+  }
+  template <int Stage>
+  __device__ void copy_to_shared() {
+    static_assert(Stage >= 0 && Stage < NumStages, "copy_to_shared: no such register stage");
+    In* tile = this->stage_ptr(write_stage);
+#pragma unroll
+    for (int i = 0; i < Base::kChunksPerThread; ++i) {
+      int row, col;
+      Base::chunk_coord(i, row, col);
+      *reinterpret_cast<uint4*>(tile + Base::Tile::offset(row, col)) = staged[Stage][i];
+    }
+    write_stage = (write_stage + 1) % NumSmemStages;
+  }
+  template <int KMma>
+  __device__ void load_from_shared(int chunk) {
+    this->template read_fragments<KMma>(chunk);
+  }
+  __device__ auto& mma_tile() { return this->frag; }
+};
+
+// V read through ldmatrix.trans so that P stays in registers as the A operand. It states the
+// P fragment order it consumes; PRegisterBuffer checks that it provides it.
+template <class Cfg, class TC, int NumThreads, int NumSmemStages = 1, bool TokenGen = false>
+struct VBufferTransposeLoads : KVBufferLDS<Cfg, TC, NumThreads, NumSmemStages, TokenGen> {
+  static_assert(Cfg::kIteratorAxis == IteratorAxis::keys,
+                "VBufferTransposeLoads: takes a VBufferConfig (keys x depth tile)");
+  static constexpr PFragmentOrder kRequiredPOrder = PFragmentOrder::accumulator_as_a;
+};
+
+// The seed's aliases.
+template <class TC, int BN, int WN, int BK, int NumThreads, int NumStages = 1, bool TokenGen = false>
+using KBuffer = KVBufferImpl<KBufferConfig<BN, BK, WN>, TC, NumThreads, NumStages, 1, TokenGen>;
+template <class TC, int BN, int WN, int BK, int Depth, int NumThreads, int NumStages = 1, bool TokenGen = false>
+using VBuffer = KVBufferImpl<VBufferConfig<BN, BK, WN, Depth>, TC, NumThreads, NumStages, 1, TokenGen>;
+template <class TC, int BN, int WN, int BK, int NumThreads, int NumSmemStages = 1, bool TokenGen = false>
+using KBufferLDS = KVBufferLDS<KBufferConfig<BN, BK, WN>, TC, NumThreads, NumSmemStages, TokenGen>;
+
+static_assert(KVBuffer<KBuffer<TiledTensorCore<__nv_bfloat16>, 64, 64, 128, 128, 2>>);
+static_assert(KVBuffer<VBuffer<TiledTensorCore<__nv_bfloat16>, 64, 64, 64, 128, 128, 2>>);
+static_assert(KVBuffer<KBufferLDS<TiledTensorCore<__half>, 64, 64, 128, 128>>);
+static_assert(KVBuffer<VBufferTransposeLoads<VBufferConfig<64, 64, 64, 128>,
+                                             TiledTensorCore<__nv_bfloat16>, 128>>);
+
+}  // namespace flashbuf

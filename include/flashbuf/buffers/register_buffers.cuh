@@ -1,0 +1,142 @@
+// buffers: the register-resident tiles of one warp — Q (A operand of S = Q K^T), P (the S
+// accumulators, then the A operand of O += P V) and O (accumulators, rescaled by the online
+// softmax, divided by the row sums at the end). Each warp owns MTiles m16 row tiles.
+//
+// Row ownership inside an m16 tile (core/fragment.hpp, mma_m16n8k16::c_coord): lane l holds
+// rows l/4 ("lo") and l/4 + 8 ("hi"), columns 2*(l%4) and +1 of every n8 tile; the four
+// lanes of a quad share a row, so row reductions are two xor-shuffles.
+#pragma once
+
+#include <cstdint>
+
+#include "flashbuf/arch/sm80/ldmatrix.cuh"
+#include "flashbuf/buffers/concepts.cuh"
+#include "flashbuf/buffers/smem_tile.cuh"
+#include "flashbuf/buffers/tensor_core.cuh"
+
+namespace flashbuf {
+
+// Q: loaded once per block into shared memory (by the kernel's cp.async), then either kept
+// in registers for every k-step (InRegisters, when the register budget allows) or re-read
+// with ldmatrix per k-step (large head dims).
+template <class TC, int MTiles, int D, int BM, bool InRegisters>
+struct QRegisterBuffer {
+  using TensorCore = TC;
+  using In = typename TC::in_type;
+  using Tile = SwizzledTile<BM, D>;
+  static constexpr int kRows = MTiles * TC::kM;
+  static constexpr int kCols = D;
+  static constexpr int kKSteps = D / TC::kK;
+
+  const In* smem = nullptr;
+  int warp_row0 = 0;
+  std::uint32_t frag[InRegisters ? MTiles : 1][InRegisters ? kKSteps : 1][4];
+
+  __device__ void zero() {
+#pragma unroll
+    for (auto& m : frag)
+#pragma unroll
+      for (auto& k : m)
+#pragma unroll
+        for (auto& r : k) r = 0;
+  }
+  __device__ void load_fragment(std::uint32_t (&r)[4], int mt, int k) const {
+    const RowCol a = ldmatrix_x4::a_tile_row_address(threadIdx.x % 32);
+    sm80::ldmatrix_x4(r, smem + Tile::offset(warp_row0 + mt * TC::kM + a.row, k * TC::kK + a.col));
+  }
+  // Call after Q has landed in shared memory.
+  __device__ void load_from_shared() {
+    if constexpr (InRegisters) {
+#pragma unroll
+      for (int mt = 0; mt < MTiles; ++mt)
+#pragma unroll
+        for (int k = 0; k < kKSteps; ++k) load_fragment(frag[mt][k], mt, k);
+    }
+  }
+  template <int K>
+  __device__ const std::uint32_t (&mma_tile(int mt))[4] {
+    if constexpr (InRegisters) {
+      return frag[mt][K];
+    } else {
+      load_fragment(frag[0][0], mt, K);
+      return frag[0][0];
+    }
+  }
+};
+
+// P: the fp32 S accumulators of MTiles x BN, masked and exponentiated in place; the A operand
+// of k-step k is packed on the fly from n8 tiles 2k and 2k+1 (accumulator_as_a order).
+template <class TC, int MTiles, int BN>
+struct PRegisterBuffer {
+  using TensorCore = TC;
+  static constexpr int kRows = MTiles * TC::kM;
+  static constexpr int kCols = BN;
+  static constexpr int kNTiles = BN / TC::kN;
+  static constexpr PFragmentOrder kOrder = PFragmentOrder::accumulator_as_a;
+  float s[MTiles][kNTiles][4];
+
+  __device__ void zero() {
+#pragma unroll
+    for (auto& m : s)
+#pragma unroll
+      for (auto& n : m)
+#pragma unroll
+        for (auto& x : n) x = 0.0f;
+  }
+  template <int K>
+  __device__ void mma_tile(int mt, std::uint32_t (&a)[4]) const {
+    a[0] = TC::pack(s[mt][2 * K][0], s[mt][2 * K][1]);
+    a[1] = TC::pack(s[mt][2 * K][2], s[mt][2 * K][3]);
+    a[2] = TC::pack(s[mt][2 * K + 1][0], s[mt][2 * K + 1][1]);
+    a[3] = TC::pack(s[mt][2 * K + 1][2], s[mt][2 * K + 1][3]);
+  }
+  template <int K>
+  __device__ auto mma_tile(int mt) const {
+    struct A { std::uint32_t r[4]; } a;
+    mma_tile<K>(mt, a.r);
+    return a;
+  }
+  // The V buffer that consumes P states the order it needs; check it here.
+  template <class VBuf>
+  static constexpr bool feeds() { return VBuf::kRequiredPOrder == kOrder; }
+};
+
+// O: fp32 accumulators of MTiles x Dv.
+template <class TC, int MTiles, int Dv>
+struct OutputRegisterBuffer {
+  using TensorCore = TC;
+  static constexpr int kRows = MTiles * TC::kM;
+  static constexpr int kCols = Dv;
+  static constexpr int kNTiles = Dv / TC::kN;
+  float o[MTiles][kNTiles][4];
+
+  __device__ void zero() {
+#pragma unroll
+    for (auto& m : o)
+#pragma unroll
+      for (auto& n : m)
+#pragma unroll
+        for (auto& x : n) x = 0.0f;
+  }
+  // Multiply row lo / hi of m-tile mt by the online-softmax correction exp2(m_old - m_new).
+  __device__ void rescale(int mt, float lo, float hi) {
+#pragma unroll
+    for (int n = 0; n < kNTiles; ++n) {
+      o[mt][n][0] *= lo;
+      o[mt][n][1] *= lo;
+      o[mt][n][2] *= hi;
+      o[mt][n][3] *= hi;
+    }
+  }
+  // Divide by the softmax denominators (row sums); a row with no visible key has sum 0 and
+  // must come out as 0, not NaN.
+  __device__ void apply_softmax_denominator(int mt, float sum_lo, float sum_hi) {
+    rescale(mt, sum_lo > 0.0f ? 1.0f / sum_lo : 0.0f, sum_hi > 0.0f ? 1.0f / sum_hi : 0.0f);
+  }
+};
+
+static_assert(RegisterBuffer<OutputRegisterBuffer<TiledTensorCore<__nv_bfloat16>, 2, 128>>);
+static_assert(RegisterMMABuffer<QRegisterBuffer<TiledTensorCore<__nv_bfloat16>, 2, 128, 128, true>>);
+static_assert(RegisterBuffer<PRegisterBuffer<TiledTensorCore<__nv_bfloat16>, 2, 64>>);
+
+}  // namespace flashbuf

@@ -1,0 +1,35 @@
+// kernels: the device-side parameters of the prefill kernel (the "Params" of a kernel in the
+// FlashAttention-3 sense): plain pointers and element strides, built by the launcher from the
+// validated detail::AttentionProblem.
+#pragma once
+
+#include <cstdint>
+
+namespace flashbuf {
+
+struct PrefillParams {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  float* lse;  // null: not requested
+  std::int64_t q_batch_stride, q_row_stride, q_head_stride;
+  std::int64_t k_batch_stride, k_row_stride, k_head_stride;  // batch stride = page stride if paged
+  std::int64_t v_batch_stride, v_row_stride, v_head_stride;
+  std::int64_t o_batch_stride, o_row_stride, o_head_stride;
+  std::int64_t lse_batch_stride, lse_head_stride;
+  const std::int32_t* cu_seqlens_q;
+  const std::int32_t* cu_seqlens_k;
+  const std::int32_t* seqlens_k;
+  const std::int32_t* page_table;
+  std::int64_t page_table_stride;
+  int page_size, num_pages;
+  int seqlen_q, seqlen_k;  // fixed lengths when not varlen
+  int heads_q, group;      // group = heads_q / heads_kv
+  int num_m_blocks;
+  float scale_log2;        // multiplies raw scores (after softcap's tanh) into log2 units
+  float softcap_inv;       // scale / softcap, or 0 without softcap
+  int window_left, window_right;
+};
+
+}  // namespace flashbuf
