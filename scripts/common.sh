@@ -1,0 +1,21 @@
+# Shared by scripts/run and scripts/test: install what a fresh machine lacks, then configure
+# and build into build/ with every core. CUDA is used when nvcc is found.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+
+need_apt=()
+command -v cmake >/dev/null || need_apt+=(cmake)
+command -v ninja >/dev/null || need_apt+=(ninja-build)
+[ -f /usr/include/gtest/gtest.h ] || need_apt+=(libgtest-dev)
+command -v ccache >/dev/null || need_apt+=(ccache)
+if [ ${#need_apt[@]} -gt 0 ] && command -v apt-get >/dev/null; then
+  SUDO=$([ "$(id -u)" = 0 ] && echo "" || echo sudo)
+  $SUDO apt-get update -qq >/dev/null && $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null || \
+    echo "note: could not install ${need_apt[*]} (continuing)" >&2
+fi
+
+build_flashbuf() {
+  cmake -S "$ROOT" -B "$ROOT/build" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+  cmake --build "$ROOT/build" -j"$(nproc)"
+}

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# One whole GPU cycle on the device machine (an H200): configure, build with every core, run
+# the GPU tests, compute-sanitizer on small cases, install the Python package, benchmark, and
+# print a short table last. Logs and results go to $OUT (default ./gpu-out).
+#   scripts/gpu_cycle.sh [--tests-only] [--bench-args "..."]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+TESTS_ONLY=0
+BENCH_ARGS=""
+SANITIZE=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --tests-only) TESTS_ONLY=1 ;;
+    --no-sanitize) SANITIZE=0 ;;
+    --bench-args) BENCH_ARGS="$2"; shift ;;
+    *) echo "gpu_cycle: unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+JOBS=$(nproc)
+summary=()
+step() { echo; echo "=== $* ($(date +%T))"; }
+
+step configure
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,driver_version --format=csv | tee "$OUT/gpu.txt"
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHBUF_ENABLE_CUDA=ON \
+  -DFLASHBUF_CUDA_ARCHS="${FLASHBUF_CUDA_ARCHS:-90a}" >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
+step build
+start=$(date +%s)
+cmake --build build-gpu -j"$JOBS" >"$OUT/build.log" 2>&1 || { grep -E "error|Error" -A5 "$OUT/build.log" | head -60; exit 1; }
+summary+=("build: $(( $(date +%s) - start )) s on $JOBS cores")
+
+step gpu tests
+./build-gpu/tests/flashbuf_gpu_tests --gtest_brief=1 2>&1 | tee "$OUT/gpu_tests.log" | tail -40
+summary+=("gpu tests: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/gpu_tests.log" | tr '\n' ' ')")
+step host tests
+ctest --test-dir build-gpu -L host -j"$JOBS" --output-on-failure >"$OUT/host_tests.log" 2>&1
+summary+=("host tests: $(grep -E 'tests passed' "$OUT/host_tests.log")")
+
+if [ "$SANITIZE" = 1 ]; then
+  step compute-sanitizer
+  for tool in memcheck racecheck synccheck; do
+    compute-sanitizer --tool $tool --error-exitcode 9 ./build-gpu/tests/flashbuf_gpu_tests \
+      --gtest_filter='*Sanitizer*:BuffersRoundTrip.*' --gtest_brief=1 >"$OUT/sanitize_$tool.log" 2>&1
+    summary+=("sanitizer $tool: exit $? ($(grep -c 'ERROR SUMMARY: 0' "$OUT/sanitize_$tool.log") clean summaries)")
+  done
+fi
+
+if [ "$TESTS_ONLY" = 0 ]; then
+  step cli
+  ./build-gpu/flashbuf run 2>&1 | tee "$OUT/run.log" | tail -15
+  step python package
+  FLASHBUF_COMMIT=${FLASHBUF_COMMIT:-unknown} CMAKE_ARGS="-DFLASHBUF_CUDA_ARCHS=${FLASHBUF_CUDA_ARCHS:-90a}" \
+    python3 -m pip install --no-build-isolation --no-deps . >"$OUT/pip.log" 2>&1 || tail -30 "$OUT/pip.log"
+  (cd /tmp && python3 -m pytest -q -x "$OLDPWD/python/tests" 2>&1 | tail -15 | tee "$OUT/pytest.log")
+  step benchmark
+  PYTHONUNBUFFERED=1 python3 bench/bench.py --out "$OUT/bench.json" --plot "$OUT/bench.png" $BENCH_ARGS 2>&1 | tee "$OUT/bench.log" | tail -60
+fi
+
+echo; echo "=== summary"; printf '%s\n' "${summary[@]}"

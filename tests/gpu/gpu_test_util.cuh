@@ -1,0 +1,41 @@
+// Shared helpers of the GPU tests: skip visibly where no GPU is present, check CUDA calls,
+// and a small owning device buffer.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <vector>
+
+#define FLASHBUF_REQUIRE_GPU()                                                  \
+  do {                                                                          \
+    int count_ = 0;                                                             \
+    if (cudaGetDeviceCount(&count_) != cudaSuccess || count_ == 0) {            \
+      cudaGetLastError();                                                       \
+      GTEST_SKIP() << "no CUDA GPU on this machine: GPU test skipped";          \
+    }                                                                           \
+  } while (0)
+
+#define CUDA_OK(call) ASSERT_EQ(cudaSuccess, (call)) << #call << ": " << cudaGetErrorString(call)
+
+template <class T>
+struct DeviceBuffer {
+  T* ptr = nullptr;
+  std::size_t count = 0;
+  explicit DeviceBuffer(std::size_t n) : count(n) {
+    if (cudaMalloc(&ptr, n * sizeof(T) + 16) != cudaSuccess) ptr = nullptr;
+  }
+  DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size()) { upload(host); }
+  ~DeviceBuffer() { cudaFree(ptr); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void upload(const std::vector<T>& host) {
+    cudaMemcpy(ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
+  }
+  std::vector<T> download() const {
+    std::vector<T> host(count);
+    cudaMemcpy(host.data(), ptr, count * sizeof(T), cudaMemcpyDeviceToHost);
+    return host;
+  }
+};

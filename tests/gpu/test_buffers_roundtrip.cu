@@ -1,0 +1,149 @@
+// Bit-exact round trips of the buffers layer's data movement on the GPU: device memory ->
+// shared tile (cp.async and register-staged fills, contiguous and paged sources) -> MMA
+// fragments (ldmatrix, ldmatrix.trans), compared with the ownership maps of core/fragment.hpp.
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "flashbuf/buffers/kv_buffer.cuh"
+#include "flashbuf/buffers/register_buffers.cuh"
+#include "gpu_test_util.cuh"
+
+namespace flashbuf {
+namespace {
+
+using TC = TiledTensorCore<__nv_bfloat16>;
+constexpr int kThreads = 128;
+
+// Fills a KV buffer from `src` rows [tile_row, tile_row + rows) (paged when pages != null),
+// then every warp reads all fragments of the tile; the tile and the fragments are written out.
+template <class Buf, bool RegisterStaged>
+__global__ void roundtrip_kernel(const __nv_bfloat16* src, std::int64_t row_stride,
+                                 const std::int32_t* pages, int page_size, int num_pages,
+                                 int tile_row, int rows_valid, std::uint16_t* tile_out,
+                                 std::uint32_t* frag_out) {
+  using Tile = typename Buf::Tile;
+  __shared__ __align__(128) __nv_bfloat16 smem[Tile::kElems];
+  Buf buf;
+  buf.smem = smem;
+  buf.src.base = src;
+  buf.src.row_stride = row_stride;
+  buf.src.pages = pages;
+  buf.src.page_stride = std::int64_t(page_size) * row_stride;
+  buf.src.page_size = page_size;
+  buf.src.num_pages = num_pages;
+  buf.load_from_dram(tile_row, rows_valid);
+  if constexpr (RegisterStaged) buf.template copy_to_shared<0>();
+  sm80::cp_async_commit_group();
+  sm80::cp_async_wait_group<0>();
+  __syncthreads();
+  for (int i = threadIdx.x; i < Tile::kRows * Tile::kCols; i += blockDim.x) {
+    const int r = i / Tile::kCols, c = i % Tile::kCols;
+    tile_out[i] = reinterpret_cast<const std::uint16_t*>(smem)[Tile::offset(r, c)];
+  }
+  // Fragments: [k-step][chunk][n-tile][2 regs] for lane threadIdx.x (warp 0 only).
+  using Cfg = typename Buf::Config;
+  constexpr int kChunks = Cfg::kCols / Cfg::kWarpTileN > 0 && Cfg::kIteratorAxis == IteratorAxis::keys
+                              ? Cfg::kCols / Cfg::kWarpTileN : 1;
+  if (threadIdx.x < 32) {
+    int idx = 0;
+    [&]<int... K>(std::integer_sequence<int, K...>) {
+      ([&] {
+        for (int chunk = 0; chunk < kChunks; ++chunk) {
+          buf.template load_from_shared<K>(chunk);
+          for (int nt = 0; nt < Buf::kNTiles; ++nt)
+            for (int r = 0; r < 2; ++r) frag_out[(idx++) * 32 + threadIdx.x] = buf.mma_tile()[nt][r];
+        }
+      }(), ...);
+    }(std::make_integer_sequence<int, Cfg::kMmaKSteps>{});
+  }
+}
+
+std::uint16_t bits(__nv_bfloat16 x) { return *reinterpret_cast<std::uint16_t*>(&x); }
+
+template <class Buf, bool RegisterStaged>
+void check_roundtrip(int page_size) {
+  using Cfg = typename Buf::Config;
+  constexpr int kRows = Cfg::kRows, kCols = Cfg::kCols;
+  const int total_rows = 3 * kRows + 5;
+  const int tile_row = kRows + 3;     // not tile aligned
+  const int rows_valid = kRows - 7;   // a partial tile: the rest must be zero-filled
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_int_distribution<int> bits16(0, 0x7f7f);
+  std::vector<std::uint16_t> host(std::size_t(total_rows) * kCols);
+  for (auto& x : host) x = static_cast<std::uint16_t>(bits16(rng));
+  // Paged: rows live in shuffled pages of the pool; page p holds logical page perm[p].
+  std::vector<std::int32_t> pages;
+  std::vector<std::uint16_t> pool = host;
+  int num_pages = 0;
+  if (page_size > 0) {
+    num_pages = (total_rows + page_size - 1) / page_size;
+    std::vector<std::int32_t> perm(num_pages);
+    for (int i = 0; i < num_pages; ++i) perm[i] = i;
+    std::shuffle(perm.begin(), perm.end(), rng);
+    pages = perm;
+    pool.assign(std::size_t(num_pages) * page_size * kCols, 0);
+    for (int r = 0; r < total_rows; ++r)
+      for (int c = 0; c < kCols; ++c)
+        pool[(std::size_t(perm[r / page_size]) * page_size + r % page_size) * kCols + c] =
+            host[std::size_t(r) * kCols + c];
+  }
+  DeviceBuffer<std::uint16_t> d_src(pool);
+  DeviceBuffer<std::int32_t> d_pages(pages.empty() ? std::vector<std::int32_t>{0} : pages);
+  DeviceBuffer<std::uint16_t> d_tile(kRows * kCols);
+  constexpr int kChunks = Cfg::kIteratorAxis == IteratorAxis::keys ? Cfg::kCols / Cfg::kWarpTileN : 1;
+  const int frag_regs = Cfg::kMmaKSteps * kChunks * Buf::kNTiles * 2;
+  DeviceBuffer<std::uint32_t> d_frag(std::size_t(frag_regs) * 32);
+  roundtrip_kernel<Buf, RegisterStaged><<<1, kThreads>>>(
+      reinterpret_cast<const __nv_bfloat16*>(d_src.ptr), kCols, page_size > 0 ? d_pages.ptr : nullptr,
+      page_size, num_pages, tile_row, rows_valid, d_tile.ptr, d_frag.ptr);
+  CUDA_OK(cudaDeviceSynchronize());
+  const auto tile = d_tile.download();
+  auto expect = [&](int r, int c) -> std::uint16_t {
+    return r < rows_valid ? host[std::size_t(tile_row + r) * kCols + c] : 0;
+  };
+  for (int r = 0; r < kRows; ++r)
+    for (int c = 0; c < kCols; ++c)
+      ASSERT_EQ(tile[r * kCols + c], expect(r, c)) << "tile row " << r << " col " << c;
+  // Each fragment register holds two halves; check them against the B-operand map.
+  const auto frag = d_frag.download();
+  int idx = 0;
+  for (int k = 0; k < Cfg::kMmaKSteps; ++k)
+    for (int chunk = 0; chunk < kChunks; ++chunk)
+      for (int nt = 0; nt < Buf::kNTiles; ++nt)
+        for (int reg = 0; reg < 2; ++reg, ++idx)
+          for (int lane = 0; lane < 32; ++lane)
+            for (int half = 0; half < 2; ++half) {
+              const RowCol kn = mma_m16n8k16::b_coord(lane, reg * 2 + half);  // (k, n)
+              const int kk = k * 16 + kn.row;
+              const int nn = Cfg::wtile_coord(chunk) + nt * 8 + kn.col;
+              // K buffer: n = key (tile row), k = head dim. V buffer: k = key, n = depth.
+              const bool keys_axis = Cfg::kIteratorAxis == IteratorAxis::keys;
+              const std::uint16_t want = keys_axis ? expect(kk, nn) : expect(nn, kk);
+              const std::uint16_t got = static_cast<std::uint16_t>(frag[idx * 32 + lane] >> (16 * half));
+              ASSERT_EQ(got, want) << "k-step " << k << " chunk " << chunk << " n-tile " << nt
+                                   << " lane " << lane << " element " << reg * 2 + half;
+            }
+}
+
+using KLds128 = KBufferLDS<TC, 64, 64, 128, kThreads>;
+using KLds96 = KBufferLDS<TC, 64, 64, 96, kThreads>;
+using KReg64 = KBuffer<TC, 64, 64, 64, kThreads, 2>;
+using VTrans128 = VBufferTransposeLoads<VBufferConfig<64, 64, 64, 128>, TC, kThreads>;
+using VTrans96 = VBufferTransposeLoads<VBufferConfig<64, 64, 32, 96>, TC, kThreads>;
+using VReg256 = VBuffer<TC, 64, 64, 64, 256, kThreads, 1>;
+
+TEST(BuffersRoundTrip, KBufferLdsContiguous) { FLASHBUF_REQUIRE_GPU(); check_roundtrip<KLds128, false>(0); }
+TEST(BuffersRoundTrip, KBufferLdsHeadDim96) { FLASHBUF_REQUIRE_GPU(); check_roundtrip<KLds96, false>(0); }
+TEST(BuffersRoundTrip, KBufferLdsPagedPage1) { FLASHBUF_REQUIRE_GPU(); check_roundtrip<KLds128, false>(1); }
+TEST(BuffersRoundTrip, KBufferLdsPagedPage3) { FLASHBUF_REQUIRE_GPU(); check_roundtrip<KLds128, false>(3); }
+TEST(BuffersRoundTrip, KBufferLdsPagedPage256) { FLASHBUF_REQUIRE_GPU(); check_roundtrip<KLds128, false>(256); }
+TEST(BuffersRoundTrip, KBufferRegisterStaged) { FLASHBUF_REQUIRE_GPU(); check_roundtrip<KReg64, true>(0); }
+TEST(BuffersRoundTrip, VBufferTransposeLoads) { FLASHBUF_REQUIRE_GPU(); check_roundtrip<VTrans128, false>(0); }
+TEST(BuffersRoundTrip, VBufferTransposeLoadsDepth96Paged) { FLASHBUF_REQUIRE_GPU(); check_roundtrip<VTrans96, false>(16); }
+TEST(BuffersRoundTrip, VBufferRegisterStagedDepth256) { FLASHBUF_REQUIRE_GPU(); check_roundtrip<VReg256, true>(0); }
+
+}  // namespace
+}  // namespace flashbuf
