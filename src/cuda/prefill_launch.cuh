@@ -14,11 +14,11 @@ namespace flashbuf::detail {
 template <class In, int D, int Dv>
 void launch_prefill_sm80(const AttentionProblem& pr);
 
-template <class In, int D, int Dv, bool Paged>
+template <class In, int D, int Dv, bool Paged, class Tile = TableTile<D, Dv>>
 void launch_prefill_sm80_variant(const PrefillParams& params, int grid_m, int heads, int batch,
                                  cudaStream_t stream) {
-  using Kernel = PrefillSm80<In, D, Dv, Paged>;
-  auto* kernel = &prefill_sm80_kernel<In, D, Dv, Paged>;
+  using Kernel = PrefillSm80<In, D, Dv, Paged, Tile>;
+  auto* kernel = &prefill_sm80_kernel<In, D, Dv, Paged, Tile>;
   FLASHBUF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            Kernel::kSmemBytes));
   const dim3 grid(grid_m, heads, batch);
@@ -26,9 +26,7 @@ void launch_prefill_sm80_variant(const PrefillParams& params, int grid_m, int he
   FLASHBUF_CUDA_CHECK(cudaGetLastError());
 }
 
-template <class In, int D, int Dv>
-void launch_prefill_sm80(const AttentionProblem& pr) {
-  constexpr PrefillTile tile = prefill_tile(D, Dv);
+inline PrefillParams make_prefill_params(const AttentionProblem& pr, int block_m) {
   PrefillParams p{};
   p.q = pr.q;
   p.k = pr.k;
@@ -60,13 +58,19 @@ void launch_prefill_sm80(const AttentionProblem& pr) {
   p.seqlen_k = pr.seqlen_k;
   p.heads_q = pr.heads_q;
   p.group = pr.heads_q / pr.heads_kv;
-  p.num_m_blocks = (pr.max_seqlen_q + tile.block_m - 1) / tile.block_m;
+  p.num_m_blocks = (pr.max_seqlen_q + block_m - 1) / block_m;
   // With softcap the kernel computes tanh(s * scale / softcap) and the softmax runs on
   // softcap * tanh(...); without it the scale folds into the exp2 argument.
   p.softcap_inv = pr.softcap > 0.0f ? pr.softmax_scale / pr.softcap : 0.0f;
   p.scale_log2 = (pr.softcap > 0.0f ? pr.softcap : pr.softmax_scale) * kLog2e;
   p.window_left = pr.window_left;
   p.window_right = pr.window_right;
+  return p;
+}
+
+template <class In, int D, int Dv>
+void launch_prefill_sm80(const AttentionProblem& pr) {
+  const PrefillParams p = make_prefill_params(pr, prefill_tile(D, Dv).block_m);
   if (pr.batch == 0 || p.num_m_blocks == 0) return;
   auto stream = static_cast<cudaStream_t>(pr.stream);
   if (pr.paged()) {

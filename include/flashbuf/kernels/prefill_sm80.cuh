@@ -24,9 +24,9 @@
 
 namespace flashbuf {
 
-template <class In, int D, int Dv, bool Paged>
+template <class In, int D, int Dv, bool Paged, class Tile = TableTile<D, Dv>>
 struct PrefillSm80 {
-  static constexpr PrefillTile kTile = prefill_tile(D, Dv);
+  static constexpr PrefillTile kTile = Tile::value;
   static constexpr int kBM = kTile.block_m;
   static constexpr int kBN = kTile.block_n;
   static constexpr int kWarps = kTile.warps;
@@ -316,11 +316,11 @@ struct PrefillSm80 {
   }
 };
 
-template <class In, int D, int Dv, bool Paged>
-__global__ void __launch_bounds__(PrefillSm80<In, D, Dv, Paged>::kThreads)
+template <class In, int D, int Dv, bool Paged, class Tile = TableTile<D, Dv>>
+__global__ void __launch_bounds__(PrefillSm80<In, D, Dv, Paged, Tile>::kThreads)
     prefill_sm80_kernel(const __grid_constant__ PrefillParams params) {
   extern __shared__ __align__(128) char smem[];
-  PrefillSm80<In, D, Dv, Paged>::run(params, smem);
+  PrefillSm80<In, D, Dv, Paged, Tile>::run(params, smem);
 }
 
 }  // namespace flashbuf

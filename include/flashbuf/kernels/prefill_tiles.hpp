@@ -26,3 +26,16 @@ constexpr PrefillTile prefill_tile(int head_dim, int head_dim_v) {
 }
 
 }  // namespace flashbuf
+
+namespace flashbuf {
+
+// A tile as a type (nvcc cannot take class-type template arguments on kernels), so that a
+// tuning build can instantiate a kernel with a tile other than the table's.
+template <int BlockM, int BlockN, int Warps, int MTiles, bool QInRegisters>
+struct TileShape {
+  static constexpr PrefillTile value{BlockM, BlockN, Warps, MTiles, QInRegisters};
+};
+template <int D, int Dv, PrefillTile T = prefill_tile(D, Dv)>
+using TableTile = TileShape<T.block_m, T.block_n, T.warps, T.m_tiles, T.q_in_registers>;
+
+}  // namespace flashbuf

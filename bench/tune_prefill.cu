@@ -1,0 +1,86 @@
+// Tuning tool (not a test, not the benchmark of record): times the sm80-class prefill kernel
+// with alternative tiles on the BENCH.md grid shapes, so the tile table's choices come from
+// measurement. Build with -DFLASHBUF_BUILD_TUNER=ON; run on the GPU machine:
+//   build/flashbuf_tune_prefill [S]
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "cuda/prefill_launch.cuh"
+
+namespace {
+
+using namespace flashbuf;
+using In = __nv_bfloat16;
+
+__global__ void fill_random(In* x, std::size_t n, unsigned seed) {
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    unsigned h = static_cast<unsigned>(i) * 2654435761u ^ seed;
+    h ^= h >> 13; h *= 0x5bd1e995u; h ^= h >> 15;
+    // Sum of uniforms ~ roughly normal, unit variance.
+    const float u = (h & 0xffff) / 65536.0f + (h >> 16) / 65536.0f - 1.0f;
+    x[i] = __float2bfloat16(u * 2.449f);
+  }
+}
+
+template <int D, class Tile>
+void time_variant(const char* name, int s, bool causal) {
+  const int b = 16384 / s, h = 2048 / D;
+  const std::size_t n = std::size_t(b) * s * h * D;
+  In *q, *k, *v, *o;
+  cudaMalloc(&q, n * 2); cudaMalloc(&k, n * 2); cudaMalloc(&v, n * 2); cudaMalloc(&o, n * 2);
+  fill_random<<<1024, 256>>>(q, n, 1); fill_random<<<1024, 256>>>(k, n, 2); fill_random<<<1024, 256>>>(v, n, 3);
+  detail::AttentionProblem pr;
+  pr.batch = b; pr.heads_q = pr.heads_kv = h; pr.head_dim = pr.head_dim_v = D;
+  pr.max_seqlen_q = pr.max_seqlen_k = pr.seqlen_q = pr.seqlen_k = s;
+  pr.q = q; pr.k = k; pr.v = v; pr.o = o;
+  pr.q_batch_stride = pr.k_batch_stride = pr.v_batch_stride = pr.o_batch_stride = std::int64_t(s) * h * D;
+  pr.q_row_stride = pr.k_row_stride = pr.v_row_stride = pr.o_row_stride = h * D;
+  pr.q_head_stride = pr.k_head_stride = pr.v_head_stride = pr.o_head_stride = D;
+  pr.softmax_scale = 1.0f / std::sqrt(float(D));
+  pr.window_right = causal ? 0 : -1;
+  const PrefillParams p = detail::make_prefill_params(pr, Tile::value.block_m);
+  auto launch = [&] {
+    detail::launch_prefill_sm80_variant<In, D, D, false, Tile>(p, p.num_m_blocks, h, b, nullptr);
+  };
+  launch();
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0); cudaEventCreate(&e1);
+  std::vector<float> ms;
+  for (int rep = 0; rep < 7; ++rep) {
+    cudaEventRecord(e0);
+    for (int i = 0; i < 10; ++i) launch();
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float t; cudaEventElapsedTime(&t, e0, e1);
+    ms.push_back(t / 10);
+  }
+  std::sort(ms.begin(), ms.end());
+  const double flops = 4.0 * b * h * double(s) * s * D / (causal ? 2 : 1);
+  const cudaError_t err = cudaGetLastError();
+  std::printf("D=%3d causal=%d S=%5d %-22s %7.1f TFLOP/s %s\n", D, causal, s, name,
+              flops / (ms[3] * 1e-3) / 1e12, err == cudaSuccess ? "" : cudaGetErrorString(err));
+  cudaFree(q); cudaFree(k); cudaFree(v); cudaFree(o);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int s = argc > 1 ? std::atoi(argv[1]) : 4096;
+  for (bool causal : {false, true}) {
+    time_variant<64, TileShape<128, 64, 4, 2, true>>("128x64 w4 m2 qreg", s, causal);
+    time_variant<64, TileShape<128, 128, 4, 2, true>>("128x128 w4 m2 qreg", s, causal);
+    time_variant<64, TileShape<128, 64, 8, 1, true>>("128x64 w8 m1 qreg", s, causal);
+    time_variant<128, TileShape<128, 64, 4, 2, false>>("128x64 w4 m2", s, causal);
+    time_variant<128, TileShape<128, 64, 8, 1, true>>("128x64 w8 m1 qreg", s, causal);
+    time_variant<128, TileShape<128, 32, 4, 2, false>>("128x32 w4 m2", s, causal);
+    time_variant<128, TileShape<64, 64, 4, 1, true>>("64x64 w4 m1 qreg", s, causal);
+    time_variant<256, TileShape<128, 64, 8, 1, false>>("128x64 w8 m1", s, causal);
+    time_variant<256, TileShape<64, 64, 4, 1, false>>("64x64 w4 m1", s, causal);
+    time_variant<256, TileShape<128, 32, 8, 1, false>>("128x32 w8 m1", s, causal);
+  }
+  return 0;
+}

@@ -1,0 +1,89 @@
+// Core layer: which (query, key) pairs attend, and the key range / full-visibility tests
+// a kernel uses to skip tiles and to skip per-element masking. One definition shared by
+// the CPU backend, the kernels and the tests.
+//
+// Bottom-right alignment (FlashAttention >= 2.1, FlashInfer): query q sits at key position
+//     diag(q) = q + seqlen_k - seqlen_q,
+// so the last query lines up with the last key. Query q sees key k iff
+//     0 <= q < seqlen_q,  0 <= k < seqlen_k,
+//     window_left  < 0  or  k >= diag(q) - window_left,
+//     window_right < 0  or  k <= diag(q) + window_right.
+// Causal is (window_left, window_right) = (-1, 0). With seqlen_q > seqlen_k the first
+// seqlen_q - seqlen_k causal rows see no key at all (output 0, LSE -inf).
+//
+//   causal, seqlen_q = 3, seqlen_k = 5 (x = visible):     k: 0 1 2 3 4
+//                                                      q=0    x x x . .
+//                                                      q=1    x x x x .
+//                                                      q=2    x x x x x
+#pragma once
+
+#include "flashbuf/core/config.hpp"
+
+namespace flashbuf {
+
+inline constexpr int kUnboundedWindow = -1;
+
+struct MaskParams {
+  int seqlen_q;
+  int seqlen_k;
+  int window_left;   // keys before the diagonal a query may see; < 0 = unbounded
+  int window_right;  // keys after the diagonal a query may see; < 0 = unbounded
+
+  FLASHBUF_HOST_DEVICE static constexpr MaskParams none(int seqlen_q, int seqlen_k) {
+    return {seqlen_q, seqlen_k, kUnboundedWindow, kUnboundedWindow};
+  }
+  FLASHBUF_HOST_DEVICE static constexpr MaskParams causal(int seqlen_q, int seqlen_k) {
+    return {seqlen_q, seqlen_k, kUnboundedWindow, 0};
+  }
+
+  // Key position the query lines up with (bottom-right alignment).
+  FLASHBUF_HOST_DEVICE constexpr int diagonal(int q) const { return q + seqlen_k - seqlen_q; }
+  FLASHBUF_HOST_DEVICE constexpr bool has_left_bound() const { return window_left >= 0; }
+  FLASHBUF_HOST_DEVICE constexpr bool has_right_bound() const { return window_right >= 0; }
+};
+
+// Half-open [begin, end); empty when end <= begin.
+struct KeyRange {
+  int begin;
+  int end;
+  FLASHBUF_HOST_DEVICE constexpr bool empty() const { return end <= begin; }
+  FLASHBUF_HOST_DEVICE constexpr int size() const { return empty() ? 0 : end - begin; }
+};
+
+FLASHBUF_HOST_DEVICE constexpr bool visible(const MaskParams& p, int q, int k) {
+  if (q < 0 || q >= p.seqlen_q || k < 0 || k >= p.seqlen_k) return false;
+  const int d = p.diagonal(q);
+  if (p.has_left_bound() && k < d - p.window_left) return false;
+  if (p.has_right_bound() && k > d + p.window_right) return false;
+  return true;
+}
+
+// The keys any query in [q_begin, q_end) sees, exactly: [first visible key, last + 1).
+// Queries outside [0, seqlen_q) (a padded last tile) are ignored. Empty ranges come back
+// as {0, 0}. Exact because each query's window is an interval sliding by one key per
+// query, so the union over consecutive queries is an interval too.
+FLASHBUF_HOST_DEVICE constexpr KeyRange key_range(const MaskParams& p, int q_begin, int q_end) {
+  const int q_first = q_begin < 0 ? 0 : q_begin;
+  const int q_last = (q_end > p.seqlen_q ? p.seqlen_q : q_end) - 1;
+  if (q_first > q_last || p.seqlen_k <= 0) return {0, 0};
+  int begin = p.has_left_bound() ? p.diagonal(q_first) - p.window_left : 0;
+  int end = p.has_right_bound() ? p.diagonal(q_last) + p.window_right + 1 : p.seqlen_k;
+  if (begin < 0) begin = 0;
+  if (end > p.seqlen_k) end = p.seqlen_k;
+  if (end <= begin) return {0, 0};
+  return {begin, end};
+}
+
+// True when every (q, k) in [q_begin, q_end) x [k_begin, k_end) is visible, so the tile
+// needs no per-element mask (an empty tile is trivially fully visible). The binding
+// queries are the last one for the left bound and the first one for the right bound.
+FLASHBUF_HOST_DEVICE constexpr bool tile_fully_visible(const MaskParams& p, int q_begin,
+                                                       int q_end, int k_begin, int k_end) {
+  if (q_end <= q_begin || k_end <= k_begin) return true;
+  if (q_begin < 0 || q_end > p.seqlen_q || k_begin < 0 || k_end > p.seqlen_k) return false;
+  if (p.has_left_bound() && k_begin < p.diagonal(q_end - 1) - p.window_left) return false;
+  if (p.has_right_bound() && k_end - 1 > p.diagonal(q_begin) + p.window_right) return false;
+  return true;
+}
+
+}  // namespace flashbuf
