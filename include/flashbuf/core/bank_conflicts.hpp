@@ -25,7 +25,8 @@ FLASHBUF_HOST_DEVICE constexpr int smem_lanes_per_phase(int access_bytes) {
 }
 
 // Conflict degree of one phase: `lanes` byte addresses, each accessing `access_bytes`
-// (4, 8 or 16, naturally aligned). Words touched by several lanes count once.
+// (4, 8 or 16, naturally aligned), with lanes * access_bytes <= 128 (one phase; use
+// bank_conflict_degree for a whole warp). Words touched by several lanes count once.
 FLASHBUF_HOST_DEVICE constexpr int bank_conflict_degree_phase(const std::uint32_t* byte_addresses,
                                                               int lanes, int access_bytes) {
   constexpr int kMaxWordsPerPhase = kSmemBanks;  // 128 bytes of distinct words at most

@@ -1,0 +1,121 @@
+// Host tests of core/mask.hpp: key_range() and tile_fully_visible() against brute force
+// over visible() for random shapes and windows, including seqlen_q > seqlen_k and zero
+// lengths; visible() itself against hand-drawn pictures.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+
+#include "flashbuf/core/mask.hpp"
+
+namespace flashbuf {
+namespace {
+
+std::string show(const MaskParams& p) {
+  return "sq=" + std::to_string(p.seqlen_q) + " sk=" + std::to_string(p.seqlen_k) +
+         " wl=" + std::to_string(p.window_left) + " wr=" + std::to_string(p.window_right);
+}
+
+TEST(CoreMask, CausalBottomRightPicture) {
+  // The picture in mask.hpp: sq = 3, sk = 5.
+  const char* expected[3] = {"xxx..", "xxxx.", "xxxxx"};
+  const MaskParams p = MaskParams::causal(3, 5);
+  for (int q = 0; q < 3; ++q)
+    for (int k = 0; k < 5; ++k) EXPECT_EQ(visible(p, q, k), expected[q][k] == 'x') << q << k;
+  // More queries than keys: the first two rows see nothing.
+  const MaskParams tall = MaskParams::causal(5, 3);
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_FALSE(visible(tall, 0, k));
+    EXPECT_FALSE(visible(tall, 1, k));
+  }
+  EXPECT_TRUE(visible(tall, 2, 0));
+  EXPECT_FALSE(visible(tall, 2, 1));
+  EXPECT_TRUE(key_range(tall, 0, 2).empty());
+  // Sliding window (2, 1) on a square 6x6.
+  const MaskParams w{6, 6, 2, 1};
+  for (int q = 0; q < 6; ++q)
+    for (int k = 0; k < 6; ++k) EXPECT_EQ(visible(w, q, k), k >= q - 2 && k <= q + 1);
+  // Out-of-range coordinates are never visible.
+  const MaskParams none = MaskParams::none(4, 4);
+  EXPECT_FALSE(visible(none, -1, 0));
+  EXPECT_FALSE(visible(none, 4, 0));
+  EXPECT_FALSE(visible(none, 0, 4));
+  EXPECT_FALSE(visible(none, 0, -1));
+  EXPECT_TRUE(key_range(MaskParams::none(0, 7), 0, 16).empty());
+  EXPECT_TRUE(key_range(MaskParams::none(7, 0), 0, 16).empty());
+}
+
+MaskParams random_params(std::mt19937& rng) {
+  std::uniform_int_distribution<int> len(0, 40);
+  std::uniform_int_distribution<int> window(-1, 12);
+  std::uniform_int_distribution<int> kind(0, 4);
+  MaskParams p{len(rng), len(rng), window(rng), window(rng)};
+  switch (kind(rng)) {  // make the named modes common
+    case 0: p = MaskParams::causal(p.seqlen_q, p.seqlen_k); break;
+    case 1: p = MaskParams::none(p.seqlen_q, p.seqlen_k); break;
+    default: break;
+  }
+  return p;
+}
+
+TEST(CoreMask, KeyRangeIsTheExactHullOfVisibleKeys) {
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  for (int trial = 0; trial < 3000; ++trial) {
+    const MaskParams p = random_params(rng);
+    std::uniform_int_distribution<int> qpos(-4, p.seqlen_q + 4);
+    int q_begin = qpos(rng), q_end = qpos(rng);
+    if (q_end < q_begin) std::swap(q_begin, q_end);
+    int lo = p.seqlen_k, hi = -1, count = 0;
+    for (int q = q_begin; q < q_end; ++q)
+      for (int k = -2; k < p.seqlen_k + 2; ++k)
+        if (visible(p, q, k)) {
+          lo = std::min(lo, k);
+          hi = std::max(hi, k);
+          ++count;
+        }
+    const KeyRange r = key_range(p, q_begin, q_end);
+    SCOPED_TRACE(show(p) + " q=[" + std::to_string(q_begin) + "," + std::to_string(q_end) + ")");
+    if (count == 0) {
+      EXPECT_TRUE(r.empty());
+      EXPECT_EQ(r.begin, 0);
+      EXPECT_EQ(r.end, 0);
+    } else {
+      EXPECT_EQ(r.begin, lo);
+      EXPECT_EQ(r.end, hi + 1);
+      // Exactness also means no gaps: every key in the hull is seen by some query.
+      for (int k = r.begin; k < r.end; ++k) {
+        bool seen = false;
+        for (int q = q_begin; q < q_end && !seen; ++q) seen = visible(p, q, k);
+        EXPECT_TRUE(seen) << "k=" << k;
+      }
+    }
+  }
+}
+
+TEST(CoreMask, TileFullyVisibleMatchesBruteForce) {
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  int fully = 0, partly = 0;
+  for (int trial = 0; trial < 5000; ++trial) {
+    const MaskParams p = random_params(rng);
+    std::uniform_int_distribution<int> qpos(-2, p.seqlen_q + 2), kpos(-2, p.seqlen_k + 2);
+    int q0 = qpos(rng), q1 = qpos(rng), k0 = kpos(rng), k1 = kpos(rng);
+    if (q1 < q0) std::swap(q0, q1);
+    if (k1 < k0) std::swap(k0, k1);
+    bool all = true;
+    for (int q = q0; q < q1; ++q)
+      for (int k = k0; k < k1; ++k) all = all && visible(p, q, k);
+    EXPECT_EQ(tile_fully_visible(p, q0, q1, k0, k1), all)
+        << show(p) << " q=[" << q0 << "," << q1 << ") k=[" << k0 << "," << k1 << ")";
+    (all ? fully : partly) += (q0 < q1 && k0 < k1);
+  }
+  // The random tiles exercised both answers.
+  EXPECT_GT(fully, 100);
+  EXPECT_GT(partly, 100);
+}
+
+}  // namespace
+}  // namespace flashbuf
