@@ -1,0 +1,542 @@
+#!/usr/bin/env python3
+"""flashbuf against PyTorch SDPA's FlashAttention-2 and cuDNN backends, in one process, on
+identical tensors: the prefill and decode grids of shared/BENCH.md.
+
+    python3 bench/bench.py                      # both grids, the full BENCH.md grid
+    python3 bench/bench.py --prefill --d 128 --s 4096,16384 --causal yes
+    python3 bench/bench.py --decode --heads 32/8 --b 1,8 --kv 512,8192 --pages 0,16
+    python3 bench/bench.py --quick              # a small subset, for smoke tests
+
+Needs an NVIDIA GPU, PyTorch and the installed flashbuf package (pip install . from the
+repository); it builds nothing. For each row it first checks every implementation's output
+(against a float32 reference on a subset of query rows), then times CUDA-graph replays of many
+calls (median of >= 7 replays) with the inputs larger than L2 or rotated among several sets.
+An implementation that fails or disagrees writes null and the run goes on.
+
+Writes the results schema of BENCH.md (default $OUT/ or bench/results/, named
+<gpu>-<what>-<yyyymmdd>.json), a PNG plot next to it, and prints a table of ratios last.
+Environment: FLASHBUF_COMMIT overrides `git rev-parse HEAD` (the GPU machine may lack .git).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import shlex
+import subprocess
+import sys
+import traceback
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+try:
+    import flashbuf
+    FLASHBUF_IMPORT_ERROR = None
+except Exception as e:  # the anchors still run; every flashbuf cell is null
+    flashbuf = None
+    FLASHBUF_IMPORT_ERROR = repr(e)
+
+# ---- constants from shared/BENCH.md ---------------------------------------------------------------
+GEMM_BF16_TFLOPS = 766.0   # H200, torch.matmul 8192^3
+READ_TBS = 4.58            # H200, device-memory read (row sum over 4 GiB, graph replay)
+PREFILL_TOKENS = 16384     # tokens per batch: B = 16384 / S
+PREFILL_HIDDEN = 2048      # H = 2048 / D
+PREFILL_S = (512, 1024, 2048, 4096, 8192, 16384)
+PREFILL_D = (64, 128, 256)
+DECODE_HEADS = ((32, 8), (64, 8), (32, 32))
+DECODE_B = (1, 8, 32, 128)
+DECODE_KV = (512, 2048, 8192, 32768, 131072)
+DECODE_MAX_B_KV_HKV = 128 * 16384 * 8   # B * KV * Hkv <= 16M
+DECODE_PAGES = (0, 16, 64)
+DECODE_D = 128
+ANCHORS = {"fa2": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
+REFERENCE_ROWS = 96        # query rows per sequence checked against the float32 reference
+ANCHOR_MAX_ERR = 2e-2      # an anchor beyond this is reported as failing its own check
+
+DEV = torch.device("cuda")
+failures: list[str] = []
+
+
+def note_failure(what: str, err) -> None:
+    msg = f"{what}: {err if isinstance(err, str) else repr(err)[:300]}"
+    failures.append(msg)
+    print("  !", msg, flush=True)
+
+
+# ---- timing -------------------------------------------------------------------------------------
+
+def l2_bytes() -> int:
+    return int(getattr(torch.cuda.get_device_properties(DEV), "L2_cache_size", 60 * 1024 * 1024))
+
+
+def rotation_sets(bytes_per_set: int, max_sets: int = 32) -> int:
+    """Input sets to cycle through so that one pass reads at least 3x L2 from memory."""
+    return max(1, min(max_sets, math.ceil(3 * l2_bytes() / max(bytes_per_set, 1))))
+
+
+def graph_time_us(calls, iters: int, target_ms: float) -> float:
+    """Median time of one call in µs, from CUDA-graph replays of `reps` calls cycling through
+    `calls` (one callable per rotated input set)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up (lazy initialisation, autotuning) outside capture
+        for _ in range(2):
+            for fn in calls:
+                fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for fn in calls:
+        fn()
+    stop.record()
+    stop.synchronize()
+    est_us = max(start.elapsed_time(stop) * 1e3 / len(calls), 1.0)
+    reps = int(min(2000, max(len(calls), math.ceil(target_ms * 1e3 / est_us))))
+    reps = math.ceil(reps / len(calls)) * len(calls)
+
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(reps):
+            calls[i % len(calls)]()
+    graph.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(max(iters, 7)):
+        start.record()
+        graph.replay()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) * 1e3 / reps)
+    del graph
+    times.sort()
+    return times[len(times) // 2]
+
+
+# ---- references -----------------------------------------------------------------------------------
+
+def sample_rows(s: int, n: int = REFERENCE_ROWS) -> torch.Tensor:
+    """Query rows to check: the first, the last, and an even spread between."""
+    if s <= n:
+        return torch.arange(s, device=DEV)
+    return torch.unique(torch.cat([torch.linspace(0, s - 1, n - 2, device=DEV).round().long(),
+                                   torch.tensor([1, s - 2], device=DEV)]))
+
+
+def reference_rows(q, k, v, rows, causal, chunk_bytes=1 << 30):
+    """float32 softmax attention for the query rows `rows` of (B, Sq, Hq, D) q over (B, Sk, Hkv, D)
+    k and (B, Sk, Hkv, Dv) v, bottom-right causal. Returns (B, len(rows), Hq, Dv)."""
+    b, sq, hq, d = q.shape
+    sk, hkv = k.shape[1], k.shape[2]
+    group, r = hq // hkv, len(rows)
+    key = torch.arange(sk, device=DEV)
+    visible = None
+    if causal:
+        visible = key[None, :] <= rows[:, None] + (sk - sq)                        # (r, Sk)
+    per_seq = sk * hkv * (d + v.shape[-1]) * 4 + hq * r * sk * 4
+    step = max(1, chunk_bytes // max(per_seq, 1))
+    outs = []
+    for lo in range(0, b, step):
+        hi = min(b, lo + step)
+        # query head h reads kv head h // group: fold the group into the rows
+        qs = q[lo:hi, rows].float().permute(0, 2, 1, 3).reshape(hi - lo, hkv, group * r, d)
+        ks = k[lo:hi].float().transpose(1, 2)                                      # (b, Hkv, Sk, D)
+        vs = v[lo:hi].float().transpose(1, 2)
+        scores = (qs @ ks.transpose(-1, -2)) / math.sqrt(d)                        # (b, Hkv, group*r, Sk)
+        if visible is not None:
+            scores = scores.view(hi - lo, hkv, group, r, sk).masked_fill(~visible, float("-inf"))
+            scores = scores.view(hi - lo, hkv, group * r, sk)
+        o = scores.softmax(dim=-1).nan_to_num(0.0) @ vs                            # (b, Hkv, group*r, Dv)
+        outs.append(o.view(hi - lo, hq, r, -1).transpose(1, 2))
+        del qs, ks, vs, scores, o
+    return torch.cat(outs)
+
+
+def max_abs_err(out_rows, ref) -> float:
+    return float((out_rows.float() - ref).abs().max())
+
+
+def sdpa(q, k, v, causal, backend):
+    """SDPA on flashbuf's (B, S, H, D) tensors: transposed views of the same storage."""
+    with sdpa_kernel(backend):
+        o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                           is_causal=causal, enable_gqa=q.shape[2] != k.shape[2])
+    return o.transpose(1, 2)
+
+
+# ---- prefill --------------------------------------------------------------------------------------
+
+def bench_prefill(d: int, s: int, causal: bool, args) -> dict:
+    b, h = PREFILL_TOKENS // s, PREFILL_HIDDEN // d
+    row = {"kind": "prefill", "dtype": "bf16", "b": b, "hq": h, "hkv": h, "sq": s, "sk": s, "d": d, "dv": d,
+           "causal": causal, "page": 0, "kernel": None, "unit": "TFLOP/s", "flashbuf": None, "fa2": None,
+           "cudnn": None, "max_abs_err": None}
+    flops = 4.0 * b * h * s * s * d / (2 if causal else 1)
+    set_bytes = 3 * b * s * h * d * 2
+    sets = [tuple(torch.randn(b, s, h, d, device=DEV, dtype=torch.bfloat16) for _ in range(3))
+            for _ in range(rotation_sets(set_bytes, max_sets=8))]
+    rows = sample_rows(s)
+    q0, k0, v0 = sets[0]
+    ref = reference_rows(q0, k0, v0, rows, causal)
+    tag = f"prefill d={d} s={s} causal={causal}"
+
+    impls = {}
+    if flashbuf is not None:
+        impls["flashbuf"] = lambda q, k, v: flashbuf.attention(q, k, v, causal=causal)
+    for name, backend in ANCHORS.items():
+        impls[name] = (lambda be: lambda q, k, v: sdpa(q, k, v, causal, be))(backend)
+
+    errors = {}
+    for name, fn in impls.items():  # check first, on set 0
+        try:
+            out = fn(q0, k0, v0)
+            torch.cuda.synchronize()
+            errors[name] = max_abs_err(out[:, rows], ref)
+            if name == "flashbuf":
+                row["kernel"] = flashbuf.last_backend()
+            del out
+        except Exception as e:
+            note_failure(f"{tag} {name}", e)
+    anchor_errs = [errors[n] for n in ANCHORS if n in errors and errors[n] <= ANCHOR_MAX_ERR]
+    tolerance = 2 * max(anchor_errs) + 1e-3 if anchor_errs else 1e-2
+    if "flashbuf" in errors:
+        row["max_abs_err"] = errors["flashbuf"]
+    for name, err in errors.items():
+        limit = tolerance if name == "flashbuf" else ANCHOR_MAX_ERR
+        if not err <= limit:  # also catches NaN
+            note_failure(f"{tag} {name}", f"max abs error {err:.3g} exceeds {limit:.3g}; not timed")
+            continue
+        try:
+            us = graph_time_us([(lambda st: lambda: impls[name](*st))(st) for st in sets], args.iters, args.target_ms)
+            row[name] = flops / (us * 1e-6) / 1e12
+        except Exception as e:
+            note_failure(f"{tag} {name} timing", e)
+    del sets, ref
+    return row
+
+
+# ---- decode ---------------------------------------------------------------------------------------
+
+def paged_copy(k, v, page):
+    """The same cache in a pool of pages in shuffled order, and its page table."""
+    b, s, hkv, d = k.shape
+    per_seq = s // page
+    perm = torch.randperm(b * per_seq, device=DEV)
+    kp = torch.empty(b * per_seq, page, hkv, d, device=DEV, dtype=k.dtype)
+    vp = torch.empty(b * per_seq, page, hkv, v.shape[-1], device=DEV, dtype=v.dtype)
+    kp[perm] = k.reshape(b * per_seq, page, hkv, d)
+    vp[perm] = v.reshape(b * per_seq, page, hkv, v.shape[-1])
+    return kp, vp, perm.view(b, per_seq).to(torch.int32)
+
+
+def bench_decode_shape(hq: int, hkv: int, b: int, skv: int, pages, args) -> list[dict]:
+    d = dv = DECODE_D
+    kv_bytes = b * skv * hkv * (d + dv) * 2
+    floor_us = kv_bytes / (READ_TBS * 1e12) * 1e6
+    tag = f"decode {hq}/{hkv} b={b} kv={skv}"
+    n_sets = rotation_sets(kv_bytes)
+    sets = [(torch.randn(b, 1, hq, d, device=DEV, dtype=torch.bfloat16),
+             torch.randn(b, skv, hkv, d, device=DEV, dtype=torch.bfloat16),
+             torch.randn(b, skv, hkv, dv, device=DEV, dtype=torch.bfloat16)) for _ in range(n_sets)]
+    seqlens = torch.full((b,), skv, dtype=torch.int32, device=DEV)
+    q0, k0, v0 = sets[0]
+    ref = reference_rows(q0, k0, v0, torch.arange(1, device=DEV), causal=False)
+
+    # the anchors, on the contiguous cache; paged rows repeat them (BENCH.md)
+    anchors, anchor_errs = {}, []
+    for name, backend in ANCHORS.items():
+        fn = (lambda be: lambda q, k, v: sdpa(q, k, v, False, be))(backend)
+        try:
+            err = max_abs_err(fn(q0, k0, v0), ref)
+            if not err <= ANCHOR_MAX_ERR:
+                note_failure(f"{tag} {name}", f"max abs error {err:.3g}; not timed")
+                continue
+            anchor_errs.append(err)
+            anchors[name] = graph_time_us([(lambda st: lambda: fn(*st))(st) for st in sets], args.iters,
+                                          args.target_ms)
+        except Exception as e:
+            note_failure(f"{tag} {name}", e)
+        torch.cuda.empty_cache()
+
+    out_rows = []
+    for page in pages:
+        row = {"kind": "decode", "dtype": "bf16", "b": b, "hq": hq, "hkv": hkv, "sq": 1, "sk": skv, "d": d,
+               "dv": dv, "causal": False, "page": page, "kernel": None, "unit": "us", "flashbuf": None,
+               "fa2": anchors.get("fa2"), "cudnn": anchors.get("cudnn"), "floor_us": floor_us,
+               "max_abs_err": None}
+        out_rows.append(row)
+        if flashbuf is None:
+            continue
+        try:
+            if page:
+                caches = [(q,) + paged_copy(k, v, page) for q, k, v in sets]
+            else:
+                caches = [(q, k, v, None) for q, k, v in sets]
+            plan = flashbuf.DecodePlan(b, 1, hq, hkv, d, dv, skv, page, dtype=torch.bfloat16, device=DEV)
+            run = lambda q, k, v, table: plan.run(q, k, v, seqlens, table)  # noqa: E731
+            out = run(*caches[0])
+            torch.cuda.synchronize()
+            row["kernel"] = "decode"
+            row["max_abs_err"] = err = max_abs_err(out, ref)
+            limit = 2 * max(anchor_errs) + 1e-3 if anchor_errs else 1e-2
+            if not err <= limit:
+                note_failure(f"{tag} page={page} flashbuf", f"max abs error {err:.3g} exceeds {limit:.3g}; not timed")
+            else:
+                row["flashbuf"] = graph_time_us([(lambda c: lambda: run(*c))(c) for c in caches], args.iters,
+                                                args.target_ms)
+            del caches, plan, out
+        except Exception as e:
+            note_failure(f"{tag} page={page} flashbuf", e)
+        torch.cuda.empty_cache()
+    del sets, ref
+    torch.cuda.empty_cache()
+    return out_rows
+
+
+# ---- results ---------------------------------------------------------------------------------------
+
+def git_commit() -> str:
+    if os.environ.get("FLASHBUF_COMMIT"):
+        return os.environ["FLASHBUF_COMMIT"]
+    try:
+        here = os.path.dirname(os.path.abspath(__file__))
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except Exception:
+        return "unknown"
+
+
+def gpu_meta() -> dict:
+    meta = {"gpu": torch.cuda.get_device_name(DEV)}
+    try:
+        fields = "driver_version,clocks.max.sm,clocks.max.mem,clocks.sm,power.limit"
+        line = subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader", "-i",
+                               str(torch.cuda.current_device())], capture_output=True, text=True,
+                              check=True).stdout.strip()
+        driver, sm_max, mem_max, sm_now, power = [x.strip() for x in line.split(",")]
+        meta.update({"driver": driver, "clocks": {"sm_max": sm_max, "mem_max": mem_max, "sm_at_start": sm_now},
+                     "power_limit": power})
+    except Exception as e:
+        meta["driver"] = f"unknown ({type(e).__name__})"
+    return meta
+
+
+def short_gpu_name(name: str) -> str:
+    for token in name.lower().replace("-", " ").split():
+        if token[:1] in "abhlv" and any(c.isdigit() for c in token):
+            return token
+    return name.lower().replace(" ", "_")
+
+
+def draw_plot(rows, path: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    prefill = [r for r in rows if r["kind"] == "prefill"]
+    decode = [r for r in rows if r["kind"] == "decode"]
+    panels = sorted({(r["causal"], r["d"]) for r in prefill})
+    heads = sorted({(r["hq"], r["hkv"]) for r in decode})
+    ncols = max(3, len(heads))
+    nrows = (2 if any(c for c, _ in panels) and any(not c for c, _ in panels) else (1 if panels else 0)) + \
+        (1 if heads else 0)
+    if nrows == 0:
+        return
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5 * ncols, 4 * nrows), squeeze=False)
+    for ax in axes.flat:
+        ax.set_visible(False)
+    styles = {"flashbuf": dict(color="C3", marker="o"), "fa2": dict(color="C0", marker="s", linestyle="--"),
+              "cudnn": dict(color="C2", marker="^", linestyle=":")}
+    causal_rows = sorted({c for c, _ in panels})
+    for causal, d in panels:
+        r_i = causal_rows.index(causal)
+        c_i = sorted({dd for cc, dd in panels if cc == causal}).index(d)
+        ax = axes[r_i][c_i]
+        ax.set_visible(True)
+        sel = sorted((r for r in prefill if r["causal"] == causal and r["d"] == d), key=lambda r: r["sq"])
+        for impl, style in styles.items():
+            pts = [(r["sq"], r[impl]) for r in sel if r[impl] is not None]
+            if pts:
+                ax.plot(*zip(*pts), label=impl, **style)
+        ax.set_xscale("log", base=2)
+        ax.set_title(f"prefill bf16 D={d} {'causal' if causal else 'no mask'}")
+        ax.set_xlabel("sequence length")
+        ax.set_ylabel("TFLOP/s")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    for c_i, (hq, hkv) in enumerate(heads):
+        ax = axes[nrows - 1][c_i]
+        ax.set_visible(True)
+        sel = [r for r in decode if (r["hq"], r["hkv"]) == (hq, hkv)]
+        for j, b in enumerate(sorted({r["b"] for r in sel})):
+            color = f"C{j}"
+            for page, ls in ((0, "-"), (16, "--"), (64, "-.")):
+                pts = sorted((r["sk"], r["flashbuf"]) for r in sel if r["b"] == b and r["page"] == page
+                             and r["flashbuf"] is not None)
+                if pts:
+                    ax.plot(*zip(*pts), color=color, linestyle=ls, marker="o", markersize=3,
+                            label=f"flashbuf B={b}" + (f" page {page}" if page else ""))
+            pts = sorted({(r["sk"], r["cudnn"]) for r in sel if r["b"] == b and r["cudnn"] is not None})
+            if pts:
+                ax.plot(*zip(*pts), color=color, linestyle=":", marker="^", markersize=3, label=f"cudnn B={b}")
+            pts = sorted({(r["sk"], r["floor_us"]) for r in sel if r["b"] == b})
+            ax.plot(*zip(*pts), color=color, linewidth=0.6, alpha=0.5)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_title(f"decode bf16 D=128 Hq/Hkv={hq}/{hkv} (thin: floor)")
+        ax.set_xlabel("KV length")
+        ax.set_ylabel("µs per step (graph replay)")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=6, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def print_table(rows) -> None:
+    def fmt(x, w=8, p=1):
+        return f"{x:{w}.{p}f}" if isinstance(x, (int, float)) and x is not None else f"{'-':>{w}}"
+
+    def ratio(a, b):
+        return a / b if a is not None and b else None
+
+    prefill = [r for r in rows if r["kind"] == "prefill"]
+    decode = [r for r in rows if r["kind"] == "decode"]
+    if prefill:
+        print("\n== prefill, bf16, TFLOP/s; ratios are flashbuf / anchor (> 1: flashbuf faster) ==")
+        print(f"{'causal':>6} {'d':>4} {'s':>6} {'b':>3} {'h':>3} | {'flashbuf':>8} {'fa2':>8} {'cudnn':>8} |"
+              f" {'/fa2':>6} {'/cudnn':>6} | {'err':>8} kernel")
+        for r in prefill:
+            print(f"{str(r['causal']):>6} {r['d']:>4} {r['sq']:>6} {r['b']:>3} {r['hq']:>3} | {fmt(r['flashbuf'])}"
+                  f" {fmt(r['fa2'])} {fmt(r['cudnn'])} | {fmt(ratio(r['flashbuf'], r['fa2']), 6, 2)}"
+                  f" {fmt(ratio(r['flashbuf'], r['cudnn']), 6, 2)} | {fmt(r['max_abs_err'], 8, 4)} {r['kernel'] or '-'}")
+    if decode:
+        print("\n== decode, bf16 D=128, µs per step (graph replay); ratios are flashbuf / anchor (< 1: flashbuf "
+              "faster) ==")
+        print(f"{'hq/hkv':>7} {'b':>4} {'kv':>7} {'page':>4} | {'floor':>8} {'flashbuf':>8} {'fa2':>8} {'cudnn':>8} |"
+              f" {'/fa2':>6} {'/cudnn':>6} {'/floor':>6} | {'err':>8}")
+        for r in decode:
+            print(f"{r['hq']:>3}/{r['hkv']:<3} {r['b']:>4} {r['sk']:>7} {r['page']:>4} | {fmt(r['floor_us'])}"
+                  f" {fmt(r['flashbuf'])} {fmt(r['fa2'])} {fmt(r['cudnn'])} |"
+                  f" {fmt(ratio(r['flashbuf'], r['fa2']), 6, 2)} {fmt(ratio(r['flashbuf'], r['cudnn']), 6, 2)}"
+                  f" {fmt(ratio(r['flashbuf'], r['floor_us']), 6, 2)} | {fmt(r['max_abs_err'], 8, 4)}")
+
+
+# ---- main ------------------------------------------------------------------------------------------
+
+def int_list(text: str) -> list[int]:
+    return [int(x.strip().lower().replace("k", "")) * (1024 if x.strip().lower().endswith("k") else 1)
+            for x in text.split(",") if x.strip()]
+
+
+def heads_list(text: str) -> list[tuple[int, int]]:
+    return [tuple(int(y) for y in x.split("/")) for x in text.split(",") if x.strip()]
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--prefill", action="store_true", help="run the prefill grid (default: both grids)")
+    p.add_argument("--decode", action="store_true", help="run the decode grid (default: both grids)")
+    p.add_argument("--quick", action="store_true", help="a small subset of both grids, for smoke tests")
+    p.add_argument("--d", type=int_list, default=list(PREFILL_D), help="prefill head dims (64,128,256)")
+    p.add_argument("--s", type=int_list, default=list(PREFILL_S), help="prefill sequence lengths (512,...,16k)")
+    p.add_argument("--causal", choices=("both", "yes", "no"), default="both")
+    p.add_argument("--heads", type=heads_list, default=list(DECODE_HEADS), help="decode Hq/Hkv (32/8,64/8,32/32)")
+    p.add_argument("--b", type=int_list, default=list(DECODE_B), help="decode batch sizes (1,8,32,128)")
+    p.add_argument("--kv", type=int_list, default=list(DECODE_KV), help="decode KV lengths (512,...,128k)")
+    p.add_argument("--pages", type=int_list, default=list(DECODE_PAGES), help="decode page sizes, 0 = contiguous")
+    p.add_argument("--iters", type=int, default=9, help="graph replays per measurement (>= 7; median)")
+    p.add_argument("--target-ms", type=float, default=20.0, help="length of one replayed graph")
+    p.add_argument("--out", help="results JSON (default: $OUT or bench/results, <gpu>-<what>-<date>.json)")
+    p.add_argument("--plot", help="PNG plot (default: next to the JSON)")
+    args = p.parse_args(argv)
+
+    if not torch.cuda.is_available():
+        print("bench.py needs a CUDA GPU", file=sys.stderr)
+        return 2
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.manual_seed(0)
+    if args.quick:
+        args.d, args.s, args.causal = [64, 128], [512, 2048], "both"
+        args.heads, args.b, args.kv, args.pages = [(32, 8)], [1, 8], [512, 8192], [0, 16]
+    run_prefill = args.prefill or not args.decode or args.quick
+    run_decode = args.decode or not args.prefill or args.quick
+    causals = {"both": [False, True], "yes": [True], "no": [False]}[args.causal]
+    if flashbuf is None:
+        note_failure("import flashbuf", FLASHBUF_IMPORT_ERROR)
+    elif not flashbuf.cuda_available():
+        note_failure("flashbuf", "this build has no CUDA kernels (or sees no GPU); its cells stay null")
+
+    rows = []
+    if run_prefill:
+        for causal in causals:
+            for d in args.d:
+                for s in args.s:
+                    print(f"prefill causal={causal} d={d} s={s}", flush=True)
+                    try:
+                        rows.append(bench_prefill(d, s, causal, args))
+                        print("  " + json.dumps(rows[-1]), flush=True)
+                    except Exception as e:
+                        note_failure(f"prefill d={d} s={s} causal={causal}", e)
+                        traceback.print_exc()
+                    torch.cuda.empty_cache()
+    if run_decode:
+        for hq, hkv in args.heads:
+            for b in args.b:
+                for skv in args.kv:
+                    if b * skv * hkv > DECODE_MAX_B_KV_HKV:
+                        continue
+                    print(f"decode {hq}/{hkv} b={b} kv={skv}", flush=True)
+                    try:
+                        new = bench_decode_shape(hq, hkv, b, skv, args.pages, args)
+                        rows.extend(new)
+                        for r in new:
+                            print("  " + json.dumps(r), flush=True)
+                    except Exception as e:
+                        note_failure(f"decode {hq}/{hkv} b={b} kv={skv}", e)
+                        traceback.print_exc()
+                    torch.cuda.empty_cache()
+
+    meta = gpu_meta()
+    meta.update({
+        "commit": git_commit(),
+        "command": "python3 " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__)] + sys.argv[1:]),
+        "torch": torch.__version__,
+        "cudnn": torch.backends.cudnn.version(),
+        "date": datetime.date.today().isoformat(),
+        "ceilings": {"gemm_bf16_tflops": GEMM_BF16_TFLOPS, "read_tbs": READ_TBS},
+        "flashbuf_build": flashbuf.build_info() if flashbuf is not None else None,
+        "l2_bytes": l2_bytes(),
+        "failures": failures,
+    })
+    what = "quick" if args.quick else "-".join(k for k, on in (("prefill", run_prefill), ("decode", run_decode)) if on)
+    name = f"{short_gpu_name(meta['gpu'])}-{what}-{datetime.date.today():%Y%m%d}"
+    out = args.out or os.path.join(os.environ.get("OUT") or os.path.join(os.path.dirname(__file__), "results"),
+                                   name + ".json")
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump({"meta": meta, "rows": rows}, f, indent=1)
+    plot = args.plot or os.path.splitext(out)[0] + ".png"
+    try:
+        draw_plot(rows, plot)
+        print(f"\nwrote {out} and {plot}")
+    except Exception as e:
+        print(f"\nwrote {out}; plot failed: {e!r}")
+    if failures:
+        print(f"\n{len(failures)} failure(s):")
+        for msg in failures:
+            print("  " + msg)
+    print_table(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,19 @@
+"""flashbuf: exact flash attention for NVIDIA Hopper, with a CPU backend.
+
+    import flashbuf
+    o = flashbuf.attention(q, k, v, causal=True)                 # (B, S, H, D) layout
+    o, lse = flashbuf.attention(q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
+                                max_seqlen_q=mq, max_seqlen_k=mk, return_lse=True)
+    plan = flashbuf.DecodePlan(B, 1, 32, 8, 128, 128, max_seqlen_k=32768, page_size=16,
+                               dtype=torch.bfloat16, device="cuda")
+    o = plan.run(q, k_cache, v_cache, seqlens_k, page_table)      # graph-capturable
+    o, lse = flashbuf.merge_states(o_parts, lse_parts)
+
+PyTorch tensors (CUDA or CPU) go through the custom operators flashbuf::attention,
+flashbuf::attention_out, flashbuf::decode and flashbuf::merge_states (torch.compile and CUDA
+graphs work); NumPy arrays run on the CPU backend. PyTorch is optional.
+"""
+from ._api import DecodePlan, attention, build_info, cuda_available, last_backend, merge_states
+
+__version__ = "0.1.0"
+__all__ = ["attention", "DecodePlan", "merge_states", "cuda_available", "build_info", "last_backend"]

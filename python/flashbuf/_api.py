@@ -1,0 +1,294 @@
+"""The public Python API: attention, DecodePlan, merge_states.
+
+Each entry point accepts either PyTorch tensors (CPU or CUDA; dispatched to the operators of
+_torch_ops.py so that torch.compile and CUDA graphs see them) or NumPy arrays (CPU backend,
+called here directly). Outputs are allocated here or by the operators, never by C++; every
+check beyond what is needed to size the outputs is the C++ library's, whose
+flashbuf::ArgumentError arrives as ValueError (or TypeError for dtypes) naming the argument.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _C
+from ._common import (NUMPY_BF16, PLAN_FIELDS, WORKSPACE_ALIGNMENT, attention_output_shapes,
+                      decode_output_shapes, last, merge_output_shapes, softmax_scale, window_pair)
+
+try:
+    import torch
+
+    from . import _torch_ops
+except ImportError:  # the package works on NumPy alone
+    torch = None
+    _torch_ops = None
+
+
+def _is_torch(x) -> bool:
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+# ---- NumPy plumbing ---------------------------------------------------------------------------
+
+def _np_in(name: str, a):
+    """A NumPy array as the C++ binding takes it (bfloat16 travels as its uint16 bits)."""
+    if a is None:
+        return None
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"{name}: expected a numpy.ndarray (or torch.Tensor inputs throughout), got {type(a).__name__}")
+    if a.dtype == np.uint16:
+        raise TypeError(f"{name}: dtype uint16 is not supported; expected bfloat16, float16, float32 or int32")
+    if NUMPY_BF16 is not None and a.dtype == NUMPY_BF16:
+        return a.view(np.uint16)
+    return a
+
+
+def _np_empty(shape, dtype):
+    return np.empty(shape, dtype=dtype)
+
+
+def _max_seqlen(name: str, cu_seqlens) -> int:
+    """Longest sequence in cu_seqlens. On CUDA tensors this synchronises: pass max_seqlen_* to
+    keep a call capturable in a CUDA graph."""
+    if cu_seqlens is None:
+        return 0
+    if _is_torch(cu_seqlens):
+        if cu_seqlens.dim() != 1 or cu_seqlens.numel() < 1:
+            raise ValueError(f"{name}: expected a 1-d tensor of batch + 1 offsets")
+        if cu_seqlens.numel() == 1:
+            return 0
+        return int((cu_seqlens[1:] - cu_seqlens[:-1]).max().item())
+    a = np.asarray(cu_seqlens)
+    if a.ndim != 1 or a.size < 1:
+        raise ValueError(f"{name}: expected a 1-d array of batch + 1 offsets")
+    return int(np.diff(a).max()) if a.size > 1 else 0
+
+
+# ---- attention --------------------------------------------------------------------------------
+
+def attention(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, scale=None, cu_seqlens_q=None,
+              cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, seqlens_k=None, page_table=None,
+              return_lse=False, out=None):
+    """Exact softmax attention, softmax(scale * q k^T + mask) v, in FlashAttention's layout.
+
+    Batch:  q (B, Sq, Hq, D), k (B, Sk, Hkv, D), v (B, Sk, Hkv, Dv) -> o (B, Sq, Hq, Dv),
+            lse (B, Hq, Sq) float32.
+    Varlen: q (Tq, Hq, D), k (Tk, Hkv, D), v (Tk, Hkv, Dv) packed, with int32 cu_seqlens_q and
+            cu_seqlens_k (B + 1 offsets) -> o (Tq, Hq, Dv), lse (Hq, Tq).
+    Paged:  k (pages, page_size, Hkv, D), v (pages, page_size, Hkv, Dv), int32 page_table
+            (B, max_pages) and seqlens_k (B); q in the batch or varlen form.
+
+    Hq must be a multiple of Hkv (GQA/MQA). causal and window are bottom-right aligned: query i
+    of a sequence sits at key position i + Sk - Sq; window (left, right) keeps keys within
+    [pos - left, pos + right], -1 meaning unbounded; causal is window (left, 0). softcap > 0
+    applies softcap * tanh(s / softcap) to the scaled scores. scale defaults to 1/sqrt(D). A row
+    that sees no key gets o = 0 and lse = -inf.
+
+    Tensors: torch tensors on CUDA (run on the current stream, no copies) or the CPU, or NumPy
+    arrays (bfloat16 through ml_dtypes). Returns o, or (o, lse) with return_lse. out, if given,
+    receives o. max_seqlen_q/k are computed from cu_seqlens when omitted, which synchronises on
+    CUDA; pass them for CUDA-graph capture.
+    """
+    window_left, window_right = window_pair(window)
+    scale = softmax_scale(scale)
+    softcap = float(softcap)
+    max_seqlen_q = int(max_seqlen_q) if max_seqlen_q is not None else _max_seqlen("cu_seqlens_q", cu_seqlens_q)
+    max_seqlen_k = int(max_seqlen_k) if max_seqlen_k is not None else _max_seqlen("cu_seqlens_k", cu_seqlens_k)
+    causal = bool(causal)
+    return_lse = bool(return_lse)
+
+    if _is_torch(q):
+        if out is None:
+            o, lse = torch.ops.flashbuf.attention(q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table,
+                                                  max_seqlen_q, max_seqlen_k, scale, causal, window_left,
+                                                  window_right, softcap, return_lse)
+            return (o, lse) if return_lse else o
+        lse = None
+        if return_lse:
+            _, lse_shape = attention_output_shapes(tuple(q.shape), tuple(v.shape))
+            lse = q.new_empty(lse_shape, dtype=torch.float32)
+        torch.ops.flashbuf.attention_out(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table,
+                                         max_seqlen_q, max_seqlen_k, scale, causal, window_left, window_right,
+                                         softcap)
+        return (out, lse) if return_lse else out
+
+    q_in = _np_in("q", q)
+    o_shape, lse_shape = attention_output_shapes(q_in.shape, np.shape(v))
+    o = _np_empty(o_shape, q.dtype) if out is None else out
+    lse = _np_empty(lse_shape, np.float32) if return_lse else None
+    last.name = _C.attention(
+        q_in, _np_in("k", k), _np_in("v", v), _np_in("o", o), lse, _np_in("cu_seqlens_q", cu_seqlens_q),
+        _np_in("cu_seqlens_k", cu_seqlens_k), _np_in("seqlens_k", seqlens_k), _np_in("page_table", page_table),
+        max_seqlen_q, max_seqlen_k, scale, causal, window_left, window_right, softcap, 0)
+    return (o, lse) if return_lse else o
+
+
+# ---- decode -----------------------------------------------------------------------------------
+
+_DTYPE_NAMES = {"bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "float16": "fp16", "half": "fp16",
+                "fp32": "fp32", "float32": "fp32", "float": "fp32"}
+
+
+def _dtype_name(dtype) -> str:
+    if torch is not None and isinstance(dtype, torch.dtype):
+        names = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
+        if dtype in names:
+            return names[dtype]
+    elif isinstance(dtype, str) and dtype in _DTYPE_NAMES:
+        return _DTYPE_NAMES[dtype]
+    else:
+        try:
+            np_dtype = np.dtype(dtype)
+        except TypeError:
+            np_dtype = None
+        if np_dtype is not None:
+            if NUMPY_BF16 is not None and np_dtype == NUMPY_BF16:
+                return "bf16"
+            if np_dtype == np.float16:
+                return "fp16"
+            if np_dtype == np.float32:
+                return "fp32"
+    raise TypeError(f"dtype: unsupported dtype {dtype!r}; expected bfloat16, float16 or float32")
+
+
+def _device_pair(device) -> tuple[str, int]:
+    if torch is not None and isinstance(device, torch.device):
+        kind, index = device.type, device.index
+    else:
+        kind, _, index = str(device).partition(":")
+        index = int(index) if index else None
+    if kind not in ("cpu", "cuda"):
+        raise ValueError(f"device: expected 'cpu' or 'cuda[:index]', got {device!r}")
+    if kind == "cuda" and index is None:
+        index = torch.cuda.current_device() if torch is not None and torch.cuda.is_available() else 0
+    return kind, index or 0
+
+
+class DecodePlan:
+    """Token generation over a KV cache, planned once per batch shape and run many times.
+
+    The plan fixes the split of the keys across blocks for max_seqlen_k and owns the workspace
+    that holds the partial results (a torch tensor on CUDA, a NumPy buffer on the CPU), so
+    run() allocates nothing but its outputs and does not synchronise: a run can be captured in a
+    CUDA graph and replayed with new seqlens_k (and page table contents).
+
+    plan = DecodePlan(batch, q_per_seq, heads_q, heads_kv, head_dim, head_dim_v, max_seqlen_k,
+                      page_size, dtype, device)
+    o = plan.run(q, k, v, seqlens_k, page_table)
+
+    q (B, q_per_seq, Hq, D); k, v (B, Smax, Hkv, D|Dv) contiguous cache, or (pages, page_size,
+    Hkv, D|Dv) with page_table int32 (B, max_pages) when page_size > 0; seqlens_k int32 (B).
+    """
+
+    def __init__(self, batch, q_per_seq, heads_q, heads_kv, head_dim, head_dim_v, max_seqlen_k, page_size=0,
+                 dtype="bf16", device="cuda"):
+        kind, index = _device_pair(device)
+        self._plan = tuple(_C.plan_decode(int(batch), int(q_per_seq), int(heads_q), int(heads_kv), int(head_dim),
+                                          int(head_dim_v), int(max_seqlen_k), int(page_size), _dtype_name(dtype),
+                                          kind, index))
+        self._fields = dict(zip(PLAN_FIELDS, self._plan))
+        self.device = f"{kind}:{index}" if kind == "cuda" else "cpu"
+        # Never zero bytes, so that the operator always receives a tensor.
+        nbytes = max(self.workspace_bytes, WORKSPACE_ALIGNMENT)
+        self._workspace_torch = None
+        if kind == "cuda":
+            if torch is None:
+                raise RuntimeError("a CUDA DecodePlan needs PyTorch, which is not installed")
+            self.workspace = torch.empty(nbytes, dtype=torch.uint8, device=self.device)
+            self._workspace_torch = self.workspace
+        else:
+            raw = np.empty(nbytes + WORKSPACE_ALIGNMENT, dtype=np.uint8)
+            offset = (-raw.ctypes.data) % WORKSPACE_ALIGNMENT
+            self.workspace = raw[offset:offset + nbytes]
+        if self.workspace_bytes and (self._address(self.workspace) % WORKSPACE_ALIGNMENT):
+            raise RuntimeError("decode workspace is not 256-byte aligned")
+
+    @staticmethod
+    def _address(buf) -> int:
+        return buf.data_ptr() if _is_torch(buf) else buf.ctypes.data
+
+    def __getattr__(self, name):
+        # batch, heads_q, ..., num_splits, keys_per_split, workspace_bytes: the plan's fields.
+        fields = self.__dict__.get("_fields")
+        if fields is not None and name in fields:
+            return fields[name]
+        raise AttributeError(f"'DecodePlan' object has no attribute '{name}'")
+
+    @property
+    def dtype(self) -> str:
+        return ("bf16", "fp16", "fp32")[self._fields["dtype"]]
+
+    @property
+    def plan(self) -> tuple:
+        """The plan as the C++ library returned it (field order: flashbuf._common.PLAN_FIELDS)."""
+        return self._plan
+
+    def __repr__(self) -> str:
+        f = self._fields
+        return (f"DecodePlan(batch={f['batch']}, q_per_seq={f['q_per_seq']}, heads={f['heads_q']}/{f['heads_kv']}, "
+                f"head_dim={f['head_dim']}/{f['head_dim_v']}, max_seqlen_k={f['max_seqlen_k']}, "
+                f"page_size={f['page_size']}, device={self.device}, num_splits={f['num_splits']}, "
+                f"keys_per_split={f['keys_per_split']}, workspace_bytes={f['workspace_bytes']})")
+
+    def run(self, q, k, v, seqlens_k, page_table=None, *, causal=False, window=(-1, -1), softcap=0.0, scale=None,
+            return_lse=False):
+        """One decode step: returns o (B, q_per_seq, Hq, Dv), or (o, lse (B, Hq, q_per_seq))."""
+        window_left, window_right = window_pair(window)
+        scale = softmax_scale(scale)
+        softcap = float(softcap)
+        causal = bool(causal)
+        return_lse = bool(return_lse)
+        if _is_torch(q):
+            workspace = self._workspace_torch
+            if workspace is None:  # a CPU plan used with torch CPU tensors: share the NumPy buffer
+                workspace = self._workspace_torch = torch.from_numpy(self.workspace)
+            o, lse = torch.ops.flashbuf.decode(q, k, v, seqlens_k, page_table, workspace, list(self._plan), scale,
+                                               causal, window_left, window_right, softcap, return_lse)
+            return (o, lse) if return_lse else o
+
+        if _is_torch(self.workspace):
+            raise TypeError("q: a CUDA DecodePlan runs on torch CUDA tensors, got a NumPy array")
+        f = self._fields
+        o_shape, lse_shape = decode_output_shapes(f["batch"], f["q_per_seq"], f["heads_q"], f["head_dim_v"])
+        q_in = _np_in("q", q)
+        o = _np_empty(o_shape, q.dtype)
+        lse = _np_empty(lse_shape, np.float32) if return_lse else None
+        last.name = _C.decode(list(self._plan), q_in, _np_in("k", k), _np_in("v", v), _np_in("seqlens_k", seqlens_k),
+                              _np_in("page_table", page_table), _np_in("o", o), lse, self.workspace, scale, causal,
+                              window_left, window_right, softcap, 0)
+        return (o, lse) if return_lse else o
+
+
+# ---- merge_states -----------------------------------------------------------------------------
+
+def merge_states(o_parts, lse_parts, *, return_lse=True):
+    """Combines N partial attention results over disjoint key sets into one.
+
+    o_parts (N, T, H, Dv) with lse_parts float32 (N, T, H) -> o (T, H, Dv) and lse (T, H):
+    o = sum_i exp(lse_i - lse) o_i with lse = log sum_i exp(lse_i). A part with lse = -inf
+    contributes nothing. Returns (o, lse), or o alone with return_lse=False.
+    """
+    return_lse = bool(return_lse)
+    if _is_torch(o_parts):
+        o, lse = torch.ops.flashbuf.merge_states(o_parts, lse_parts, return_lse)
+        return (o, lse) if return_lse else o
+    op_in = _np_in("o_parts", o_parts)
+    o_shape, lse_shape = merge_output_shapes(op_in.shape, np.shape(lse_parts))
+    o = _np_empty(o_shape, o_parts.dtype)
+    lse = _np_empty(lse_shape, np.float32) if return_lse else None
+    last.name = _C.merge_states(op_in, _np_in("lse_parts", lse_parts), _np_in("o", o), lse, 0)
+    return (o, lse) if return_lse else o
+
+
+def last_backend() -> str | None:
+    """The flashbuf backend ('cpu', 'sm80', 'sm90', 'decode') that ran the latest eager call."""
+    return last.name
+
+
+def cuda_available() -> bool:
+    """Whether this build has CUDA kernels and a usable GPU is present."""
+    return bool(_C.cuda_available())
+
+
+def build_info() -> str:
+    """What the C++ library instantiated (head dims, dtypes, architectures)."""
+    return _C.build_info()

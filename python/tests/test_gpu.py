@@ -1,0 +1,195 @@
+"""flashbuf on a CUDA GPU through PyTorch: against the float64 reference and PyTorch's SDPA,
+under torch.compile, and inside captured CUDA graphs (decode replayed with new seqlens_k).
+Skipped unless PyTorch sees a GPU and this flashbuf build has CUDA kernels.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import attention_reference as ref  # noqa: E402
+import flashbuf  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and flashbuf.cuda_available()),
+                                reason="needs a CUDA GPU and a flashbuf build with CUDA")
+
+DEV = "cuda"
+
+
+def randn(*shape, dtype=torch.bfloat16):
+    return torch.randn(*shape, device=DEV, dtype=dtype)
+
+
+def max_err(actual, expected):
+    return float(np.max(np.abs(ref.as_f64(actual) - expected)))
+
+
+def sdpa(q, k, v, causal):
+    """PyTorch SDPA in flashbuf's (B, S, H, D) layout, same precision, bottom-right causal."""
+    qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    sq, sk = q.shape[1], k.shape[1]
+    mask = None
+    if causal:
+        mask = torch.ones(sq, sk, dtype=torch.bool, device=q.device).tril(diagonal=sk - sq)
+    o = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, attn_mask=mask,
+                                                         enable_gqa=q.shape[2] != k.shape[2])
+    return o.transpose(1, 2)
+
+
+def require_head_dim(dtype, d, dv):
+    info = flashbuf.build_info()
+    name = {torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
+    if f"{name}_{d}_{dv}" not in info:
+        pytest.skip(f"{name}_{d}_{dv} not instantiated in this build")
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("d", [64, 128, 256])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", [(2, 128, 128, 8, 8), (3, 77, 301, 8, 2), (1, 513, 513, 4, 1)],
+                         ids=["square", "odd-gqa", "mqa"])
+def test_prefill_vs_reference_and_sdpa(dtype, d, causal, shape):
+    require_head_dim(dtype, d, d)
+    b, sq, sk, hq, hkv = shape
+    q, k, v = randn(b, sq, hq, d, dtype=dtype), randn(b, sk, hkv, d, dtype=dtype), randn(b, sk, hkv, d, dtype=dtype)
+    o, lse = flashbuf.attention(q, k, v, causal=causal, return_lse=True)
+    torch.cuda.synchronize()
+    o_ref, lse_ref = ref.attention(q, k, v, causal=causal)
+    # FlashAttention-3's criterion: at most twice PyTorch's own same-precision error, plus slack.
+    ours, theirs = max_err(o, o_ref), max_err(sdpa(q, k, v, causal), o_ref)
+    assert ours <= 2 * theirs + 1e-3, f"flashbuf {ours:.3g} vs SDPA {theirs:.3g}"
+    finite = np.isfinite(lse_ref)
+    assert np.max(np.abs(lse.cpu().numpy()[finite] - lse_ref[finite])) <= 1e-2
+    assert flashbuf.last_backend() in ("sm80", "sm90")
+
+
+def test_varlen_paged_window_softcap_vs_reference():
+    require_head_dim(torch.bfloat16, 128, 128)
+    lens_q, lens_k = [5, 0, 130, 64], [300, 17, 130, 0]
+    cu_q = torch.tensor(np.concatenate([[0], np.cumsum(lens_q)]), dtype=torch.int32, device=DEV)
+    cu_k = torch.tensor(np.concatenate([[0], np.cumsum(lens_k)]), dtype=torch.int32, device=DEV)
+    q, k, v = randn(sum(lens_q), 8, 128), randn(sum(lens_k), 2, 128), randn(sum(lens_k), 2, 128)
+    kw = dict(causal=True, window=(64, -1), softcap=20.0)
+    o = flashbuf.attention(q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max(lens_q),
+                           max_seqlen_k=max(lens_k), **kw)
+    o_ref, _ = ref.attention(q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, **kw)
+    assert max_err(o, o_ref) <= ref.tolerance("bf16")
+
+    # the same keys in a shuffled page pool (page 16), batch-form queries
+    b, s, page = 3, 200, 16
+    lens = torch.tensor([200, 33, 1], dtype=torch.int32, device=DEV)
+    qb, kc, vc = randn(b, 7, 8, 128), randn(b, s, 2, 128), randn(b, s, 2, 128)
+    pages = -(-s // page)
+    perm = torch.randperm(b * pages, device=DEV)
+    table = perm.view(b, pages).to(torch.int32)
+    kp = torch.empty(b * pages, page, 2, 128, device=DEV, dtype=torch.bfloat16)
+    vp = torch.empty_like(kp)
+    pad = pages * page - s
+    kp[perm] = torch.nn.functional.pad(kc, (0, 0, 0, 0, 0, pad)).view(b * pages, page, 2, 128)
+    vp[perm] = torch.nn.functional.pad(vc, (0, 0, 0, 0, 0, pad)).view(b * pages, page, 2, 128)
+    o_paged = flashbuf.attention(qb, kp, vp, seqlens_k=lens, page_table=table, **kw)
+    o_contig = flashbuf.attention(qb, kc, vc, seqlens_k=lens, **kw)
+    o_ref, _ = ref.attention(qb, kc, vc, seqlens_k=lens, **kw)
+    assert max_err(o_paged, o_ref) <= ref.tolerance("bf16")
+    assert max_err(o_contig, o_ref) <= ref.tolerance("bf16")
+
+
+def test_torch_compile():
+    require_head_dim(torch.bfloat16, 128, 128)
+    torch._dynamo.reset()
+    q, k, v = randn(2, 256, 8, 128), randn(2, 256, 8, 128), randn(2, 256, 8, 128)
+
+    def layer(q, k, v):
+        return flashbuf.attention(q * 0.5, k, v, causal=True).float().square().mean(dim=-1)
+
+    compiled = torch.compile(layer, fullgraph=True)
+    assert torch.allclose(compiled(q, k, v), layer(q, k, v), atol=1e-3)
+
+
+def test_cuda_graph_prefill_replay():
+    require_head_dim(torch.bfloat16, 128, 128)
+    q, k, v = randn(2, 300, 8, 128), randn(2, 300, 4, 128), randn(2, 300, 4, 128)
+    flashbuf.attention(q, k, v, causal=True)  # warm up outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        o = flashbuf.attention(q, k, v, causal=True)
+    for _ in range(2):  # new inputs in the same buffers
+        q.copy_(torch.randn_like(q))
+        k.copy_(torch.randn_like(k))
+        graph.replay()
+        torch.cuda.synchronize()
+        o_ref, _ = ref.attention(q, k, v, causal=True)
+        assert max_err(o, o_ref) <= ref.tolerance("bf16")
+
+
+@pytest.mark.parametrize("page_size", [0, 16, 64])
+@pytest.mark.parametrize("q_per_seq", [1, 4])
+def test_decode_graph_replay_with_new_seqlens(page_size, q_per_seq):
+    b, hq, hkv, d, smax = 5, 32, 8, 128, 4096
+    plan = flashbuf.DecodePlan(b, q_per_seq, hq, hkv, d, d, smax, page_size, dtype=torch.bfloat16, device=DEV)
+    q = randn(b, q_per_seq, hq, d)
+    kc, vc = randn(b, smax, hkv, d), randn(b, smax, hkv, d)
+    if page_size:
+        pages = smax // page_size
+        perm = torch.randperm(b * pages, device=DEV)
+        table = perm.view(b, pages).to(torch.int32)
+        k = torch.empty(b * pages, page_size, hkv, d, device=DEV, dtype=torch.bfloat16)
+        v = torch.empty_like(k)
+        k[perm] = kc.reshape(b * pages, page_size, hkv, d)
+        v[perm] = vc.reshape(b * pages, page_size, hkv, d)
+    else:
+        table, k, v = None, kc, vc
+    seqlens = torch.tensor([4096, 1, 700, 2049, 0], dtype=torch.int32, device=DEV)
+    plan.run(q, k, v, seqlens, table, causal=True)  # warm up
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        o, lse = plan.run(q, k, v, seqlens, table, causal=True, return_lse=True)
+    for lens in ([4096, 1, 700, 2049, 0], [3, 4000, 64, 0, 1500], [17, 17, 4096, 129, 2]):
+        seqlens.copy_(torch.tensor(lens, dtype=torch.int32))
+        graph.replay()
+        torch.cuda.synchronize()
+        o_ref, lse_ref = ref.attention(q, kc, vc, seqlens_k=seqlens, causal=True)
+        assert max_err(o, o_ref) <= ref.tolerance("bf16"), f"seqlens {lens}"
+        finite = np.isfinite(lse_ref)
+        assert np.array_equal(np.isneginf(lse.cpu().numpy()), np.isneginf(lse_ref))
+        assert np.max(np.abs(lse.cpu().numpy()[finite] - lse_ref[finite])) <= 1e-2
+
+
+def test_decode_under_torch_compile():
+    torch._dynamo.reset()
+    b, hq, hkv, d, smax = 4, 32, 8, 128, 1024
+    plan = flashbuf.DecodePlan(b, 1, hq, hkv, d, d, smax, 0, dtype=torch.bfloat16, device=DEV)
+    q, k, v = randn(b, 1, hq, d), randn(b, smax, hkv, d), randn(b, smax, hkv, d)
+    seqlens = torch.tensor([1024, 5, 300, 77], dtype=torch.int32, device=DEV)
+
+    def step(q, k, v, seqlens):
+        return plan.run(q, k, v, seqlens) * 2.0
+
+    compiled = torch.compile(step, fullgraph=True)
+    assert torch.allclose(compiled(q, k, v, seqlens), step(q, k, v, seqlens), atol=1e-2)
+
+
+def test_merge_states_cuda():
+    sq, sk, h, d = 33, 1000, 8, 128
+    require_head_dim(torch.bfloat16, d, d)
+    q, k, v = randn(1, sq, h, d), randn(1, sk, h, d), randn(1, sk, h, d)
+    bounds = [0, 300, 301, 1000]
+    parts = [flashbuf.attention(q, k[:, lo:hi], v[:, lo:hi], return_lse=True) for lo, hi in zip(bounds, bounds[1:])]
+    o_parts = torch.stack([o[0].float() for o, _ in parts])
+    lse_parts = torch.stack([lse[0].transpose(0, 1) for _, lse in parts]).contiguous()
+    o, lse = flashbuf.merge_states(o_parts, lse_parts)
+    o_ref, lse_ref = ref.attention(q, k, v)
+    assert max_err(o, o_ref[0]) <= ref.tolerance("bf16")
+    assert np.max(np.abs(lse.cpu().numpy() - lse_ref[0].T)) <= 1e-2
+
+
+def test_errors_on_cuda():
+    q, k = randn(1, 4, 3, 128), randn(1, 4, 2, 128)
+    with pytest.raises(ValueError, match=r"^q: heads_q = 3"):
+        flashbuf.attention(q, k, k)
+    with pytest.raises(ValueError, match=r"is on"):
+        flashbuf.attention(randn(1, 4, 2, 128), k.cpu(), k.cpu())

@@ -1,0 +1,128 @@
+"""The PyTorch operators on CPU tensors: same results as the NumPy path, torch.library's own
+operator checks (schema, fake rules), torch.compile, and error translation through the
+dispatcher. Skipped where PyTorch is not installed.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import attention_reference as ref  # noqa: E402
+import flashbuf  # noqa: E402
+
+
+def randn(*shape, dtype=torch.bfloat16, generator=None):
+    return torch.randn(*shape, generator=generator).to(dtype)
+
+
+@pytest.fixture
+def gen():
+    return torch.Generator().manual_seed(0)
+
+
+def test_operators_are_registered():
+    for name in ("attention", "attention_out", "decode", "merge_states"):
+        assert hasattr(torch.ops.flashbuf, name)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_torch_cpu_matches_reference(dtype, gen):
+    q, k, v = randn(2, 9, 4, 32, dtype=dtype, generator=gen), randn(2, 13, 2, 32, dtype=dtype, generator=gen), \
+        randn(2, 13, 2, 32, dtype=dtype, generator=gen)
+    o, lse = flashbuf.attention(q, k, v, causal=True, return_lse=True)
+    assert isinstance(o, torch.Tensor) and o.dtype == dtype and o.shape == (2, 9, 4, 32)
+    assert lse.dtype == torch.float32 and lse.shape == (2, 4, 9)
+    o_ref, lse_ref = ref.attention(q, k, v, causal=True)
+    name = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}[dtype]
+    assert np.max(np.abs(ref.as_f64(o) - o_ref)) <= ref.tolerance(name)
+    assert np.max(np.abs(lse.numpy() - lse_ref)) <= 1e-3
+
+
+def test_requires_grad_inputs_are_accepted(gen):
+    q = randn(1, 4, 2, 16, dtype=torch.float32, generator=gen).requires_grad_()
+    k = randn(1, 4, 2, 16, dtype=torch.float32, generator=gen)
+    o = flashbuf.attention(q, k, k)
+    assert o.shape == (1, 4, 2, 16)
+
+
+def test_out_variant(gen):
+    q, k, v = (randn(1, 6, 2, 16, dtype=torch.float32, generator=gen) for _ in range(3))
+    out = torch.full((1, 6, 2, 16), float("nan"))
+    o, lse = flashbuf.attention(q, k, v, out=out, return_lse=True)
+    assert o is out and not torch.isnan(out).any()
+    assert torch.equal(out, flashbuf.attention(q, k, v))
+
+
+def _attention_args(q, k, v, return_lse=True):
+    return (q, k, v, None, None, None, None, 0, 0, 0.0, True, -1, -1, 0.0, return_lse)
+
+
+def test_opcheck_attention(gen):
+    q, k, v = randn(2, 5, 4, 16, generator=gen), randn(2, 7, 2, 16, generator=gen), randn(2, 7, 2, 16, generator=gen)
+    for return_lse in (True, False):
+        torch.library.opcheck(torch.ops.flashbuf.attention.default, _attention_args(q, k, v, return_lse),
+                              test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_static"))
+
+
+def test_opcheck_varlen_and_paged(gen):
+    cu_q = torch.tensor([0, 3, 8], dtype=torch.int32)
+    cu_k = torch.tensor([0, 4, 10], dtype=torch.int32)
+    q, k, v = randn(8, 4, 16, generator=gen), randn(10, 2, 16, generator=gen), randn(10, 2, 16, generator=gen)
+    args = (q, k, v, cu_q, cu_k, None, None, 5, 6, 0.0, False, -1, -1, 0.0, True)
+    torch.library.opcheck(torch.ops.flashbuf.attention.default, args, test_utils=("test_schema", "test_faketensor"))
+    kp, vp = randn(6, 4, 2, 16, generator=gen), randn(6, 4, 2, 16, generator=gen)
+    table = torch.tensor([[5, 0, 3], [1, 2, 4]], dtype=torch.int32)
+    lens = torch.tensor([9, 12], dtype=torch.int32)
+    qb = randn(2, 3, 4, 16, generator=gen)
+    args = (qb, kp, vp, None, None, lens, table, 0, 0, 0.0, True, -1, -1, 0.0, False)
+    torch.library.opcheck(torch.ops.flashbuf.attention.default, args, test_utils=("test_schema", "test_faketensor"))
+
+
+def test_opcheck_decode_and_merge(gen):
+    plan = flashbuf.DecodePlan(2, 2, 4, 2, 16, 16, 12, 4, dtype=torch.bfloat16, device="cpu")
+    q = randn(2, 2, 4, 16, generator=gen)
+    kp, vp = randn(6, 4, 2, 16, generator=gen), randn(6, 4, 2, 16, generator=gen)
+    table = torch.tensor([[5, 0, 3], [1, 2, 4]], dtype=torch.int32)
+    lens = torch.tensor([9, 12], dtype=torch.int32)
+    ws = torch.from_numpy(plan.workspace)
+    args = (q, kp, vp, lens, table, ws, list(plan.plan), 0.0, True, -1, -1, 0.0, True)
+    torch.library.opcheck(torch.ops.flashbuf.decode.default, args, test_utils=("test_schema", "test_faketensor"))
+    o_parts = randn(3, 5, 4, 16, dtype=torch.float32, generator=gen)
+    lse_parts = randn(3, 5, 4, dtype=torch.float32, generator=gen)
+    torch.library.opcheck(torch.ops.flashbuf.merge_states.default, (o_parts, lse_parts, True),
+                          test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_static"))
+
+
+def test_decode_plan_with_torch_cpu_tensors(gen):
+    plan = flashbuf.DecodePlan(2, 1, 4, 2, 32, 32, 20, 0, dtype=torch.float16, device="cpu")
+    q, k, v = randn(2, 1, 4, 32, dtype=torch.float16, generator=gen), randn(2, 20, 2, 32, dtype=torch.float16, generator=gen), \
+        randn(2, 20, 2, 32, dtype=torch.float16, generator=gen)
+    lens = torch.tensor([20, 7], dtype=torch.int32)
+    o = plan.run(q, k, v, lens)
+    o_ref, _ = ref.attention(q, k, v, seqlens_k=lens)
+    assert np.max(np.abs(ref.as_f64(o) - o_ref)) <= ref.tolerance("fp16")
+
+
+def test_torch_compile_fullgraph(gen):
+    torch._dynamo.reset()
+    q, k, v = randn(1, 16, 4, 32, dtype=torch.float32, generator=gen), randn(1, 16, 2, 32, dtype=torch.float32, generator=gen), \
+        randn(1, 16, 2, 32, dtype=torch.float32, generator=gen)
+
+    def block(q, k, v):
+        o, lse = flashbuf.attention(q * 2.0, k, v, causal=True, return_lse=True)
+        return o.sum(dim=-1), lse
+
+    compiled = torch.compile(block, fullgraph=True, backend="aot_eager")
+    o, lse = compiled(q, k, v)
+    o_eager, lse_eager = block(q, k, v)
+    assert torch.allclose(o, o_eager) and torch.allclose(lse, lse_eager)
+
+
+def test_errors_cross_the_dispatcher(gen):
+    q, k = randn(1, 4, 3, 16, generator=gen), randn(1, 4, 2, 16, generator=gen)
+    with pytest.raises(ValueError, match=r"^q: heads_q = 3 is not a multiple"):
+        flashbuf.attention(q, k, k)
+    with pytest.raises(TypeError, match=r"^k: "):
+        flashbuf.attention(randn(1, 4, 2, 16, generator=gen), k.half(), k.half())
