@@ -23,6 +23,7 @@
 #include <cstdint>
 
 #include "flashbuf/core/config.hpp"
+#include "flashbuf/core/split_kv.hpp"
 
 namespace flashbuf::kernels::decode {
 
@@ -53,9 +54,10 @@ struct DecodeTile {
   static constexpr int kWarps = kWarpsM * kWarpsN;
   static constexpr int kThreads = 32 * kWarps;
   // Keys each warp takes from a tile. 64 per block tile: 32 KB of K+V per stage at D = 128,
-  // enough bytes per barrier; D = 256 with all keys in one warp halves it so the 16x256 fp32
-  // O (128 registers) plus 32 keys of scores fit without spilling.
-  static constexpr int kKeysPerWarp = (HeadDim == 256 && kWarpsN == 1) ? 32 : 64 / kWarpsN;
+  // enough bytes per barrier. At D = 256 a warp takes 16 keys (one k16 step of P.V), so the
+  // 16x256 fp32 O (128 registers) plus the scores fit unspilled; the block tile is then
+  // 64 keys with 4 warps on one row tile, fewer with more row tiles (compute-bound anyway).
+  static constexpr int kKeysPerWarp = HeadDim == 256 ? 16 : 64 / kWarpsN;
   static constexpr int kBlockN = kKeysPerWarp * kWarpsN;
   static constexpr int kElemBytes = 2;  // bf16 / fp16
   static constexpr int kRowBytes = HeadDim * kElemBytes;
@@ -148,7 +150,7 @@ constexpr WorkspaceLayout workspace_layout(int num_splits, int batch, int q_per_
 constexpr int block_n_for(int head_dim, int rows) {
   const int mt = mtiles_for_rows(rows);
   const int warps_n = mt >= 4 ? 1 : 4 / mt;
-  const int keys_per_warp = (head_dim == 256 && warps_n == 1) ? 32 : 64 / warps_n;
+  const int keys_per_warp = head_dim == 256 ? 16 : 64 / warps_n;
   return keys_per_warp * warps_n;
 }
 
@@ -158,6 +160,29 @@ constexpr int block_n_for(int head_dim, int rows) {
 FLASHBUF_HOST_DEVICE constexpr int split_keys(int visible_keys, int num_splits, int block_n) {
   if (visible_keys <= 0) return 0;
   return round_up(ceil_div(visible_keys, num_splits < 1 ? 1 : num_splits), block_n);
+}
+
+// Number of splits. Unlike core's choose_num_splits (which aims at 2 blocks per SM whatever
+// the kernel's occupancy), this counts the blocks that are resident at once (`slots` =
+// SMs x blocks per SM from the occupancy of the kernel that will run) and keeps the grid to
+// ONE wave of them: a second partial wave of long splits would run at a fraction of the
+// read bandwidth (too few blocks in flight) and cost up to ~20% on long contexts.
+//   1 when the (sequence, kv head, row chunk) items alone fill more than half the slots;
+//   else as many splits as fit in the slots, at least max(2 tiles, 256 keys) per split,
+//   at most max_splits, reduced to the count whole-tile splits of max_seqlen_k fill.
+constexpr int choose_decode_splits(int slots, std::int64_t work_items, int max_seqlen_k, int block_n,
+                                   int max_splits = split_kv::kDefaultMaxSplits) {
+  if (slots <= 0 || work_items <= 0 || max_seqlen_k <= 0 || block_n <= 0 || max_splits <= 1) return 1;
+  if (2 * work_items > slots) return 1;
+  const int tiles = ceil_div(max_seqlen_k, block_n);
+  int min_tiles = ceil_div(split_kv::kMinKeysPerSplit, block_n);
+  if (min_tiles < split_kv::kMinTilesPerSplit) min_tiles = split_kv::kMinTilesPerSplit;
+  std::int64_t splits = slots / work_items;
+  if (splits > tiles / min_tiles) splits = tiles / min_tiles;
+  if (splits > max_splits) splits = max_splits;
+  if (splits <= 1) return 1;
+  const int n = static_cast<int>(splits);
+  return ceil_div(tiles, ceil_div(tiles, n));
 }
 
 }  // namespace flashbuf::kernels::decode

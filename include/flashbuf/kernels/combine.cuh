@@ -1,0 +1,217 @@
+// Kernels layer: the combine of partial attention results (merge_states). Each part is an
+// output normalised over its own keys plus its natural-log LSE; the merged row is
+//     M = max_s lse_s,   w_s = exp(lse_s - M) / sum_s' exp(lse_s' - M),
+//     o = sum_s w_s o_s, lse = M + ln sum_s exp(lse_s - M).
+// A part with lse = -inf is skipped without reading its o (it may be garbage: an empty
+// split never needs to write it); a row whose parts are all empty gives o = 0, lse = -inf.
+//
+// One warp per (token, head) row; each lane owns kVec consecutive channels per step of
+// 32 * kVec. Parts are read 8 at a time (independent loads in flight before the first use).
+// The public merge_states and the decode's split-KV combine are this one kernel: decode
+// only adds a two-level token index (token = b * q_per_seq + i, with separate batch and
+// token strides for o and lse) and programmatic dependent launch after the decode grid.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdint>
+#include <type_traits>
+
+#include "flashbuf/core/config.hpp"
+#include "flashbuf/kernels/decode_ptx.cuh"
+
+namespace flashbuf::kernels::combine {
+
+struct CombineParams {
+  int num_parts = 0;
+  int tokens = 0;        // rows = tokens * heads
+  int tokens_inner = 1;  // token t -> (t / tokens_inner, t % tokens_inner) for o and lse
+  int heads = 0;
+  int head_dim_v = 0;
+  const void* o_parts = nullptr;
+  std::int64_t op_part_stride = 0, op_token_stride = 0, op_head_stride = 0;
+  const float* lse_parts = nullptr;
+  std::int64_t lp_part_stride = 0, lp_token_stride = 0, lp_head_stride = 0;
+  void* o = nullptr;
+  std::int64_t o_outer_stride = 0, o_inner_stride = 0, o_head_stride = 0;
+  float* lse = nullptr;  // optional
+  std::int64_t lse_outer_stride = 0, lse_inner_stride = 0, lse_head_stride = 0;
+};
+
+inline constexpr int kWarpsPerBlock = 4;
+inline constexpr int kThreads = 32 * kWarpsPerBlock;
+inline constexpr int kPartsInFlight = 8;  // loads issued together per lane
+
+template <class T>
+__device__ __forceinline__ float to_float(T x) {
+  if constexpr (std::is_same_v<T, float>) return x;
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(x);
+  else return __half2float(x);
+}
+template <class T>
+__device__ __forceinline__ T from_float(float x) {
+  if constexpr (std::is_same_v<T, float>) return x;
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(x);
+  else return __float2half_rn(x);
+}
+
+// kVec consecutive elements as one access (16 bytes of fp32 or 8 bytes of 16-bit types for
+// kVec = 4; callers guarantee the alignment).
+template <class T, int kVec>
+struct alignas(sizeof(T) * kVec) Vec {
+  T v[kVec];
+};
+
+template <class T, int kVec>
+__device__ __forceinline__ void load_vec(const T* src, float (&out)[kVec]) {
+  const Vec<T, kVec> x = *reinterpret_cast<const Vec<T, kVec>*>(src);
+#pragma unroll
+  for (int e = 0; e < kVec; ++e) out[e] = to_float(x.v[e]);
+}
+template <class T, int kVec>
+__device__ __forceinline__ void store_vec(T* dst, const float (&in)[kVec]) {
+  Vec<T, kVec> x;
+#pragma unroll
+  for (int e = 0; e < kVec; ++e) x.v[e] = from_float<T>(in[e]);
+  *reinterpret_cast<Vec<T, kVec>*>(dst) = x;
+}
+
+__device__ __forceinline__ float warp_max(float x) {
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, m));
+  return x;
+}
+__device__ __forceinline__ float warp_sum(float x) {
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) x += __shfl_xor_sync(0xffffffffu, x, m);
+  return x;
+}
+
+template <class TIn, class TOut, int kVec>
+__global__ void __launch_bounds__(kThreads, 4) combine_kernel(const __grid_constant__ CombineParams p) {
+  // After a decode grid launched us early (programmatic dependent launch), wait for its
+  // partial results; a no-op for a plain launch.
+  decode::ptx::griddepcontrol_wait();
+
+  const int lane = threadIdx.x & 31;
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
+  if (row >= static_cast<std::int64_t>(p.tokens) * p.heads) return;  // warp-uniform
+  const int t = static_cast<int>(row / p.heads);
+  const int h = static_cast<int>(row - static_cast<std::int64_t>(t) * p.heads);
+  const int n = p.num_parts;
+  const float* const lse_row = p.lse_parts + t * p.lp_token_stride + h * p.lp_head_stride;
+  const TIn* const o_row = static_cast<const TIn*>(p.o_parts) + t * p.op_token_stride + h * p.op_head_stride;
+  const int t_outer = t / p.tokens_inner;
+  const int t_inner = t - t_outer * p.tokens_inner;
+  TOut* const out = static_cast<TOut*>(p.o) + t_outer * p.o_outer_stride + t_inner * p.o_inner_stride +
+                    h * p.o_head_stride;
+
+  // Pass 1: the largest LSE (lanes over parts).
+  float mx = kNegInf;
+  for (int s = lane; s < n; s += 32) mx = fmaxf(mx, lse_row[s * p.lp_part_stride]);
+  mx = warp_max(mx);
+  if (!(mx > kNegInf)) {  // every part empty (or NaN LSEs): O = 0, LSE = -inf
+    float zero[kVec];
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) zero[e] = 0.0f;
+    for (int d = lane * kVec; d < p.head_dim_v; d += 32 * kVec) store_vec<TOut, kVec>(out + d, zero);
+    if (p.lse != nullptr && lane == 0) {
+      p.lse[t_outer * p.lse_outer_stride + t_inner * p.lse_inner_stride + h * p.lse_head_stride] = kNegInf;
+    }
+    return;
+  }
+  // Pass 2: the denominator.
+  float sum = 0.0f;
+  for (int s = lane; s < n; s += 32) sum += __expf(lse_row[s * p.lp_part_stride] - mx);
+  sum = warp_sum(sum);
+  const float inv_sum = 1.0f / sum;  // >= 1 term equals 1, so sum >= 1
+
+  // Pass 3: o = sum_s w_s o_s; lane k of each group of 32 parts holds w for part k.
+  for (int base = 0; base < p.head_dim_v; base += 32 * kVec) {
+    const int d = base + lane * kVec;
+    const bool active = d < p.head_dim_v;
+    float acc[kVec];
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) acc[e] = 0.0f;
+    for (int s0 = 0; s0 < n; s0 += 32) {
+      const float w_mine = s0 + lane < n ? __expf(lse_row[(s0 + lane) * p.lp_part_stride] - mx) * inv_sum : 0.0f;
+      const int count = min(32, n - s0);
+      for (int k = 0; k < count; k += kPartsInFlight) {
+        float w[kPartsInFlight];
+        float x[kPartsInFlight][kVec];
+#pragma unroll
+        for (int u = 0; u < kPartsInFlight; ++u) {
+          w[u] = __shfl_sync(0xffffffffu, w_mine, (k + u) & 31);
+          if (k + u >= count) w[u] = 0.0f;
+#pragma unroll
+          for (int e = 0; e < kVec; ++e) x[u][e] = 0.0f;
+          if (w[u] > 0.0f && active) load_vec<TIn, kVec>(o_row + (s0 + k + u) * p.op_part_stride + d, x[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < kPartsInFlight; ++u) {
+#pragma unroll
+          for (int e = 0; e < kVec; ++e) acc[e] += w[u] * x[u][e];
+        }
+      }
+    }
+    if (active) store_vec<TOut, kVec>(out + d, acc);
+  }
+  if (p.lse != nullptr && lane == 0) {
+    p.lse[t_outer * p.lse_outer_stride + t_inner * p.lse_inner_stride + h * p.lse_head_stride] = mx + __logf(sum);
+  }
+}
+
+// True when every part/output row may be read and written kVec = 4 elements at a time.
+inline bool combine_vec4_ok(const CombineParams& p, std::size_t in_bytes, std::size_t out_bytes) {
+  auto aligned = [](const void* ptr, std::size_t bytes) {
+    return reinterpret_cast<std::uintptr_t>(ptr) % bytes == 0;
+  };
+  const std::int64_t strides[] = {p.op_part_stride, p.op_token_stride, p.op_head_stride,
+                                  p.o_outer_stride, p.o_inner_stride, p.o_head_stride};
+  for (std::int64_t s : strides) {
+    if (s % 4 != 0) return false;
+  }
+  return p.head_dim_v % 4 == 0 && aligned(p.o_parts, 4 * in_bytes) && aligned(p.o, 4 * out_bytes);
+}
+
+// Programmatic launch is safe only when the code that runs was compiled for sm_90+ (an
+// sm_80 build JIT-compiled on Hopper has no griddepcontrol.wait and would race). Asked once
+// per kernel (the answer is the same on every device of one process in practice).
+template <class Kernel>
+bool has_griddepcontrol(Kernel* kernel) {
+  static std::atomic<int> known{-1};
+  int v = known.load(std::memory_order_relaxed);
+  if (v < 0) {
+    cudaFuncAttributes attributes{};
+    v = cudaFuncGetAttributes(&attributes, kernel) == cudaSuccess && attributes.ptxVersion >= 90 ? 1 : 0;
+    known.store(v, std::memory_order_relaxed);
+  }
+  return v == 1;
+}
+
+// Launch on the current device. `programmatic`: launched right after the grid that writes
+// the parts, with programmatic stream serialisation (sm_90+), so this grid's launch overlaps
+// that grid's tail; the kernel's griddepcontrol.wait keeps the data dependency.
+template <class TIn, class TOut>
+cudaError_t launch_combine(const CombineParams& p, cudaStream_t stream, bool programmatic) {
+  const std::int64_t rows = static_cast<std::int64_t>(p.tokens) * p.heads;
+  if (rows == 0) return cudaSuccess;
+  const bool vec4 = combine_vec4_ok(p, sizeof(TIn), sizeof(TOut));
+  auto* kernel = vec4 ? &combine_kernel<TIn, TOut, 4> : &combine_kernel<TIn, TOut, 1>;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(ceil_div<std::int64_t>(rows, kWarpsPerBlock)));
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = 0;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = programmatic && has_griddepcontrol(kernel) ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, p);
+}
+
+}  // namespace flashbuf::kernels::combine

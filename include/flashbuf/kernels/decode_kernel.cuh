@@ -1,0 +1,577 @@
+// Kernels layer, decode: the split-KV token-generation kernel (mma.sync m16n8k16, cp.async
+// pipeline; runs on sm80 and sm90). One block computes the packed query rows of one
+// (sequence, kv head, row chunk) against one split of that sequence's keys, streaming K and V
+// tiles through a kStages-deep cp.async ring in shared memory. It writes either the final O
+// and LSE (one split) or a partial O (fp32, normalised) and its LSE to the workspace, which
+// the combine (combine.cuh, the public merge_states) folds together.
+//
+// The launch shape depends only on the plan (max sizes): lengths come from seqlens_k on the
+// device, so a captured CUDA graph replays correctly for any lengths <= max_seqlen_k.
+//
+// Shared memory of one block (D = 128, MTiles = 1: 3 stages, 100 KB):
+//
+//   stage 0                  stage 1                  stage 2                  Q
+//   +-----------+-----------+-----------+-----------+-----------+-----------+---------+
+//   | K 64x128  | V 64x128  | K         | V         | K         | V         | 16x128  |
+//   |  16 KB    |  16 KB    |           |           |           |           |  4 KB   |
+//   +-----------+-----------+-----------+-----------+-----------+-----------+---------+
+//   every row (one key / one query) is D*2 bytes = kChunksPerRow chunks of 16 bytes;
+//   chunk c of row r lives at chunk position c ^ (r % 8) (XOR swizzle):
+//
+//     row r:  chunk bits  [ c_hi | c2 c1 c0 ]   stored at  [ c_hi | (c2 c1 c0) ^ (r2 r1 r0) ]
+//
+//   so the 8 rows an ldmatrix phase reads (same logical chunk, rows r..r+7) hit 8 distinct
+//   16-byte bank groups, and a warp's cp.async writes (consecutive chunks of one row) too.
+//   After the last tile the whole buffer is reused for the epilogue (per-warp O and (m, l)).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdint>
+#include <type_traits>
+
+#include "flashbuf/arch/sm80/cp_async.cuh"
+#include "flashbuf/arch/sm80/ldmatrix.cuh"
+#include "flashbuf/arch/sm80/mma.cuh"
+#include "flashbuf/core/config.hpp"
+#include "flashbuf/core/mask.hpp"
+#include "flashbuf/kernels/decode_config.cuh"
+#include "flashbuf/kernels/decode_ptx.cuh"
+
+namespace flashbuf::kernels::decode {
+
+// Device-side parameters (built by the launcher from the validated problem and the plan).
+struct DecodeParams {
+  const void* q = nullptr;
+  std::int64_t q_batch_stride = 0, q_row_stride = 0, q_head_stride = 0;
+  const void* k = nullptr;
+  std::int64_t k_batch_stride = 0, k_row_stride = 0, k_head_stride = 0;  // batch = page if paged
+  const void* v = nullptr;
+  std::int64_t v_batch_stride = 0, v_row_stride = 0, v_head_stride = 0;
+  void* o = nullptr;
+  std::int64_t o_batch_stride = 0, o_row_stride = 0, o_head_stride = 0;
+  float* lse = nullptr;  // optional: lse[b * lse_batch_stride + h * lse_head_stride + token]
+  std::int64_t lse_batch_stride = 0, lse_head_stride = 0;
+
+  const std::int32_t* seqlens_k = nullptr;
+  const std::int32_t* page_table = nullptr;  // null: contiguous cache
+  std::int64_t page_table_stride = 0;
+  int page_size = 0;
+  int num_pages = 0;
+  FastDivmod page_div{};
+
+  int batch = 0, q_per_seq = 1, group = 1, heads_kv = 1, heads_q = 1;
+  int kv_capacity = 0;  // every seqlens_k entry is clamped to [0, kv_capacity]
+  int num_splits = 1;
+
+  // Scores in base 2: s = x * score_scale (no softcap), or
+  //                   s = tanh(x * score_scale) * softcap_log2 (softcap > 0).
+  float score_scale = 0.0f;
+  float softcap_log2 = 0.0f;  // softcap * log2(e); 0 = no softcap
+  int window_left = -1, window_right = -1;
+
+  // Workspace (num_splits > 1): see decode_config.cuh's workspace_layout.
+  float* o_parts = nullptr;
+  float* lse_parts = nullptr;
+};
+
+template <class Elem>
+struct ElemTraits;
+template <>
+struct ElemTraits<__nv_bfloat16> {
+  using MmaTag = sm80::Bf16Tag;
+  __device__ static std::uint32_t pack(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const std::uint32_t*>(&v);
+  }
+};
+template <>
+struct ElemTraits<__half> {
+  using MmaTag = sm80::Fp16Tag;
+  __device__ static std::uint32_t pack(float lo, float hi) {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const std::uint32_t*>(&v);
+  }
+};
+
+// Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled tile (see the picture).
+template <int kRowBytes>
+__device__ __forceinline__ int swizzled_offset(int row, int chunk) {
+  return row * kRowBytes + ((chunk ^ (row & 7)) << 4);
+}
+
+template <class Elem, int D, int MT>
+__global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
+    decode_split_kv_kernel(const __grid_constant__ DecodeParams p) {
+  using Tile = DecodeTile<D, MT>;
+  static_assert(check_decode_tile<D, MT>());
+  using Mma = typename ElemTraits<Elem>::MmaTag;
+  constexpr int kRows = Tile::kRows;
+  constexpr int kBN = Tile::kBlockN;
+  constexpr int kKW = Tile::kKeysPerWarp;
+  constexpr int kStages = Tile::kStages;
+  constexpr int kCPR = Tile::kChunksPerRow;
+  constexpr int kRowBytes = Tile::kRowBytes;
+  constexpr int kThreads = Tile::kThreads;
+  constexpr int kPasses = Tile::kLoadPasses;
+  constexpr int kRowsPerPass = Tile::kRowsPerPass;
+  constexpr int kQK = D / 16;      // k16 steps of Q.K^T
+  constexpr int kSN = kKW / 8;     // n8 tiles of S per warp
+  constexpr int kON = D / 8;       // n8 tiles of O per warp
+  constexpr float kNegInfF = kNegInf;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  unsigned char* const smem_q = smem + kStages * Tile::kStageBytes;
+
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int wm = warp / Tile::kWarpsN;  // this warp's 16-row tile
+  const int wn = warp % Tile::kWarpsN;  // this warp's slice of every key tile
+  const int split = blockIdx.x;
+  const int hkv = blockIdx.y % p.heads_kv;
+  const int chunk = blockIdx.y / p.heads_kv;
+  const int b = blockIdx.z;
+
+  // The combine (if any) may start launching: its blocks wait for this grid to finish.
+  ptx::griddepcontrol_launch_dependents();
+
+  // ---- which keys this block reads --------------------------------------------------------
+  int len = p.seqlens_k[b];
+  len = len < 0 ? 0 : (len > p.kv_capacity ? p.kv_capacity : len);  // bad lengths stay in bounds
+  const int T = p.q_per_seq;
+  const int G = p.group;
+  const int rows_total = T * G;
+  const int row0 = chunk * kRows;
+  const MaskParams mask{T, len, p.window_left, p.window_right};
+  // Each sequence splits the keys its queries can see into num_splits whole-tile pieces.
+  const KeyRange seq = key_range(mask, 0, T);
+  const int kps = split_keys(seq.size(), p.num_splits, kBN);
+  const int split_lo = seq.begin + split * kps;
+  const int split_hi = min(split_lo + kps, seq.end);
+  // The tokens of this block's rows narrow it further (sliding window, causal).
+  const int tok_first = row0 / G;
+  const int tok_last = (min(rows_total, row0 + kRows) - 1) / G;
+  const KeyRange blk = key_range(mask, tok_first, tok_last + 1);
+  const int blk_lo = max(split_lo, blk.begin);
+  const int blk_hi = min(split_hi, blk.end);
+  const int n_tiles = blk_hi > blk_lo ? ceil_div(blk_hi - blk_lo, kBN) : 0;
+
+  // The two rows this thread holds in the MMA accumulators (lane / 4 and lane / 4 + 8 of the
+  // warp's tile) and the keys each may see in this split.
+  int row_lo[2], row_hi[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int gr = row0 + wm * 16 + (lane >> 2) + 8 * h;
+    row_lo[h] = 0;
+    row_hi[h] = 0;
+    if (gr < rows_total) {
+      const int token = gr / G;
+      const KeyRange kr = key_range(mask, token, token + 1);
+      row_lo[h] = max(kr.begin, split_lo);
+      row_hi[h] = min(kr.end, split_hi);
+    }
+  }
+
+  // ---- loads ---------------------------------------------------------------------------
+  const Elem* const q_seq = static_cast<const Elem*>(p.q) + b * p.q_batch_stride;
+  const Elem* const k_head = static_cast<const Elem*>(p.k) + hkv * p.k_head_stride;
+  const Elem* const v_head = static_cast<const Elem*>(p.v) + hkv * p.v_head_stride;
+  const bool paged = p.page_table != nullptr;
+  const std::int32_t* const page_row = p.page_table + (paged ? b * p.page_table_stride : 0);
+  const int load_chunk = tid % kCPR;
+  const int load_row = tid / kCPR;
+
+  // The pool page of every key row this thread copies for tile `tile` (paged caches), read
+  // one tile ahead so the page-table latency hides behind the current tile's math. Rows past
+  // the end read the last valid row's entry (no branch; their copy is a zero-fill anyway).
+  // The row within the page is recomputed at copy time (a multiply-high), saving registers.
+  int page[kPasses];
+  auto fetch_pages = [&](int tile) {
+    if (!paged) return;
+    const int kb = blk_lo + tile * kBN + load_row;
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      const int j = min(kb + i * kRowsPerPass, blk_hi - 1);
+      const int pg = page_row[p.page_div.div(j)];
+      page[i] = pg < 0 ? 0 : (pg >= p.num_pages ? p.num_pages - 1 : pg);  // bad index: in bounds
+    }
+  };
+  // Shared-memory destination of pass i: when a pass covers a multiple of 8 rows the XOR
+  // term is the same in every pass and the offset is a constant step.
+  auto tile_dst = [&](int i) {
+    return swizzled_offset<kRowBytes>(i * kRowsPerPass + load_row, load_chunk);
+  };
+  // Contiguous caches: this thread's first row of tile 0, and the steps per pass and tile.
+  const Elem* const k_first = k_head + b * p.k_batch_stride +
+                              static_cast<std::int64_t>(blk_lo + load_row) * p.k_row_stride + load_chunk * 8;
+  const Elem* const v_first = v_head + b * p.v_batch_stride +
+                              static_cast<std::int64_t>(blk_lo + load_row) * p.v_row_stride + load_chunk * 8;
+  const std::int64_t k_pass_step = kRowsPerPass * p.k_row_stride;
+  const std::int64_t v_pass_step = kRowsPerPass * p.v_row_stride;
+  const std::int64_t k_tile_step = kBN * p.k_row_stride;
+  const std::int64_t v_tile_step = kBN * p.v_row_stride;
+  auto load_tile = [&](int tile, int stage) {
+    const int kb = blk_lo + tile * kBN + load_row;  // key of this thread's pass-0 row
+    unsigned char* const sk = smem + stage * Tile::kStageBytes;
+    unsigned char* const sv = sk + Tile::kTileBytes;
+    if (!paged) {
+      // Contiguous: a running pointer per pass, no per-row multiplies.
+      const Elem* kp = k_first + tile * k_tile_step;
+      const Elem* vp = v_first + tile * v_tile_step;
+#pragma unroll
+      for (int i = 0; i < kPasses; ++i) {
+        const bool valid = kb + i * kRowsPerPass < blk_hi;  // rows past the end: zero-fill
+        sm80::cp_async_cg_16(sk + tile_dst(i), valid ? kp : k_head, valid);
+        sm80::cp_async_cg_16(sv + tile_dst(i), valid ? vp : v_head, valid);
+        kp += k_pass_step;
+        vp += v_pass_step;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kPasses; ++i) {
+        const int j = kb + i * kRowsPerPass;
+        const bool valid = j < blk_hi;
+        const int in_page = j - p.page_div.div(j) * p.page_size;
+        const Elem* const ksrc = k_head + static_cast<std::int64_t>(page[i]) * p.k_batch_stride +
+                                 static_cast<std::int64_t>(in_page) * p.k_row_stride + load_chunk * 8;
+        const Elem* const vsrc = v_head + static_cast<std::int64_t>(page[i]) * p.v_batch_stride +
+                                 static_cast<std::int64_t>(in_page) * p.v_row_stride + load_chunk * 8;
+        sm80::cp_async_cg_16(sk + tile_dst(i), valid ? ksrc : k_head, valid);
+        sm80::cp_async_cg_16(sv + tile_dst(i), valid ? vsrc : v_head, valid);
+      }
+    }
+  };
+
+  // Q rows: packed row gr = token * G + g -> q[b, token, hkv * G + g, :]; padding rows are 0.
+  if (n_tiles > 0) {
+    constexpr int kQPasses = kRows * kCPR / kThreads;
+#pragma unroll
+    for (int i = 0; i < kQPasses; ++i) {
+      const int idx = i * kThreads + tid;
+      const int r = idx / kCPR;
+      const int c = idx % kCPR;
+      const int gr = row0 + r;
+      const bool valid = gr < rows_total;
+      const Elem* src = q_seq;
+      if (valid) {
+        const int token = gr / G;
+        const int g = gr - token * G;
+        src += token * p.q_row_stride + (hkv * G + g) * p.q_head_stride + c * 8;
+      }
+      sm80::cp_async_cg_16(smem_q + swizzled_offset<kRowBytes>(r, c), src, valid);
+    }
+  }
+  // Prologue: kStages - 1 tiles in flight (group 0 also carries Q). Empty groups keep the
+  // group count uniform, so wait_group<kStages - 2> always means "tile t has landed".
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < n_tiles) {
+      fetch_pages(s);
+      load_tile(s, s);
+    }
+    sm80::cp_async_commit_group();
+  }
+  if (kStages - 1 < n_tiles) fetch_pages(kStages - 1);
+
+  // ---- main loop -----------------------------------------------------------------------
+  float o_acc[kON][4];
+#pragma unroll
+  for (int n = 0; n < kON; ++n) o_acc[n][0] = o_acc[n][1] = o_acc[n][2] = o_acc[n][3] = 0.0f;
+  float m_run[2] = {kNegInfF, kNegInfF};
+  float l_run[2] = {0.0f, 0.0f};
+  std::uint32_t q_frag[Tile::kQInRegisters ? kQK : 1][4];
+
+  // ldmatrix lane addresses (row % 8 == lane % 8 in every case below, hence the XOR term).
+  const int swz = lane & 7;
+  const int q_row = wm * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;   // A: rows 0-7 / 8-15
+  const int q_chunk_hi = lane >> 4;                                   //    k 0-7 / 8-15
+  const int k_key = wn * kKW + (lane >> 4) * 8 + (lane & 7);         // B (K): n 0-7 / 8-15
+  const int k_chunk_hi = (lane >> 3) & 1;                             //        k 0-7 / 8-15
+  const int v_key = wn * kKW + ((lane >> 3) & 1) * 8 + (lane & 7);   // B (V^T): k 0-7 / 8-15
+  const int v_chunk_hi = lane >> 4;                                   //          n 0-7 / 8-15
+  const bool softcap = p.softcap_log2 > 0.0f;
+
+  for (int t = 0; t < n_tiles; ++t) {
+    sm80::cp_async_wait_group<kStages - 2>();
+    __syncthreads();  // tile t visible to all; tile t-1's buffer free for reuse
+    if constexpr (Tile::kQInRegisters) {
+      if (t == 0) {
+#pragma unroll
+        for (int ks = 0; ks < kQK; ++ks) {
+          sm80::ldmatrix_x4(q_frag[ks], smem_q + q_row * kRowBytes + (((ks * 2 + q_chunk_hi) ^ swz) << 4));
+        }
+      }
+    }
+    {
+      const int next = t + kStages - 1;
+      if (next < n_tiles) {
+        load_tile(next, next % kStages);
+        if (next + 1 < n_tiles) fetch_pages(next + 1);
+      }
+      sm80::cp_async_commit_group();
+    }
+
+    const unsigned char* const sk = smem + (t % kStages) * Tile::kStageBytes;
+    const unsigned char* const sv = sk + Tile::kTileBytes;
+
+    // S = Q K^T over this warp's kKW keys (fp32 accumulators, C layout of m16n8).
+    float s_acc[kSN][4];
+#pragma unroll
+    for (int n = 0; n < kSN; ++n) s_acc[n][0] = s_acc[n][1] = s_acc[n][2] = s_acc[n][3] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < kQK; ++ks) {
+      std::uint32_t a_reg[4];
+      if constexpr (Tile::kQInRegisters) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) a_reg[e] = q_frag[ks][e];
+      } else {
+        sm80::ldmatrix_x4(a_reg, smem_q + q_row * kRowBytes + (((ks * 2 + q_chunk_hi) ^ swz) << 4));
+      }
+#pragma unroll
+      for (int np = 0; np < kKW / 16; ++np) {
+        std::uint32_t b_reg[4];
+        sm80::ldmatrix_x4(b_reg, sk + (k_key + np * 16) * kRowBytes + (((ks * 2 + k_chunk_hi) ^ swz) << 4));
+        sm80::mma_m16n8k16_f32<Mma>(s_acc[2 * np], a_reg, b_reg[0], b_reg[1]);
+        sm80::mma_m16n8k16_f32<Mma>(s_acc[2 * np + 1], a_reg, b_reg[2], b_reg[3]);
+      }
+    }
+
+    // Scale (and softcap) into base-2 scores; mask keys outside each row's range.
+    const int key0 = blk_lo + t * kBN + wn * kKW + 2 * (lane & 3);
+#pragma unroll
+    for (int n = 0; n < kSN; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = key0 + n * 8 + (e & 1);
+        const int h = e >> 1;
+        float x = s_acc[n][e];
+        x = softcap ? tanhf(x * p.score_scale) * p.softcap_log2 : x * p.score_scale;
+        s_acc[n][e] = (key >= row_lo[h] && key < row_hi[h]) ? x : kNegInfF;
+      }
+    }
+
+    // Online softmax per row; a row with no visible key so far keeps max = -inf and uses 0
+    // as its reference, so no -inf - -inf NaN arises and its p are exactly 0.
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = m_run[h];
+#pragma unroll
+      for (int n = 0; n < kSN; ++n) mx = fmaxf(mx, fmaxf(s_acc[n][2 * h], s_acc[n][2 * h + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float ref = mx == kNegInfF ? 0.0f : mx;
+      const float corr = ptx::ex2_approx_ftz(m_run[h] - ref);
+      m_run[h] = mx;
+      float sum = 0.0f;
+#pragma unroll
+      for (int n = 0; n < kSN; ++n) {
+        s_acc[n][2 * h] = ptx::ex2_approx_ftz(s_acc[n][2 * h] - ref);
+        s_acc[n][2 * h + 1] = ptx::ex2_approx_ftz(s_acc[n][2 * h + 1] - ref);
+        sum += s_acc[n][2 * h] + s_acc[n][2 * h + 1];
+      }
+      l_run[h] = l_run[h] * corr + sum;
+#pragma unroll
+      for (int n = 0; n < kON; ++n) {
+        o_acc[n][2 * h] *= corr;
+        o_acc[n][2 * h + 1] *= corr;
+      }
+    }
+
+    // O += P V: the S accumulators of keys 16kk..16kk+15 are the A fragment as they stand.
+#pragma unroll
+    for (int kk = 0; kk < kKW / 16; ++kk) {
+      std::uint32_t a_reg[4];
+      a_reg[0] = ElemTraits<Elem>::pack(s_acc[2 * kk][0], s_acc[2 * kk][1]);
+      a_reg[1] = ElemTraits<Elem>::pack(s_acc[2 * kk][2], s_acc[2 * kk][3]);
+      a_reg[2] = ElemTraits<Elem>::pack(s_acc[2 * kk + 1][0], s_acc[2 * kk + 1][1]);
+      a_reg[3] = ElemTraits<Elem>::pack(s_acc[2 * kk + 1][2], s_acc[2 * kk + 1][3]);
+#pragma unroll
+      for (int np = 0; np < D / 16; ++np) {
+        std::uint32_t b_reg[4];
+        sm80::ldmatrix_x4_trans(b_reg, sv + (v_key + kk * 16) * kRowBytes + (((np * 2 + v_chunk_hi) ^ swz) << 4));
+        sm80::mma_m16n8k16_f32<Mma>(o_acc[2 * np], a_reg, b_reg[0], b_reg[1]);
+        sm80::mma_m16n8k16_f32<Mma>(o_acc[2 * np + 1], a_reg, b_reg[2], b_reg[3]);
+      }
+    }
+  }
+
+  // ---- epilogue: merge the kWarpsN warps of each row tile, normalise, write --------------
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l_run[h] += __shfl_xor_sync(0xffffffffu, l_run[h], 1);
+    l_run[h] += __shfl_xor_sync(0xffffffffu, l_run[h], 2);
+  }
+  sm80::cp_async_wait_group<0>();
+  __syncthreads();  // every warp is done with the pipeline buffers: reuse them
+
+  constexpr int kOStride = D + Tile::kOPad;  // floats per row of the epilogue O
+  float* const so = reinterpret_cast<float*>(smem);
+  float* const sml = so + Tile::kWarpsN * kRows * kOStride;  // (max, sum) per warp and row
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = wm * 16 + (lane >> 2) + 8 * h;
+    float* const orow = so + (wn * kRows + r) * kOStride + 2 * (lane & 3);
+#pragma unroll
+    for (int n = 0; n < kON; ++n) {
+      *reinterpret_cast<float2*>(orow + n * 8) = make_float2(o_acc[n][2 * h], o_acc[n][2 * h + 1]);
+    }
+    if ((lane & 3) == 0) {
+      sml[(wn * kRows + r) * 2] = m_run[h];
+      sml[(wn * kRows + r) * 2 + 1] = l_run[h];
+    }
+  }
+  __syncthreads();
+
+  constexpr int kOutChunks = D / 8;  // 8 outputs per thread and step: one 16-byte store
+  constexpr int kOutPasses = ceil_div(kRows * kOutChunks, kThreads);
+  const bool final_output = p.num_splits == 1;
+#pragma unroll
+  for (int i = 0; i < kOutPasses; ++i) {
+    const int idx = i * kThreads + tid;
+    const int r = idx / kOutChunks;
+    const int c = idx % kOutChunks;
+    const int gr = row0 + r;
+    if (r >= kRows || gr >= rows_total) continue;
+    float mx = kNegInfF;
+#pragma unroll
+    for (int w = 0; w < Tile::kWarpsN; ++w) mx = fmaxf(mx, sml[(w * kRows + r) * 2]);
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    float sum = 0.0f;
+    if (mx != kNegInfF) {
+#pragma unroll
+      for (int w = 0; w < Tile::kWarpsN; ++w) {
+        const float f = ptx::ex2_approx_ftz(sml[(w * kRows + r) * 2] - mx);  // 0 for an empty warp
+        sum += f * sml[(w * kRows + r) * 2 + 1];
+        const float4* src = reinterpret_cast<const float4*>(so + (w * kRows + r) * kOStride + c * 8);
+        const float4 lo = src[0], hi = src[1];
+        acc[0] += f * lo.x; acc[1] += f * lo.y; acc[2] += f * lo.z; acc[3] += f * lo.w;
+        acc[4] += f * hi.x; acc[5] += f * hi.y; acc[6] += f * hi.z; acc[7] += f * hi.w;
+      }
+    }
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc[e] *= inv;
+    const float lse = sum > 0.0f ? (mx + __log2f(sum)) * kLn2 : kNegInfF;
+    const int token = gr / G;
+    const int head = hkv * G + (gr - token * G);
+    if (final_output) {
+      uint4 packed;
+      packed.x = ElemTraits<Elem>::pack(acc[0], acc[1]);
+      packed.y = ElemTraits<Elem>::pack(acc[2], acc[3]);
+      packed.z = ElemTraits<Elem>::pack(acc[4], acc[5]);
+      packed.w = ElemTraits<Elem>::pack(acc[6], acc[7]);
+      Elem* const dst = static_cast<Elem*>(p.o) + b * p.o_batch_stride + token * p.o_row_stride +
+                        head * p.o_head_stride + c * 8;
+      *reinterpret_cast<uint4*>(dst) = packed;
+      if (c == 0 && p.lse != nullptr) p.lse[b * p.lse_batch_stride + head * p.lse_head_stride + token] = lse;
+    } else {
+      const std::int64_t part_row =
+          (static_cast<std::int64_t>(split) * p.batch * T + static_cast<std::int64_t>(b) * T + token) * p.heads_q + head;
+      float4* const dst = reinterpret_cast<float4*>(p.o_parts + part_row * D + c * 8);
+      dst[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+      dst[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+      if (c == 0) p.lse_parts[part_row] = lse;
+    }
+  }
+}
+
+// ---- host side: one launcher per (Elem, D), instantiated in src/cuda/decode_<dtype>_<D>.cu ----
+
+struct DecodeKernelInfo {
+  int threads = 0;
+  int smem_bytes = 0;
+  int blocks_per_sm = 0;  // occupancy on the current device
+  int block_n = 0;
+};
+
+namespace launch_detail {
+
+// cudaFuncSetAttribute once per (kernel, device): cheap, but not free on every decode step.
+template <class Kernel>
+cudaError_t opt_in_smem(Kernel* kernel, int smem_bytes) {
+  static std::atomic<std::uint64_t> done_mask{0};  // devices 0..63; a race repeats an idempotent call
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  const std::uint64_t bit = device < 64 ? (std::uint64_t{1} << device) : 0;
+  if (bit != 0 && (done_mask.load(std::memory_order_relaxed) & bit)) return cudaSuccess;
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
+  if (err == cudaSuccess && bit != 0) done_mask.fetch_or(bit, std::memory_order_relaxed);
+  return err;
+}
+
+template <class Elem, int D, int MT>
+DecodeKernelInfo kernel_info() {
+  using Tile = DecodeTile<D, MT>;
+  auto* kernel = &decode_split_kv_kernel<Elem, D, MT>;
+  DecodeKernelInfo info;
+  info.threads = Tile::kThreads;
+  info.smem_bytes = Tile::kSmemBytes;
+  info.block_n = Tile::kBlockN;
+  if (opt_in_smem(kernel, Tile::kSmemBytes) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&info.blocks_per_sm, kernel, Tile::kThreads,
+                                                    Tile::kSmemBytes) != cudaSuccess) {
+    info.blocks_per_sm = 0;
+  }
+  return info;
+}
+
+template <class Elem, int D, int MT>
+cudaError_t launch(const DecodeParams& params, dim3 grid, cudaStream_t stream) {
+  using Tile = DecodeTile<D, MT>;
+  auto* kernel = &decode_split_kv_kernel<Elem, D, MT>;
+  const cudaError_t err = opt_in_smem(kernel, Tile::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(params);
+  return cudaGetLastError();
+}
+
+}  // namespace launch_detail
+
+// Kernel facts for the MTiles of a plan (also sets the shared-memory opt-in on the current
+// device, which the occupancy query needs). blocks_per_sm = 0 when the query failed.
+template <class Elem, int D>
+DecodeKernelInfo decode_kernel_info(int mtiles) {
+  switch (mtiles) {
+    case 1: return launch_detail::kernel_info<Elem, D, 1>();
+    case 2: return launch_detail::kernel_info<Elem, D, 2>();
+    case 4: return launch_detail::kernel_info<Elem, D, 4>();
+    case 8: return launch_detail::kernel_info<Elem, D, 8>();
+    default: return DecodeKernelInfo{};
+  }
+}
+
+// Launch on the current device: grid (num_splits, heads_kv * row_chunks, batch).
+template <class Elem, int D>
+cudaError_t launch_decode(int mtiles, const DecodeParams& params, dim3 grid, cudaStream_t stream) {
+  switch (mtiles) {
+    case 1: return launch_detail::launch<Elem, D, 1>(params, grid, stream);
+    case 2: return launch_detail::launch<Elem, D, 2>(params, grid, stream);
+    case 4: return launch_detail::launch<Elem, D, 4>(params, grid, stream);
+    case 8: return launch_detail::launch<Elem, D, 8>(params, grid, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+// One translation unit per (dtype, D) compiles the kernels (src/cuda/decode_<dtype>_<D>.cu);
+// every other unit sees them extern.
+#define FLASHBUF_DECODE_INSTANTIATIONS(X) \
+  X(__nv_bfloat16, 64)                    \
+  X(__nv_bfloat16, 128)                   \
+  X(__nv_bfloat16, 256)                   \
+  X(__half, 64)                           \
+  X(__half, 128)                          \
+  X(__half, 256)
+
+#define FLASHBUF_DECODE_EXTERN(ELEM, D)                                                      \
+  extern template DecodeKernelInfo decode_kernel_info<ELEM, D>(int);                         \
+  extern template cudaError_t launch_decode<ELEM, D>(int, const DecodeParams&, dim3, cudaStream_t);
+#define FLASHBUF_DECODE_INSTANTIATE(ELEM, D)                                                 \
+  template DecodeKernelInfo decode_kernel_info<ELEM, D>(int);                                \
+  template cudaError_t launch_decode<ELEM, D>(int, const DecodeParams&, dim3, cudaStream_t);
+
+}  // namespace flashbuf::kernels::decode

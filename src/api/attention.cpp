@@ -1,0 +1,58 @@
+// API layer: the `attention` entry point (prefill and general attention) and device
+// discovery. Validates, picks the backend, runs it; see flashbuf.hpp for the contract.
+#include "api/backends.hpp"
+#include "api/validate.hpp"
+#include "flashbuf/flashbuf.hpp"
+
+namespace flashbuf {
+namespace {
+
+// Automatic: CPU tensors run on the CPU backend, CUDA tensors on the mma.sync path (the
+// Hopper path will take over CUDA tensors on sm90 devices once it exists). An explicit
+// backend must match where the tensors are.
+Backend choose_backend(Backend requested, const detail::AttentionProblem& p) {
+  const bool on_gpu = p.device == DeviceKind::cuda;
+  switch (requested) {
+    case Backend::automatic:
+      return on_gpu ? Backend::sm80 : Backend::cpu;
+    case Backend::cpu:
+      if (on_gpu) throw ArgumentError("backend", "cpu was requested but the tensors are CUDA tensors");
+      return Backend::cpu;
+    case Backend::sm80:
+      if (!on_gpu) throw ArgumentError("backend", "sm80 was requested but the tensors are CPU tensors");
+      return Backend::sm80;
+    case Backend::sm90:
+      throw ArgumentError("backend", "sm90 is not available in this version; use automatic or sm80");
+  }
+  throw ArgumentError("backend", "unknown backend " + std::to_string(static_cast<int>(requested)));
+}
+
+// True when no output row exists (empty batch, or fixed-length queries of length 0).
+bool no_query_rows(const detail::AttentionProblem& p) {
+  return p.batch == 0 || (!p.varlen_q() && p.seqlen_q == 0);
+}
+
+}  // namespace
+
+Backend attention(const AttentionArgs& args) {
+  if (args.q.device == DeviceKind::cuda && !detail::cuda_runtime_available()) {
+    // Say "no GPU" before any validation message that would only matter on one.
+    detail::cuda_query_device(args.q.device_index);  // throws a RuntimeError saying why
+    throw RuntimeError("no usable CUDA device for CUDA tensors");
+  }
+  const detail::AttentionProblem problem = detail::validate_attention(args);
+  const Backend backend = choose_backend(args.backend, problem);
+  if (no_query_rows(problem)) return backend;  // nothing to write
+  switch (backend) {
+    case Backend::cpu: detail::cpu_attention(problem); break;
+    case Backend::sm80: detail::sm80_attention(problem); break;
+    default: break;  // choose_backend returns only cpu or sm80
+  }
+  return backend;
+}
+
+bool cuda_available() { return detail::cuda_runtime_available(); }
+
+DeviceInfo cuda_device_info(int device_index) { return detail::cuda_query_device(device_index); }
+
+}  // namespace flashbuf

@@ -1,0 +1,31 @@
+// API layer: argument validation. Turns the public argument structs into the normalised
+// problems of api/problem.hpp, or throws flashbuf::ArgumentError naming the argument and what
+// was expected. Nothing is launched or written here, so an error leaves every output as it was.
+#pragma once
+
+#include <string>
+
+#include "api/problem.hpp"
+#include "flashbuf/flashbuf.hpp"
+
+namespace flashbuf::detail {
+
+// Prefill / general attention. Reads the index tensors (cu_seqlens, seqlens_k, page_table) to
+// check their contents: CPU tensors directly, CUDA tensors through a copy that is skipped
+// while the stream is capturing a CUDA graph.
+AttentionProblem validate_attention(const AttentionArgs& args);
+
+// Decode: attention with q (B, q_per_seq, Hq, D), seqlens_k required, K/V contiguous
+// (B, Smax, Hkv, D) or paged, all consistent with the plan. Never reads CUDA memory (a
+// decode run must not synchronise), so only CPU index tensors get content checks.
+AttentionProblem validate_decode(const DecodePlan& plan, const DecodeArgs& args);
+
+// The sizes plan_decode accepts (argument names are "problem.<field>").
+void validate_decode_problem(const DecodeProblem& problem);
+
+MergeProblem validate_merge(const MergeStatesArgs& args);
+
+// "(4, 512, 8, 128)"
+std::string shape_string(const TensorView& view);
+
+}  // namespace flashbuf::detail

@@ -1,0 +1,57 @@
+// CPU backend: merge_states. Each (token, head) folds its num_parts partial outputs with the
+// core layer's merge_partials (relative to the larger LSE, so nothing overflows; parts with
+// LSE = -inf are skipped, their O never read). Accumulation is fp32; the result is rounded
+// to the output dtype once.
+#include <cstdint>
+#include <vector>
+
+#include "api/backends.hpp"
+#include "cpu/element.hpp"
+#include "cpu/parallel.hpp"
+#include "flashbuf/core/softmax_state.hpp"
+
+namespace flashbuf::detail {
+namespace {
+
+// (token, head) pairs per work item: enough to amortise the counter, small enough to balance.
+constexpr std::int64_t kPairsPerItem = 256;
+
+template <class E>
+void run_merge(const MergeProblem& p) {
+  using T = typename E::Storage;
+  const std::int64_t pairs = static_cast<std::int64_t>(p.tokens) * p.heads;
+  const std::int64_t items = (pairs + kPairsPerItem - 1) / kPairsPerItem;
+  const int Dv = p.head_dim_v;
+  struct Scratch {
+    std::vector<float> acc, part;
+  };
+  cpu::parallel_for(
+      items, [&] { return Scratch{std::vector<float>(Dv), std::vector<float>(Dv)}; },
+      [&](Scratch& sc, std::int64_t item) {
+        const std::int64_t end = std::min(pairs, (item + 1) * kPairsPerItem);
+        for (std::int64_t pair = item * kPairsPerItem; pair < end; ++pair) {
+          const std::int64_t t = pair / p.heads, h = pair % p.heads;
+          float lse = kNegInf;  // the empty merge: O = 0, LSE = -inf
+          std::fill(sc.acc.begin(), sc.acc.end(), 0.0f);
+          for (int n = 0; n < p.num_parts; ++n) {
+            const float part_lse = p.lse_parts[n * p.lp_part_stride + t * p.lp_token_stride + h * p.lp_head_stride];
+            if (part_lse == kNegInf) continue;  // contributes nothing; its O may be garbage
+            const T* src = static_cast<const T*>(p.o_parts) + n * p.op_part_stride + t * p.op_token_stride +
+                           h * p.op_head_stride;
+            for (int d = 0; d < Dv; ++d) sc.part[d] = E::load(src[d]);
+            merge_partials(sc.acc.data(), lse, sc.part.data(), part_lse, Dv, sc.acc.data(), lse);
+          }
+          T* dst = static_cast<T*>(p.o) + t * p.o_token_stride + h * p.o_head_stride;
+          for (int d = 0; d < Dv; ++d) dst[d] = E::store(sc.acc[d]);
+          if (p.lse) p.lse[t * p.lse_token_stride + h * p.lse_head_stride] = lse;
+        }
+      });
+}
+
+}  // namespace
+
+void cpu_merge_states(const MergeProblem& p) {
+  cpu::with_element(p.dtype, [&](auto element) { run_merge<decltype(element)>(p); });
+}
+
+}  // namespace flashbuf::detail

@@ -1,0 +1,294 @@
+// The CUDA decode backend: cuda_plan_decode (host, once per batch shape: kernel shape,
+// number of splits, workspace size) and cuda_decode (no synchronisation, no allocation, a
+// launch shape from the plan only: graph-capturable). The kernels are compiled in
+// decode_<dtype>_<D>.cu; the combine is the merge_states kernel (kernels/combine.cuh).
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "api/backends.hpp"
+#include "cuda/check.cuh"
+#include "flashbuf/kernels/combine.cuh"
+#include "flashbuf/kernels/decode_config.cuh"
+#include "flashbuf/kernels/decode_kernel.cuh"
+
+namespace flashbuf::kernels::decode {
+FLASHBUF_DECODE_INSTANTIATIONS(FLASHBUF_DECODE_EXTERN)
+}  // namespace flashbuf::kernels::decode
+
+namespace flashbuf::detail {
+namespace {
+
+namespace dk = ::flashbuf::kernels::decode;
+namespace ck = ::flashbuf::kernels::combine;
+
+// Switches to `device` for the scope of a call and back.
+class DecodeDeviceScope {
+ public:
+  explicit DecodeDeviceScope(int device) {
+    FLASHBUF_CUDA_CHECK(cudaGetDevice(&previous_));
+    if (previous_ != device) FLASHBUF_CUDA_CHECK(cudaSetDevice(device));
+    switched_ = previous_ != device;
+  }
+  ~DecodeDeviceScope() {
+    if (switched_) cudaSetDevice(previous_);
+  }
+  DecodeDeviceScope(const DecodeDeviceScope&) = delete;
+  DecodeDeviceScope& operator=(const DecodeDeviceScope&) = delete;
+
+ private:
+  int previous_ = 0;
+  bool switched_ = false;
+};
+
+// The kernel shape of a problem: 16-row tiles per block and the number of row chunks
+// (groups * tokens above 128 rows are cut into chunks of 128; each chunk re-reads K/V).
+struct DecodeShape {
+  int group = 1;
+  int rows = 1;
+  int mtiles = 1;
+  int row_chunks = 1;
+  int block_n = 64;
+};
+
+DecodeShape decode_shape(const DecodeProblem& pr) {
+  DecodeShape s;
+  s.group = pr.heads_q / pr.heads_kv;
+  s.rows = pr.q_per_seq * s.group;
+  s.mtiles = dk::mtiles_for_rows(s.rows);
+  s.row_chunks = ceil_div(s.rows, 16 * s.mtiles);
+  s.block_n = dk::block_n_for(pr.head_dim, s.rows);
+  return s;
+}
+
+void check_supported(const DecodeProblem& pr) {
+  if (pr.dtype != DType::bf16 && pr.dtype != DType::fp16) {
+    throw ArgumentError("problem.dtype", std::string("the GPU decode takes bf16 or fp16, got ") + dtype_name(pr.dtype), true);
+  }
+  if (pr.head_dim != 64 && pr.head_dim != 128 && pr.head_dim != 256) {
+    throw ArgumentError("problem.head_dim", "the GPU decode is built for head dims 64, 128 and 256, got " +
+                                                std::to_string(pr.head_dim));
+  }
+  if (pr.head_dim_v != pr.head_dim) {
+    throw ArgumentError("problem.head_dim_v", "the GPU decode needs head_dim_v == head_dim (" +
+                                                  std::to_string(pr.head_dim) + "), got " +
+                                                  std::to_string(pr.head_dim_v));
+  }
+  if (pr.heads_kv < 1 || pr.heads_q % pr.heads_kv != 0) {
+    throw ArgumentError("problem.heads_q", "must be a multiple of heads_kv");
+  }
+  if (pr.q_per_seq < 1 || pr.q_per_seq > 16) {
+    throw ArgumentError("problem.q_per_seq", "expected 1..16, got " + std::to_string(pr.q_per_seq));
+  }
+}
+
+dk::DecodeKernelInfo kernel_info(const DecodeProblem& pr, int mtiles) {
+  if (pr.dtype == DType::bf16) {
+    switch (pr.head_dim) {
+      case 64: return dk::decode_kernel_info<__nv_bfloat16, 64>(mtiles);
+      case 128: return dk::decode_kernel_info<__nv_bfloat16, 128>(mtiles);
+      default: return dk::decode_kernel_info<__nv_bfloat16, 256>(mtiles);
+    }
+  }
+  switch (pr.head_dim) {
+    case 64: return dk::decode_kernel_info<__half, 64>(mtiles);
+    case 128: return dk::decode_kernel_info<__half, 128>(mtiles);
+    default: return dk::decode_kernel_info<__half, 256>(mtiles);
+  }
+}
+
+cudaError_t launch_kernel(DType dtype, int head_dim, int mtiles, const dk::DecodeParams& params, dim3 grid,
+                          cudaStream_t stream) {
+  if (dtype == DType::bf16) {
+    switch (head_dim) {
+      case 64: return dk::launch_decode<__nv_bfloat16, 64>(mtiles, params, grid, stream);
+      case 128: return dk::launch_decode<__nv_bfloat16, 128>(mtiles, params, grid, stream);
+      default: return dk::launch_decode<__nv_bfloat16, 256>(mtiles, params, grid, stream);
+    }
+  }
+  switch (head_dim) {
+    case 64: return dk::launch_decode<__half, 64>(mtiles, params, grid, stream);
+    case 128: return dk::launch_decode<__half, 128>(mtiles, params, grid, stream);
+    default: return dk::launch_decode<__half, 256>(mtiles, params, grid, stream);
+  }
+}
+
+// FLASHBUF_DECODE_SPLITS=n forces n splits in every plan (a tuning knob for benchmarks; the
+// tests edit a plan's num_splits with kernels/decode_config.cuh's arithmetic). Unset, empty or < 1: the heuristic.
+int forced_splits() {
+  const char* env = std::getenv("FLASHBUF_DECODE_SPLITS");
+  if (env == nullptr || *env == '\0') return 0;
+  const int n = std::atoi(env);
+  return n >= 1 ? n : 0;
+}
+
+// Compute capability major of a device, asked once (decode runs may be inside a graph
+// capture, where fewer runtime calls is safer and cheaper).
+int compute_major(int device) {
+  static std::atomic<int> cache[64] = {};
+  if (device < 0 || device >= 64) device = 0;
+  int major = cache[device].load(std::memory_order_relaxed);
+  if (major == 0) {
+    FLASHBUF_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    cache[device].store(major, std::memory_order_relaxed);
+  }
+  return major;
+}
+
+// A plan with `num_splits` splits: keys_per_split and the workspace consistent with it.
+DecodePlan plan_with_splits(const DecodeProblem& pr, int num_splits) {
+  const DecodeShape shape = decode_shape(pr);
+  DecodePlan plan;
+  plan.problem = pr;
+  plan.num_splits = num_splits < 1 ? 1 : num_splits;
+  plan.keys_per_split = dk::split_keys(pr.max_seqlen_k, plan.num_splits, shape.block_n);
+  plan.workspace_bytes =
+      dk::workspace_layout(plan.num_splits, pr.batch, pr.q_per_seq, pr.heads_q, pr.head_dim_v).bytes;
+  return plan;
+}
+
+}  // namespace
+
+void cuda_plan_decode(const DecodeProblem& pr, DecodePlan& plan) {
+  check_supported(pr);
+  const DecodeShape shape = decode_shape(pr);
+  DecodeDeviceScope scope(pr.device_index);
+  const dk::DecodeKernelInfo info = kernel_info(pr, shape.mtiles);
+  if (info.blocks_per_sm < 1) {
+    throw RuntimeError("flashbuf decode: the kernel for head_dim " + std::to_string(pr.head_dim) + " (" +
+                       std::to_string(info.smem_bytes) + " bytes of shared memory, " +
+                       std::to_string(info.threads) + " threads) cannot run on device " +
+                       std::to_string(pr.device_index));
+  }
+  (void)compute_major(pr.device_index);  // cached now, so a captured decode asks nothing
+  int num_splits = forced_splits();
+  if (num_splits == 0) {
+    const DeviceInfo device = cuda_query_device(pr.device_index);
+    const std::int64_t work = static_cast<std::int64_t>(pr.batch) * pr.heads_kv * shape.row_chunks;
+    num_splits = dk::choose_decode_splits(device.sm_count * info.blocks_per_sm, work, pr.max_seqlen_k,
+                                          shape.block_n);
+  }
+  plan = plan_with_splits(pr, num_splits);
+}
+
+void cuda_decode(const DecodePlan& plan, const AttentionProblem& p, void* workspace) {
+  const DecodeProblem& pr = plan.problem;
+  check_supported(pr);
+  const DecodeShape shape = decode_shape(pr);
+  const int num_splits = plan.num_splits;
+  const dk::WorkspaceLayout ws =
+      dk::workspace_layout(num_splits, pr.batch, pr.q_per_seq, pr.heads_q, pr.head_dim_v);
+  if (num_splits < 1) throw ArgumentError("plan.num_splits", "expected >= 1 (use plan_decode)");
+  if (plan.workspace_bytes < ws.bytes) {
+    throw ArgumentError("plan.workspace_bytes", std::to_string(plan.workspace_bytes) + " bytes, but " +
+                                                    std::to_string(num_splits) + " splits need " +
+                                                    std::to_string(ws.bytes) + " (use plan_decode)");
+  }
+  if (num_splits > 1 && workspace == nullptr) {
+    throw ArgumentError("workspace", "null, but the plan needs " + std::to_string(ws.bytes) + " bytes");
+  }
+  if (pr.batch == 0 || pr.heads_kv == 0) return;  // nothing to launch (graph capture sees no node)
+  if (p.seqlens_k == nullptr) throw ArgumentError("seqlens_k", "required by the GPU decode");
+
+  DecodeDeviceScope scope(pr.device_index);
+  const cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
+
+  dk::DecodeParams params;
+  params.q = p.q;
+  params.q_batch_stride = p.q_batch_stride;
+  params.q_row_stride = p.q_row_stride;
+  params.q_head_stride = p.q_head_stride;
+  params.k = p.k;
+  params.k_batch_stride = p.k_batch_stride;
+  params.k_row_stride = p.k_row_stride;
+  params.k_head_stride = p.k_head_stride;
+  params.v = p.v;
+  params.v_batch_stride = p.v_batch_stride;
+  params.v_row_stride = p.v_row_stride;
+  params.v_head_stride = p.v_head_stride;
+  params.o = p.o;
+  params.o_batch_stride = p.o_batch_stride;
+  params.o_row_stride = p.o_row_stride;
+  params.o_head_stride = p.o_head_stride;
+  params.lse = p.lse;
+  params.lse_batch_stride = p.lse_batch_stride;
+  params.lse_head_stride = p.lse_head_stride;
+  params.seqlens_k = p.seqlens_k;
+  if (p.page_size > 0) {
+    params.page_table = p.page_table;
+    params.page_table_stride = p.page_table_stride;
+    params.page_size = p.page_size;
+    params.num_pages = p.num_pages;
+    params.page_div = dk::FastDivmod(p.page_size);
+  }
+  params.batch = pr.batch;
+  params.q_per_seq = pr.q_per_seq;
+  params.group = shape.group;
+  params.heads_kv = pr.heads_kv;
+  params.heads_q = pr.heads_q;
+  // Lengths are clamped on the device to what both the plan and the K/V tensors hold
+  // (p.seqlen_k is the capacity: Smax, or max_pages * page_size).
+  params.kv_capacity = pr.max_seqlen_k;
+  if (p.seqlen_k > 0 && p.seqlen_k < params.kv_capacity) params.kv_capacity = p.seqlen_k;
+  params.num_splits = num_splits;
+  const float scale = p.softmax_scale != 0.0f ? p.softmax_scale : 1.0f / std::sqrt(static_cast<float>(pr.head_dim));
+  if (p.softcap > 0.0f) {
+    params.score_scale = scale / p.softcap;
+    params.softcap_log2 = p.softcap * kLog2e;
+  } else {
+    params.score_scale = scale * kLog2e;
+    params.softcap_log2 = 0.0f;
+  }
+  params.window_left = p.window_left;
+  params.window_right = p.window_right;
+  if (num_splits > 1) {
+    auto* base = static_cast<unsigned char*>(workspace);
+    params.o_parts = reinterpret_cast<float*>(base + ws.o_parts_offset);
+    params.lse_parts = reinterpret_cast<float*>(base + ws.lse_parts_offset);
+  }
+
+  const dim3 grid(static_cast<unsigned>(num_splits), static_cast<unsigned>(pr.heads_kv * shape.row_chunks),
+                  static_cast<unsigned>(pr.batch));
+  if (grid.y > 65535u || grid.z > 65535u) {
+    throw ArgumentError("problem.batch", "batch (" + std::to_string(pr.batch) + ") and heads_kv x row chunks (" +
+                                             std::to_string(grid.y) + ") must each be <= 65535 on the GPU decode");
+  }
+  FLASHBUF_CUDA_CHECK(launch_kernel(pr.dtype, pr.head_dim, shape.mtiles, params, grid, stream));
+  if (num_splits == 1) return;
+
+  // The combine: the merge_states kernel over the workspace, with the two-level token index
+  // of the decode outputs (token = b * q_per_seq + i).
+  ck::CombineParams c;
+  c.num_parts = num_splits;
+  c.tokens = pr.batch * pr.q_per_seq;
+  c.tokens_inner = pr.q_per_seq;
+  c.heads = pr.heads_q;
+  c.head_dim_v = pr.head_dim_v;
+  c.o_parts = params.o_parts;
+  c.op_head_stride = pr.head_dim_v;
+  c.op_token_stride = static_cast<std::int64_t>(pr.heads_q) * pr.head_dim_v;
+  c.op_part_stride = c.op_token_stride * c.tokens;
+  c.lse_parts = params.lse_parts;
+  c.lp_head_stride = 1;
+  c.lp_token_stride = pr.heads_q;
+  c.lp_part_stride = static_cast<std::int64_t>(pr.heads_q) * c.tokens;
+  c.o = p.o;
+  c.o_outer_stride = p.o_batch_stride;
+  c.o_inner_stride = p.o_row_stride;
+  c.o_head_stride = p.o_head_stride;
+  c.lse = p.lse;
+  c.lse_outer_stride = p.lse_batch_stride;
+  c.lse_inner_stride = 1;
+  c.lse_head_stride = p.lse_head_stride;
+  const bool programmatic = compute_major(pr.device_index) >= 9;
+  const cudaError_t err = pr.dtype == DType::bf16
+                              ? ck::launch_combine<float, __nv_bfloat16>(c, stream, programmatic)
+                              : ck::launch_combine<float, __half>(c, stream, programmatic);
+  FLASHBUF_CUDA_CHECK(err);
+}
+
+}  // namespace flashbuf::detail

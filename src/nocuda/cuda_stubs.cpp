@@ -1,0 +1,39 @@
+// The CUDA entry points of src/api/backends.hpp for builds without nvcc. Discovery answers
+// "no GPU"; everything that would run on a GPU throws a RuntimeError saying why, so the API
+// layer compiles and behaves the same whether or not CUDA was found at configure time.
+#include <string>
+
+#include "api/backends.hpp"
+
+namespace flashbuf::detail {
+namespace {
+
+[[noreturn]] void no_cuda(const char* what) {
+  throw RuntimeError(std::string("flashbuf was built without CUDA (no nvcc at configure time), so ") +
+                     what +
+                     " cannot run; use CPU tensors, or rebuild with CUDA (-DFLASHBUF_ENABLE_CUDA=ON)");
+}
+
+}  // namespace
+
+bool cuda_runtime_available() { return false; }
+
+DeviceInfo cuda_query_device(int /*device_index*/) { no_cuda("cuda_device_info"); }
+
+bool cuda_pointer_on_device(const void* /*ptr*/, int* /*device_index*/) { return false; }
+
+bool prefill_instantiated(DType, int, int) { return false; }
+
+void sm80_attention(const AttentionProblem&) { no_cuda("attention on CUDA tensors"); }
+
+void cuda_plan_decode(const DecodeProblem&, DecodePlan&) { no_cuda("plan_decode for a CUDA device"); }
+
+void cuda_decode(const DecodePlan&, const AttentionProblem&, void*) { no_cuda("decode on CUDA tensors"); }
+
+void cuda_merge_states(const MergeProblem&) { no_cuda("merge_states on CUDA tensors"); }
+
+bool cuda_copy_to_host_if_not_capturing(void*, const void*, std::size_t, void*) {
+  no_cuda("reading CUDA index tensors");
+}
+
+}  // namespace flashbuf::detail

@@ -1,0 +1,976 @@
+// GPU tests of the split-KV decode (plan_decode / decode) and of merge_states on CUDA tensors:
+// every feature against a float64 host reference on fresh random inputs; outputs poisoned
+// (NaN bit patterns) before each run, with guard regions and inter-head padding checked
+// after; K/V past each sequence's length and unused pool pages filled with NaN (a read of
+// them would show); paged against contiguous (bit-identical with the same plan); split
+// against unsplit; CUDA-graph capture once and replay with changed lengths; decode against
+// the prefill path; bad page indices stay memory-safe. Small sizes: the suite runs in seconds.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "flashbuf/core/numeric.hpp"
+#include "flashbuf/flashbuf.hpp"
+#include "flashbuf/kernels/decode_config.cuh"
+
+namespace flashbuf::decode_test {
+namespace {
+
+bool gpu_present() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return count > 0;
+}
+
+#define DECODE_REQUIRE_GPU()                                                         \
+  do {                                                                               \
+    if (!gpu_present()) GTEST_SKIP() << "no CUDA GPU on this machine: decode GPU test skipped"; \
+  } while (0)
+
+#define DECODE_CUDA_OK(call)                                                                 \
+  do {                                                                                       \
+    const cudaError_t err_ = (call);                                                         \
+    ASSERT_EQ(cudaSuccess, err_) << #call << " failed: " << cudaGetErrorString(err_);        \
+  } while (0)
+
+constexpr std::uint16_t kPoison16 = 0xFFFF;      // NaN as bf16 and as fp16
+constexpr std::uint32_t kPoison32 = 0x7FC0DEADu;  // a quiet NaN with a payload
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+class DevMem {
+ public:
+  explicit DevMem(std::size_t bytes) : bytes_(bytes) {
+    if (bytes_ > 0 && cudaMalloc(&ptr_, bytes_) != cudaSuccess) ptr_ = nullptr;
+  }
+  ~DevMem() { cudaFree(ptr_); }
+  DevMem(const DevMem&) = delete;
+  DevMem& operator=(const DevMem&) = delete;
+  void* get() const { return ptr_; }
+  template <class T>
+  T* as() const { return static_cast<T*>(ptr_); }
+  std::size_t bytes() const { return bytes_; }
+  template <class T>
+  void upload(const std::vector<T>& host) const {
+    cudaMemcpy(ptr_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
+  }
+  template <class T>
+  std::vector<T> download() const {
+    std::vector<T> host(bytes_ / sizeof(T));
+    cudaMemcpy(host.data(), ptr_, host.size() * sizeof(T), cudaMemcpyDeviceToHost);
+    return host;
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+std::uint16_t to16(float x, DType dt) { return dt == DType::bf16 ? float_to_bf16(x) : float_to_fp16(x); }
+float from16(std::uint16_t x, DType dt) { return dt == DType::bf16 ? bf16_to_float(x) : fp16_to_float(x); }
+
+TensorView strided_view(void* data, DType dtype, std::vector<std::int64_t> shape,
+                        std::vector<std::int64_t> stride) {
+  TensorView v;
+  v.data = data;
+  v.dtype = dtype;
+  v.rank = static_cast<int>(shape.size());
+  for (int i = 0; i < v.rank; ++i) {
+    v.shape[i] = shape[i];
+    v.stride[i] = stride[i];
+  }
+  v.device = DeviceKind::cuda;
+  v.device_index = 0;
+  return v;
+}
+
+// ---- problems ------------------------------------------------------------------------
+
+struct Case {
+  std::string name;
+  DType dtype = DType::bf16;
+  int d = 128;
+  int hq = 8, hkv = 2;
+  int t = 1;  // query tokens per sequence
+  std::vector<int> lens;
+  int capacity = 0;  // Smax of the contiguous cache (0: max(lens) + 5); the plan's max_seqlen_k
+  int page = 0;      // paged layout's page size (0: contiguous only)
+  Mask mask{};
+  float softcap = 0.0f;
+  float scale = 0.0f;
+  bool lse = true;
+  int o_head_pad = 0;  // elements of padding between o's heads (multiple of 8)
+  int splits = 0;      // 0: the plan's heuristic
+
+  int batch() const { return static_cast<int>(lens.size()); }
+  int group() const { return hq / hkv; }
+  int smax() const {
+    if (capacity > 0) return capacity;
+    return *std::max_element(lens.begin(), lens.end()) + 5;
+  }
+  std::string describe() const {
+    std::ostringstream s;
+    s << name << " [" << dtype_name(dtype) << " D=" << d << " Hq/Hkv=" << hq << "/" << hkv << " T=" << t
+      << " page=" << page << " mask=" << static_cast<int>(mask.kind) << "(" << mask.window_left << ","
+      << mask.window_right << ") softcap=" << softcap << " splits=" << splits << " lens={";
+    for (std::size_t i = 0; i < lens.size(); ++i) s << (i ? "," : "") << lens[i];
+    s << "}]";
+    return s.str();
+  }
+};
+
+// Inputs as 16-bit storage and as the rounded floats the reference uses. K/V rows at or
+// past a sequence's length hold NaN (`poison_tail`), so any read of them shows in O.
+struct Inputs {
+  std::vector<std::uint16_t> q16, k16, v16;  // q (B,T,Hq,D), k/v (B,Smax,Hkv,D)
+  std::vector<float> q, k, v;
+};
+
+Inputs make_inputs(const Case& c, std::uint32_t seed, bool poison_tail = true) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int b = c.batch(), smax = c.smax();
+  Inputs in;
+  auto fill = [&](std::vector<std::uint16_t>& bits, std::vector<float>& vals, std::size_t n) {
+    bits.resize(n);
+    vals.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      bits[i] = to16(normal(rng), c.dtype);
+      vals[i] = from16(bits[i], c.dtype);
+    }
+  };
+  fill(in.q16, in.q, std::size_t(b) * c.t * c.hq * c.d);
+  fill(in.k16, in.k, std::size_t(b) * smax * c.hkv * c.d);
+  fill(in.v16, in.v, std::size_t(b) * smax * c.hkv * c.d);
+  if (poison_tail) {
+    for (int bb = 0; bb < b; ++bb) {
+      for (int j = c.lens[bb]; j < smax; ++j) {
+        const std::size_t off = (std::size_t(bb) * smax + j) * c.hkv * c.d;
+        std::fill_n(in.k16.begin() + off, c.hkv * c.d, kPoison16);
+        std::fill_n(in.v16.begin() + off, c.hkv * c.d, kPoison16);
+      }
+    }
+  }
+  return in;
+}
+
+// float64 reference: o (B,T,Hq,D), lse (B,Hq,T) natural log, -inf / 0 for rows with no key.
+void reference(const Case& c, const Inputs& in, const std::vector<int>& lens, std::vector<double>& o,
+               std::vector<double>& lse) {
+  const int b_n = c.batch(), smax = c.smax(), g = c.group(), d_n = c.d;
+  o.assign(std::size_t(b_n) * c.t * c.hq * d_n, 0.0);
+  lse.assign(std::size_t(b_n) * c.hq * c.t, -std::numeric_limits<double>::infinity());
+  const double scale = c.scale != 0.0f ? c.scale : 1.0 / std::sqrt(double(d_n));
+  int wl = -1, wr = -1;
+  if (c.mask.kind == MaskKind::causal) wr = 0;
+  if (c.mask.kind == MaskKind::sliding_window) {
+    wl = c.mask.window_left;
+    wr = c.mask.window_right;
+  }
+  std::vector<double> s;
+  for (int b = 0; b < b_n; ++b) {
+    const int len = lens[b];
+    for (int i = 0; i < c.t; ++i) {
+      const int qpos = len - c.t + i;
+      const int lo = wl >= 0 ? std::max(0, qpos - wl) : 0;
+      const int hi = wr >= 0 ? std::min(len, qpos + wr + 1) : len;
+      for (int h = 0; h < c.hq; ++h) {
+        if (hi <= lo) continue;
+        const int hk = h / g;
+        const float* q = &in.q[((std::size_t(b) * c.t + i) * c.hq + h) * d_n];
+        s.assign(hi - lo, 0.0);
+        double mx = -std::numeric_limits<double>::infinity();
+        for (int j = lo; j < hi; ++j) {
+          const float* k = &in.k[((std::size_t(b) * smax + j) * c.hkv + hk) * d_n];
+          double dot = 0.0;
+          for (int d = 0; d < d_n; ++d) dot += double(q[d]) * double(k[d]);
+          double x = dot * scale;
+          if (c.softcap > 0.0f) x = c.softcap * std::tanh(x / c.softcap);
+          s[j - lo] = x;
+          mx = std::max(mx, x);
+        }
+        double sum = 0.0;
+        for (double& x : s) sum += (x = std::exp(x - mx));
+        double* out = &o[((std::size_t(b) * c.t + i) * c.hq + h) * d_n];
+        for (int j = lo; j < hi; ++j) {
+          const float* v = &in.v[((std::size_t(b) * smax + j) * c.hkv + hk) * d_n];
+          const double p = s[j - lo] / sum;
+          for (int d = 0; d < d_n; ++d) out[d] += p * double(v[d]);
+        }
+        lse[(std::size_t(b) * c.hq + h) * c.t + i] = mx + std::log(sum);
+      }
+    }
+  }
+}
+
+// ---- one decode run on the device --------------------------------------------------------
+
+DecodePlan with_splits(DecodePlan plan, int splits) {
+  namespace dk = flashbuf::kernels::decode;
+  const DecodeProblem& pr = plan.problem;
+  const int bn = dk::block_n_for(pr.head_dim, pr.q_per_seq * (pr.heads_q / pr.heads_kv));
+  plan.num_splits = splits;
+  plan.keys_per_split = dk::split_keys(pr.max_seqlen_k, splits, bn);
+  plan.workspace_bytes = dk::workspace_layout(splits, pr.batch, pr.q_per_seq, pr.heads_q, pr.head_dim_v).bytes;
+  return plan;
+}
+
+// Device copies of one case's tensors, in the contiguous or the paged layout, with guarded,
+// poisoned outputs.
+struct DeviceCase {
+  static constexpr std::int64_t kGuard = 64;  // elements on each side of o and lse
+  const Case& c;
+  bool paged;
+  int max_pages = 0, num_pages = 0;
+  std::int64_t o_head_stride = 0, o_row_stride = 0, o_batch_stride = 0, o_span = 0;
+  DevMem q, k, v, lens, table, o, lse;
+  std::unique_ptr<DevMem> ws = std::make_unique<DevMem>(0);
+  DecodePlan plan;
+
+  static std::size_t o_elems(const Case& c) {
+    return std::size_t(c.batch()) * c.t * c.hq * (c.d + c.o_head_pad) + 2 * kGuard;
+  }
+  static int pages_per_seq(const Case& c) { return c.page > 0 ? (c.smax() + c.page - 1) / c.page : 0; }
+  static int pool_pages(const Case& c) { return c.batch() * pages_per_seq(c) + 3; }  // +3 unused, NaN
+
+  DeviceCase(const Case& c_, const Inputs& in, bool paged_, std::uint32_t seed)
+      : c(c_),
+        paged(paged_),
+        q(in.q16.size() * 2),
+        k((paged_ ? std::size_t(pool_pages(c_)) * c_.page * c_.hkv * c_.d : in.k16.size()) * 2),
+        v((paged_ ? std::size_t(pool_pages(c_)) * c_.page * c_.hkv * c_.d : in.v16.size()) * 2),
+        lens(c_.lens.size() * 4),
+        table(paged_ ? std::size_t(c_.batch()) * pages_per_seq(c_) * 4 : 0),
+        o(o_elems(c_) * 2),
+        lse((std::size_t(c_.batch()) * c_.hq * c_.t + 2 * kGuard) * 4) {
+    const int b_n = c.batch(), smax = c.smax(), row = c.hkv * c.d;
+    q.upload(in.q16);
+    lens.upload(c.lens);
+    if (!paged) {
+      k.upload(in.k16);
+      v.upload(in.v16);
+    } else {
+      max_pages = pages_per_seq(c);
+      num_pages = pool_pages(c);
+      // Pages shuffled over the pool; pool pages no sequence owns stay NaN.
+      std::vector<int> perm(num_pages);
+      std::iota(perm.begin(), perm.end(), 0);
+      std::mt19937 rng(seed ^ 0x9E3779B9u);
+      std::shuffle(perm.begin(), perm.end(), rng);
+      std::vector<std::int32_t> tab(std::size_t(b_n) * max_pages);
+      std::vector<std::uint16_t> kp(std::size_t(num_pages) * c.page * row, kPoison16), vp(kp.size(), kPoison16);
+      for (int b = 0; b < b_n; ++b) {
+        for (int s = 0; s < max_pages; ++s) {
+          const int page_id = perm[b * max_pages + s];
+          tab[std::size_t(b) * max_pages + s] = page_id;
+          for (int r = 0; r < c.page; ++r) {
+            const int j = s * c.page + r;
+            if (j >= smax) break;
+            std::copy_n(in.k16.begin() + (std::size_t(b) * smax + j) * row, row,
+                        kp.begin() + (std::size_t(page_id) * c.page + r) * row);
+            std::copy_n(in.v16.begin() + (std::size_t(b) * smax + j) * row, row,
+                        vp.begin() + (std::size_t(page_id) * c.page + r) * row);
+          }
+        }
+      }
+      k.upload(kp);
+      v.upload(vp);
+      table.upload(tab);
+    }
+    o_head_stride = c.d + c.o_head_pad;
+    o_row_stride = o_head_stride * c.hq;
+    o_batch_stride = o_row_stride * c.t;
+  }
+
+  DecodeProblem problem() const {
+    DecodeProblem pr;
+    pr.batch = c.batch();
+    pr.q_per_seq = c.t;
+    pr.heads_q = c.hq;
+    pr.heads_kv = c.hkv;
+    pr.head_dim = c.d;
+    pr.head_dim_v = c.d;
+    pr.max_seqlen_k = c.smax();
+    pr.page_size = paged ? c.page : 0;
+    pr.dtype = c.dtype;
+    pr.device = DeviceKind::cuda;
+    return pr;
+  }
+
+  void make_plan(int splits) {
+    plan = plan_decode(problem());
+    if (splits > 0) plan = with_splits(plan, splits);
+    ws = std::make_unique<DevMem>(plan.workspace_bytes);
+  }
+
+  void poison() {
+    cudaMemset(o.get(), 0xFF, o.bytes());  // 0xFFFF: NaN in bf16 and fp16
+    std::vector<std::uint32_t> l(lse.bytes() / 4, kPoison32);
+    lse.upload(l);
+    if (ws->bytes()) cudaMemset(ws->get(), 0xFF, ws->bytes());  // NaN everywhere in the workspace
+  }
+
+  DecodeArgs args(cudaStream_t stream = nullptr) const {
+    const int b_n = c.batch(), smax = c.smax();
+    DecodeArgs a;
+    a.q = strided_view(q.get(), c.dtype, {b_n, c.t, c.hq, c.d},
+                       {std::int64_t(c.t) * c.hq * c.d, std::int64_t(c.hq) * c.d, c.d, 1});
+    if (!paged) {
+      a.k = strided_view(k.get(), c.dtype, {b_n, smax, c.hkv, c.d},
+                         {std::int64_t(smax) * c.hkv * c.d, std::int64_t(c.hkv) * c.d, c.d, 1});
+    } else {
+      a.k = strided_view(k.get(), c.dtype, {num_pages, c.page, c.hkv, c.d},
+                         {std::int64_t(c.page) * c.hkv * c.d, std::int64_t(c.hkv) * c.d, c.d, 1});
+      a.page_table = strided_view(table.get(), DType::int32, {b_n, max_pages}, {max_pages, 1});
+    }
+    a.v = a.k;
+    a.v.data = v.get();
+    a.seqlens_k = strided_view(lens.get(), DType::int32, {b_n}, {1});
+    a.o = strided_view(static_cast<std::uint16_t*>(o.get()) + kGuard, c.dtype, {b_n, c.t, c.hq, c.d},
+                       {o_batch_stride, o_row_stride, o_head_stride, 1});
+    if (c.lse) {
+      a.lse = strided_view(static_cast<float*>(lse.get()) + kGuard, DType::fp32, {b_n, c.hq, c.t},
+                           {std::int64_t(c.hq) * c.t, c.t, 1});
+    }
+    a.softmax_scale = c.scale;
+    a.mask = c.mask;
+    a.softcap = c.softcap;
+    a.workspace = ws->get();
+    a.stream = stream;
+    return a;
+  }
+
+  // Runs decode (synchronously for the test) after poisoning the outputs.
+  ::testing::AssertionResult run() {
+    poison();
+    try {
+      decode(plan, args());
+    } catch (const std::exception& e) {
+      return ::testing::AssertionFailure() << "decode threw: " << e.what();
+    }
+    const cudaError_t err = cudaDeviceSynchronize();
+    if (err != cudaSuccess) return ::testing::AssertionFailure() << "decode kernel failed: " << cudaGetErrorString(err);
+    return ::testing::AssertionSuccess();
+  }
+};
+
+struct Tolerance {
+  double atol, rtol;
+};
+Tolerance tolerance(DType dt) { return dt == DType::bf16 ? Tolerance{2e-2, 1e-2} : Tolerance{3e-3, 3e-3}; }
+
+// Compares the device outputs with the reference; checks guards and padding kept their poison.
+::testing::AssertionResult check_outputs(const DeviceCase& dc, const std::vector<int>& lens,
+                                         const std::vector<double>& ref_o, const std::vector<double>& ref_lse) {
+  const Case& c = dc.c;
+  const Tolerance tol = tolerance(c.dtype);
+  const auto o = dc.o.download<std::uint16_t>();
+  const auto lse = dc.lse.download<float>();
+  std::vector<char> is_output(o.size(), 0);
+  int bad = 0, overwritten = 0;
+  double max_err = 0.0;
+  std::ostringstream msg;
+  for (int b = 0; b < c.batch(); ++b) {
+    for (int i = 0; i < c.t; ++i) {
+      for (int h = 0; h < c.hq; ++h) {
+        for (int d = 0; d < c.d; ++d) {
+          const std::size_t pos = DeviceCase::kGuard + b * dc.o_batch_stride + i * dc.o_row_stride + h * dc.o_head_stride + d;
+          is_output[pos] = 1;
+          const double got = from16(o[pos], c.dtype);
+          const double want = ref_o[((std::size_t(b) * c.t + i) * c.hq + h) * c.d + d];
+          const double err = std::fabs(got - want);
+          if (std::isfinite(got)) max_err = std::max(max_err, err);
+          if (!std::isfinite(got) || err > tol.atol + tol.rtol * std::fabs(want)) {
+            if (bad++ < 8) {
+              msg << "\n  o[b=" << b << ",i=" << i << ",h=" << h << ",d=" << d << "] (len " << lens[b] << ") = " << got
+                  << ", reference " << want;
+            }
+          }
+        }
+      }
+    }
+  }
+  for (std::size_t pos = 0; pos < o.size(); ++pos) {
+    if (!is_output[pos] && o[pos] != kPoison16) {
+      if (overwritten++ < 4) msg << "\n  o storage element " << pos << " outside the output view was written";
+    }
+  }
+  int bad_lse = 0, lse_overwritten = 0;
+  if (c.lse) {
+    for (int b = 0; b < c.batch(); ++b) {
+      for (int h = 0; h < c.hq; ++h) {
+        for (int i = 0; i < c.t; ++i) {
+          const std::size_t idx = (std::size_t(b) * c.hq + h) * c.t + i;
+          const double got = lse[DeviceCase::kGuard + idx];
+          const double want = ref_lse[idx];
+          const bool ok = std::isinf(want) ? (std::isinf(got) && got < 0)
+                                           : (std::isfinite(got) && std::fabs(got - want) <= 2e-3 + 1e-3 * std::fabs(want));
+          if (!ok && bad_lse++ < 8) {
+            msg << "\n  lse[b=" << b << ",h=" << h << ",i=" << i << "] (len " << lens[b] << ") = " << got
+                << ", reference " << want;
+          }
+        }
+      }
+    }
+    const std::size_t n = std::size_t(c.batch()) * c.hq * c.t;
+    for (std::size_t j = 0; j < lse.size(); ++j) {
+      const bool inside = j >= std::size_t(DeviceCase::kGuard) && j < DeviceCase::kGuard + n;
+      std::uint32_t bits;
+      std::memcpy(&bits, &lse[j], 4);
+      if (!inside && bits != kPoison32 && lse_overwritten++ < 4) msg << "\n  lse guard element " << j << " was written";
+    }
+  } else {
+    for (float x : lse) {
+      std::uint32_t bits;
+      std::memcpy(&bits, &x, 4);
+      if (bits != kPoison32) ++lse_overwritten;
+    }
+    if (lse_overwritten) msg << "\n  lse was written although no lse was passed";
+  }
+  if (bad || overwritten || bad_lse || lse_overwritten) {
+    return ::testing::AssertionFailure() << c.describe() << (dc.paged ? " paged" : " contiguous") << " splits "
+                                         << dc.plan.num_splits << ": " << bad << " bad outputs, " << bad_lse
+                                         << " bad LSEs, " << overwritten + lse_overwritten
+                                         << " guard/padding elements overwritten (max |err| " << max_err
+                                         << ", tolerance " << tol.atol << " + " << tol.rtol << "|ref|)" << msg.str();
+  }
+  return ::testing::AssertionSuccess() << "max |err| " << max_err;
+}
+
+std::vector<Case> feature_cases() {
+  std::vector<Case> cases;
+  auto add = [&](Case c) { cases.push_back(std::move(c)); };
+  {
+    Case c{"gqa4_bf16_d128"};
+    c.hq = 32, c.hkv = 8, c.lens = {0, 1, 37, 300, 1000}, c.page = 16;
+    add(c);
+  }
+  {
+    Case c{"group8_fp16_d64_causal_softcap"};
+    c.dtype = DType::fp16, c.d = 64, c.hq = 8, c.hkv = 1, c.t = 4, c.lens = {3, 1, 130, 515};
+    c.page = 7, c.mask = Mask::causal(), c.softcap = 30.0f, c.o_head_pad = 8;
+    add(c);
+  }
+  {
+    Case c{"group4_bf16_d256_window"};
+    c.d = 256, c.hq = 8, c.hkv = 2, c.t = 3, c.lens = {700, 2, 64, 333};
+    c.page = 256, c.mask = Mask::window(50, 0), c.scale = 0.07f;
+    add(c);
+  }
+  {
+    Case c{"group16_bf16_d128_t9_two_row_chunks"};
+    c.hq = 32, c.hkv = 2, c.t = 9, c.lens = {200, 9, 5};
+    c.page = 64, c.mask = Mask::causal();
+    add(c);
+  }
+  {
+    Case c{"group5_fp16_d128_t5_window_both_sides"};
+    c.dtype = DType::fp16, c.hq = 10, c.hkv = 2, c.t = 5, c.lens = {90, 4, 257};
+    c.page = 1, c.mask = Mask::window(20, 2), c.lse = true;
+    add(c);
+  }
+  {
+    Case c{"mha_bf16_d64_t16_causal"};
+    c.d = 64, c.hq = 4, c.hkv = 4, c.t = 16, c.lens = {16, 15, 100, 0};
+    c.page = 64, c.mask = Mask::causal(), c.lse = false;
+    add(c);
+  }
+  {
+    Case c{"group4_fp16_d256_t12_mtiles4"};
+    c.dtype = DType::fp16, c.d = 256, c.hq = 4, c.hkv = 1, c.t = 12, c.lens = {50, 129};
+    c.page = 32, c.mask = Mask::causal(), c.o_head_pad = 16;
+    add(c);
+  }
+  {
+    Case c{"group2_bf16_d256_t16_mtiles2"};
+    c.d = 256, c.hq = 4, c.hkv = 2, c.t = 16, c.lens = {40, 17};
+    c.page = 16, c.softcap = 5.0f;
+    add(c);
+  }
+  {
+    Case c{"group8_bf16_d128_t8_mtiles4_long"};
+    c.hq = 16, c.hkv = 2, c.t = 8, c.lens = {2100, 1};
+    c.page = 48, c.mask = Mask::window(300, 0);
+    add(c);
+  }
+  return cases;
+}
+
+// ---- the tests ---------------------------------------------------------------------------
+
+// Host-only checks of the decode's plan arithmetic (run without a GPU).
+TEST(DecodeHost, FastDivmodIsExact) {
+  namespace dk = flashbuf::kernels::decode;
+  long bad = 0;
+  for (int d = 1; d <= 256; ++d) {
+    const dk::FastDivmod f(d);
+    for (int n = 0; n < 70000; ++n) bad += f.div(n) != n / d;
+    for (int n = std::numeric_limits<int>::max() - 5000; n > 0 && n <= std::numeric_limits<int>::max() - 1; ++n) {
+      bad += f.div(n) != n / d;
+    }
+  }
+  EXPECT_EQ(bad, 0) << "page-size division by multiply-high gave wrong quotients";
+}
+
+TEST(DecodeHost, SplitHeuristicAndWorkspace) {
+  namespace dk = flashbuf::kernels::decode;
+  const int slots = 132 * 2;  // H200, two D = 128 blocks per SM
+  EXPECT_EQ(dk::choose_decode_splits(slots, 128 * 8, 2048, 64), 1) << "a full grid does not split";
+  EXPECT_EQ(dk::choose_decode_splits(slots, 32 * 8, 8192, 64), 1) << "256 items already fill one wave";
+  EXPECT_EQ(dk::choose_decode_splits(slots, 8 * 8, 32768, 64), 4) << "64 items x 4 splits = 256 <= 264 slots";
+  EXPECT_EQ(dk::choose_decode_splits(slots, 8, 131072, 64), 33);
+  EXPECT_EQ(dk::choose_decode_splits(slots, 8, 100, 64), 1) << "too few keys to split";
+  EXPECT_EQ(dk::choose_decode_splits(slots, 8, 0, 64), 1);
+  const auto w = dk::workspace_layout(3, 2, 4, 8, 128);
+  EXPECT_EQ(w.o_parts_offset, 0u);
+  EXPECT_EQ(w.lse_parts_offset, std::size_t(3) * 2 * 4 * 8 * 128 * 4);
+  EXPECT_EQ(w.lse_parts_offset % dk::kWorkspaceAlignment, 0u);
+  EXPECT_GE(w.bytes, w.lse_parts_offset + std::size_t(3) * 2 * 4 * 8 * 4);
+  EXPECT_EQ(dk::workspace_layout(1, 2, 4, 8, 128).bytes, 0u) << "one split writes O directly";
+  EXPECT_EQ(dk::split_keys(1000, 3, 64), 384);
+  EXPECT_EQ(dk::split_keys(0, 3, 64), 0);
+  EXPECT_EQ(dk::mtiles_for_rows(1), 1);
+  EXPECT_EQ(dk::mtiles_for_rows(17), 2);
+  EXPECT_EQ(dk::mtiles_for_rows(33), 4);
+  EXPECT_EQ(dk::mtiles_for_rows(128), 8);
+  EXPECT_EQ(dk::mtiles_for_rows(1000), 8);
+}
+
+
+// Every feature case, contiguous and paged, with the plan's splits and with forced splits
+// (1 = the direct-output path, 3 and 7 = the workspace + combine path), against float64.
+TEST(DecodeGpu, FeaturesAgainstReference) {
+  DECODE_REQUIRE_GPU();
+  std::uint32_t seed = 1234;
+  for (const Case& base : feature_cases()) {
+    const Inputs in = make_inputs(base, seed++);
+    std::vector<double> ref_o, ref_lse;
+    reference(base, in, base.lens, ref_o, ref_lse);
+    for (bool paged : {false, true}) {
+      for (int splits : {0, 1, 3, 7}) {
+        Case c = base;
+        c.splits = splits;
+        SCOPED_TRACE(c.describe() + (paged ? " paged" : " contiguous"));
+        DeviceCase dc(c, in, paged, seed);
+        ASSERT_NO_THROW(dc.make_plan(splits));
+        ASSERT_TRUE(dc.run());
+        EXPECT_TRUE(check_outputs(dc, c.lens, ref_o, ref_lse));
+      }
+    }
+  }
+}
+
+// Small cases for compute-sanitizer (memcheck, racecheck, synccheck):
+//   compute-sanitizer --tool racecheck ./flashbuf_gpu_tests --gtest_filter='*DecodeSanitizer*'
+TEST(DecodeGpu, DecodeSanitizerSmall) {
+  DECODE_REQUIRE_GPU();
+  Case c{"sanitizer"};
+  c.hq = 8, c.hkv = 2, c.t = 2, c.lens = {0, 1, 70, 200};
+  c.page = 16, c.mask = Mask::causal();
+  const Inputs in = make_inputs(c, 77);
+  std::vector<double> ref_o, ref_lse;
+  reference(c, in, c.lens, ref_o, ref_lse);
+  for (bool paged : {false, true}) {
+    for (int splits : {1, 3}) {
+      SCOPED_TRACE(std::string(paged ? "paged" : "contiguous") + " splits " + std::to_string(splits));
+      DeviceCase dc(c, in, paged, 6);
+      dc.make_plan(splits);
+      ASSERT_TRUE(dc.run());
+      EXPECT_TRUE(check_outputs(dc, c.lens, ref_o, ref_lse));
+    }
+  }
+}
+
+// Paged and contiguous caches run the same tiles in the same order: identical bits.
+TEST(DecodeGpu, PagedMatchesContiguousBitExactly) {
+  DECODE_REQUIRE_GPU();
+  for (const Case& base : feature_cases()) {
+    const Inputs in = make_inputs(base, 99);
+    for (int splits : {1, 4}) {
+      SCOPED_TRACE(base.describe() + " splits " + std::to_string(splits));
+      DeviceCase contiguous(base, in, false, 5), paged(base, in, true, 5);
+      contiguous.make_plan(splits);
+      paged.make_plan(splits);
+      ASSERT_TRUE(contiguous.run());
+      ASSERT_TRUE(paged.run());
+      const auto oc = contiguous.o.download<std::uint16_t>(), op = paged.o.download<std::uint16_t>();
+      const auto lc = contiguous.lse.download<std::uint32_t>(), lp = paged.lse.download<std::uint32_t>();
+      std::size_t diff = 0, first = 0;
+      for (std::size_t i = 0; i < oc.size(); ++i) {
+        if (oc[i] != op[i] && diff++ == 0) first = i;
+      }
+      EXPECT_EQ(diff, 0u) << diff << " o elements differ between paged and contiguous; first at storage index " << first;
+      EXPECT_TRUE(lc == lp) << "lse differs between paged and contiguous";
+    }
+  }
+}
+
+// Split against unsplit on a long-ish sequence: both near the reference and near each other.
+TEST(DecodeGpu, SplitMatchesUnsplit) {
+  DECODE_REQUIRE_GPU();
+  Case c{"split_vs_unsplit"};
+  c.hq = 32, c.hkv = 8, c.lens = {4000, 1, 0, 2500};
+  const Inputs in = make_inputs(c, 7);
+  std::vector<double> ref_o, ref_lse;
+  reference(c, in, c.lens, ref_o, ref_lse);
+  DeviceCase one(c, in, false, 1), many(c, in, false, 1);
+  one.make_plan(1);
+  many.make_plan(16);
+  ASSERT_TRUE(one.run());
+  ASSERT_TRUE(many.run());
+  EXPECT_TRUE(check_outputs(one, c.lens, ref_o, ref_lse));
+  EXPECT_TRUE(check_outputs(many, c.lens, ref_o, ref_lse));
+  const auto a = one.o.download<std::uint16_t>(), b = many.o.download<std::uint16_t>();
+  double max_diff = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i] == kPoison16 || b[i] == kPoison16) continue;
+    max_diff = std::max(max_diff, double(std::fabs(from16(a[i], c.dtype) - from16(b[i], c.dtype))));
+  }
+  EXPECT_LE(max_diff, 2 * tolerance(c.dtype).atol) << "split (16) and unsplit outputs differ by " << max_diff;
+}
+
+// Sequences whose length changes from 0 and 1 to more, and queries that see nothing.
+TEST(DecodeGpu, EmptyAndSingleKeySequences) {
+  DECODE_REQUIRE_GPU();
+  Case c{"empty_and_single"};
+  c.hq = 8, c.hkv = 8, c.t = 3, c.lens = {0, 1, 0, 2, 1};
+  c.capacity = 40, c.page = 4, c.mask = Mask::causal();
+  const Inputs in = make_inputs(c, 11);
+  std::vector<double> ref_o, ref_lse;
+  reference(c, in, c.lens, ref_o, ref_lse);
+  for (bool paged : {false, true}) {
+    for (int splits : {1, 5}) {
+      SCOPED_TRACE(std::string(paged ? "paged" : "contiguous") + " splits " + std::to_string(splits));
+      DeviceCase dc(c, in, paged, 3);
+      dc.make_plan(splits);
+      ASSERT_TRUE(dc.run());
+      EXPECT_TRUE(check_outputs(dc, c.lens, ref_o, ref_lse));
+    }
+  }
+}
+
+// A CUDA graph captured once replays correctly after seqlens_k changes on the device.
+TEST(DecodeGpu, GraphReplayWithChangedLengths) {
+  DECODE_REQUIRE_GPU();
+  for (int splits : {1, 6}) {
+    for (bool paged : {false, true}) {
+      Case c{"graph"};
+      c.hq = 16, c.hkv = 4, c.t = 2, c.lens = {100, 7, 0, 513};
+      c.capacity = 900, c.page = 16, c.mask = Mask::causal();
+      SCOPED_TRACE(std::string(paged ? "paged" : "contiguous") + " splits " + std::to_string(splits));
+      const Inputs in = make_inputs(c, 21, /*poison_tail=*/false);  // longer lengths later
+      DeviceCase dc(c, in, paged, 8);
+      dc.make_plan(splits);
+      cudaStream_t stream;
+      DECODE_CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+      const DecodeArgs args = dc.args(stream);
+      // Warm-up outside capture (first-call setup such as the shared-memory opt-in).
+      ASSERT_NO_THROW(decode(dc.plan, args));
+      DECODE_CUDA_OK(cudaStreamSynchronize(stream));
+
+      cudaGraph_t graph;
+      cudaGraphExec_t exec;
+      DECODE_CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+      try {
+        decode(dc.plan, args);
+      } catch (const std::exception& e) {
+        cudaStreamEndCapture(stream, &graph);
+        FAIL() << "decode threw during graph capture: " << e.what();
+      }
+      DECODE_CUDA_OK(cudaStreamEndCapture(stream, &graph));
+      DECODE_CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+
+      const std::vector<std::vector<int>> length_sets = {{100, 7, 0, 513}, {899, 1, 64, 0}, {0, 0, 0, 3}, {450, 900, 2, 65}};
+      for (const auto& lens : length_sets) {
+        SCOPED_TRACE("lengths {" + std::to_string(lens[0]) + "," + std::to_string(lens[1]) + "," +
+                     std::to_string(lens[2]) + "," + std::to_string(lens[3]) + "}");
+        dc.lens.upload(lens);
+        dc.poison();
+        DECODE_CUDA_OK(cudaDeviceSynchronize());
+        DECODE_CUDA_OK(cudaGraphLaunch(exec, stream));
+        DECODE_CUDA_OK(cudaStreamSynchronize(stream));
+        Case now = c;
+        now.lens = lens;
+        std::vector<double> ref_o, ref_lse;
+        reference(now, in, lens, ref_o, ref_lse);
+        EXPECT_TRUE(check_outputs(dc, lens, ref_o, ref_lse));
+      }
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+      cudaStreamDestroy(stream);
+    }
+  }
+}
+
+// Decode and the prefill path (flashbuf::attention on CUDA tensors) agree on the same data.
+TEST(DecodeGpu, MatchesPrefill) {
+  DECODE_REQUIRE_GPU();
+  Case c{"decode_vs_prefill"};
+  c.hq = 16, c.hkv = 4, c.t = 4, c.lens = {300, 4, 77};
+  c.mask = Mask::causal();
+  const Inputs in = make_inputs(c, 31, /*poison_tail=*/false);
+  DeviceCase dc(c, in, false, 2);
+  dc.make_plan(0);
+  ASSERT_TRUE(dc.run());
+  const DecodeArgs d = dc.args();
+
+  DevMem o2(DeviceCase::o_elems(c) * 2), lse2(std::size_t(c.batch()) * c.hq * c.t * 4);
+  cudaMemset(o2.get(), 0xFF, o2.bytes());
+  AttentionArgs a;
+  a.q = d.q;
+  a.k = d.k;
+  a.v = d.v;
+  a.o = d.o;
+  a.o.data = static_cast<std::uint16_t*>(o2.get()) + DeviceCase::kGuard;
+  a.lse = d.lse;
+  a.lse.data = lse2.get();
+  a.seqlens_k = d.seqlens_k;
+  a.mask = c.mask;
+  try {
+    attention(a);
+  } catch (const std::exception& e) {
+    FAIL() << "the prefill path (flashbuf::attention on CUDA tensors) threw, so decode could not be "
+              "compared with it: "
+           << e.what();
+  }
+  DECODE_CUDA_OK(cudaDeviceSynchronize());
+  const auto od = dc.o.download<std::uint16_t>(), op = o2.download<std::uint16_t>();
+  const auto ld = dc.lse.download<float>(), lp = lse2.download<float>();
+  double max_diff = 0.0, max_lse_diff = 0.0;
+  int nonfinite = 0;
+  for (std::size_t i = 0; i < od.size(); ++i) {
+    if (od[i] == kPoison16) continue;  // guard / padding
+    const float x = from16(od[i], c.dtype), y = from16(op[i], c.dtype);
+    if (!std::isfinite(y)) {
+      ++nonfinite;
+      continue;
+    }
+    max_diff = std::max(max_diff, double(std::fabs(x - y)));
+  }
+  for (std::size_t i = 0; i < lp.size(); ++i) {
+    const float x = ld[DeviceCase::kGuard + i], y = lp[i];
+    if (std::isinf(x) && std::isinf(y)) continue;
+    max_lse_diff = std::max(max_lse_diff, double(std::fabs(x - y)));
+  }
+  EXPECT_EQ(nonfinite, 0) << "prefill left " << nonfinite << " non-finite outputs";
+  EXPECT_LE(max_diff, 2 * tolerance(c.dtype).atol) << "decode and prefill outputs differ by up to " << max_diff;
+  EXPECT_LE(max_lse_diff, 4e-3) << "decode and prefill LSEs differ by up to " << max_lse_diff;
+}
+
+// Out-of-range page indices on the device (not validated on the decode path) must not fault.
+TEST(DecodeGpu, BadPageIndicesStayInBounds) {
+  DECODE_REQUIRE_GPU();
+  Case c{"bad_pages"};
+  c.hq = 8, c.hkv = 2, c.lens = {200, 64}, c.page = 16;
+  const Inputs in = make_inputs(c, 41);
+  DeviceCase dc(c, in, true, 4);
+  dc.make_plan(2);
+  std::vector<std::int32_t> tab(std::size_t(c.batch()) * dc.max_pages);
+  for (std::size_t i = 0; i < tab.size(); ++i) tab[i] = (i % 3 == 0) ? -1000 : (i % 3 == 1 ? 1 << 30 : int(i % dc.num_pages));
+  dc.table.upload(tab);
+  std::vector<int> bad_lens = {1 << 30, -5};  // clamped to [0, capacity]
+  dc.lens.upload(bad_lens);
+  ASSERT_TRUE(dc.run()) << "a bad page index or length must not crash the kernel";
+}
+
+TEST(DecodeGpu, PlanRejectsUnsupportedShapes) {
+  DECODE_REQUIRE_GPU();
+  DecodeProblem pr;
+  pr.batch = 2, pr.q_per_seq = 1, pr.heads_q = 8, pr.heads_kv = 2, pr.head_dim = 96, pr.head_dim_v = 96;
+  pr.max_seqlen_k = 100, pr.dtype = DType::bf16, pr.device = DeviceKind::cuda;
+  EXPECT_THROW(plan_decode(pr), ArgumentError) << "head_dim 96 has no decode kernel";
+  pr.head_dim = 128, pr.head_dim_v = 64;
+  EXPECT_THROW(plan_decode(pr), ArgumentError) << "head_dim_v != head_dim";
+  pr.head_dim_v = 128;
+  DecodePlan plan;
+  ASSERT_NO_THROW(plan = plan_decode(pr));
+  EXPECT_GE(plan.num_splits, 1);
+  EXPECT_EQ(plan.workspace_bytes == 0, plan.num_splits == 1);
+}
+
+// The heuristic: few (sequence, head) items split into many, a full grid does not split.
+TEST(DecodeGpu, PlanSplitsSmallBatchesOnly) {
+  DECODE_REQUIRE_GPU();
+  DecodeProblem pr;
+  pr.batch = 1, pr.q_per_seq = 1, pr.heads_q = 32, pr.heads_kv = 8, pr.head_dim = 128, pr.head_dim_v = 128;
+  pr.max_seqlen_k = 128 * 1024, pr.dtype = DType::bf16, pr.device = DeviceKind::cuda;
+  const DecodePlan small = plan_decode(pr);
+  pr.batch = 128, pr.max_seqlen_k = 2048;
+  const DecodePlan big = plan_decode(pr);
+  std::printf("[ plan     ] B=1 Hkv=8 L=128k: %d splits, %d keys each, %zu workspace bytes; "
+              "B=128 L=2k: %d splits\n",
+              small.num_splits, small.keys_per_split, small.workspace_bytes, big.num_splits);
+  EXPECT_GT(small.num_splits, 8);
+  EXPECT_EQ(big.num_splits, 1);
+  EXPECT_EQ(big.workspace_bytes, 0u);
+}
+
+TEST(DecodeGpu, EmptyBatchDoesNothing) {
+  DECODE_REQUIRE_GPU();
+  DecodeProblem pr;
+  pr.batch = 0, pr.q_per_seq = 1, pr.heads_q = 8, pr.heads_kv = 2, pr.head_dim = 64, pr.head_dim_v = 64;
+  pr.max_seqlen_k = 100, pr.dtype = DType::fp16, pr.device = DeviceKind::cuda;
+  const DecodePlan plan = plan_decode(pr);
+  DevMem dummy(256);
+  DecodeArgs a;
+  a.q = strided_view(dummy.get(), DType::fp16, {0, 1, 8, 64}, {512, 512, 64, 1});
+  a.k = strided_view(dummy.get(), DType::fp16, {0, 100, 2, 64}, {12800, 128, 64, 1});
+  a.v = a.k;
+  a.o = a.q;
+  a.seqlens_k = strided_view(dummy.get(), DType::int32, {0}, {1});
+  EXPECT_NO_THROW(decode(plan, a));
+  EXPECT_EQ(cudaSuccess, cudaDeviceSynchronize());
+}
+
+// ---- merge_states ------------------------------------------------------------------------
+
+struct MergeCase {
+  DType dtype;
+  int parts, tokens, heads, dv;
+  int head_stride;  // elements between heads of o_parts and o (>= dv; padding is NaN / poison)
+};
+
+TEST(MergeStatesGpu, AgainstHostMerge) {
+  DECODE_REQUIRE_GPU();
+  // Dv = 50 and 30 (not multiples of 4) take the kernel's scalar path; 40 parts > one warp.
+  const MergeCase cases[] = {{DType::fp32, 1, 5, 3, 64, 64},  {DType::fp32, 5, 7, 3, 128, 128},
+                             {DType::bf16, 40, 3, 2, 128, 128}, {DType::fp16, 3, 4, 5, 256, 264},
+                             {DType::fp32, 6, 2, 3, 50, 52},    {DType::bf16, 33, 2, 2, 30, 40}};
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> uni(0.0f, 1.0f);
+  for (const MergeCase& mc : cases) {
+    SCOPED_TRACE(std::string(dtype_name(mc.dtype)) + " parts " + std::to_string(mc.parts) + " tokens " +
+                 std::to_string(mc.tokens) + " heads " + std::to_string(mc.heads) + " dv " + std::to_string(mc.dv));
+    const std::size_t es = dtype_size(mc.dtype);
+    const std::size_t rows = std::size_t(mc.tokens) * mc.heads;
+    const std::size_t hs = mc.head_stride;
+    const std::size_t n_o = std::size_t(mc.parts) * rows * hs;  // storage elements of o_parts
+    std::vector<float> o_val(n_o), lse_val(std::size_t(mc.parts) * rows);
+    std::vector<unsigned char> o_bits(n_o * es);
+    for (std::size_t r = 0; r < lse_val.size(); ++r) {
+      const float u = uni(rng);
+      lse_val[r] = u < 0.25f ? -kInf : 4.0f * normal(rng);
+    }
+    // Token 0, head 0: every part empty -> o = 0, lse = -inf.
+    for (int s = 0; s < mc.parts; ++s) lse_val[std::size_t(s) * rows] = -kInf;
+    for (std::size_t i = 0; i < n_o; ++i) {
+      const std::size_t r = i / hs;  // (part, token, head) flat
+      float x = normal(rng);
+      // Parts with lse = -inf and the padding between heads are NaN: never to be read.
+      if (lse_val[r] == -kInf || i % hs >= std::size_t(mc.dv)) x = std::numeric_limits<float>::quiet_NaN();
+      if (mc.dtype == DType::fp32) {
+        o_val[i] = x;
+        std::memcpy(&o_bits[i * 4], &x, 4);
+      } else {
+        const std::uint16_t b = to16(x, mc.dtype);
+        o_val[i] = from16(b, mc.dtype);
+        std::memcpy(&o_bits[i * 2], &b, 2);
+      }
+    }
+    // Host merge in double.
+    std::vector<double> ref_o(rows * mc.dv, 0.0), ref_lse(rows, -std::numeric_limits<double>::infinity());
+    for (std::size_t r = 0; r < rows; ++r) {
+      double mx = -std::numeric_limits<double>::infinity();
+      for (int s = 0; s < mc.parts; ++s) mx = std::max(mx, double(lse_val[s * rows + r]));
+      if (std::isinf(mx)) continue;
+      double sum = 0.0;
+      for (int s = 0; s < mc.parts; ++s) sum += std::exp(double(lse_val[s * rows + r]) - mx);
+      for (int s = 0; s < mc.parts; ++s) {
+        if (lse_val[s * rows + r] == -kInf) continue;
+        const double w = std::exp(double(lse_val[s * rows + r]) - mx) / sum;
+        for (int d = 0; d < mc.dv; ++d) ref_o[r * mc.dv + d] += w * o_val[(s * rows + r) * hs + d];
+      }
+      ref_lse[r] = mx + std::log(sum);
+    }
+    constexpr std::size_t kGuardBytes = 256;
+    DevMem d_parts(o_bits.size()), d_lse_parts(lse_val.size() * 4);
+    DevMem d_o(rows * hs * es + 2 * kGuardBytes), d_lse(rows * 4 + 2 * kGuardBytes);
+    d_parts.upload(o_bits);
+    d_lse_parts.upload(lse_val);
+    cudaMemset(d_o.get(), 0xFF, d_o.bytes());
+    cudaMemset(d_lse.get(), 0xFF, d_lse.bytes());
+    MergeStatesArgs a;
+    a.o_parts = strided_view(d_parts.get(), mc.dtype, {mc.parts, mc.tokens, mc.heads, mc.dv},
+                             {std::int64_t(rows * hs), std::int64_t(mc.heads * hs), std::int64_t(hs), 1});
+    a.lse_parts = strided_view(d_lse_parts.get(), DType::fp32, {mc.parts, mc.tokens, mc.heads},
+                               {std::int64_t(rows), mc.heads, 1});
+    a.o = strided_view(static_cast<unsigned char*>(d_o.get()) + kGuardBytes, mc.dtype, {mc.tokens, mc.heads, mc.dv},
+                       {std::int64_t(mc.heads * hs), std::int64_t(hs), 1});
+    a.lse = strided_view(static_cast<unsigned char*>(d_lse.get()) + kGuardBytes, DType::fp32, {mc.tokens, mc.heads},
+                         {mc.heads, 1});
+    try {
+      merge_states(a);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "merge_states threw: " << e.what();
+      continue;
+    }
+    DECODE_CUDA_OK(cudaDeviceSynchronize());
+    const auto ob = d_o.download<unsigned char>();
+    const auto lb = d_lse.download<float>();
+    const double atol = mc.dtype == DType::fp32 ? 1e-5 : (mc.dtype == DType::bf16 ? 1e-2 : 2e-3);
+    int bad = 0;
+    std::ostringstream msg;
+    int padding_written = 0;
+    for (std::size_t i = 0; i < rows * hs; ++i) {
+      const std::size_t r = i / hs, d = i % hs;
+      double got;
+      bool poison;
+      if (mc.dtype == DType::fp32) {
+        float f;
+        std::uint32_t bits;
+        std::memcpy(&f, &ob[kGuardBytes + i * 4], 4);
+        std::memcpy(&bits, &ob[kGuardBytes + i * 4], 4);
+        got = f;
+        poison = bits == 0xFFFFFFFFu;
+      } else {
+        std::uint16_t b;
+        std::memcpy(&b, &ob[kGuardBytes + i * 2], 2);
+        got = from16(b, mc.dtype);
+        poison = b == kPoison16;
+      }
+      if (d >= std::size_t(mc.dv)) {
+        if (!poison) ++padding_written;
+        continue;
+      }
+      const double want = ref_o[r * mc.dv + d];
+      if (!std::isfinite(got) || std::fabs(got - want) > atol + atol * std::fabs(want)) {
+        if (bad++ < 6) msg << "\n  o[row " << r << ", d " << d << "] = " << got << ", reference " << want;
+      }
+    }
+    if (padding_written) {
+      bad += padding_written;
+      msg << "\n  " << padding_written << " padding elements between heads were written";
+    }
+    for (std::size_t r = 0; r < rows; ++r) {
+      const double got = lb[kGuardBytes / 4 + r], want = ref_lse[r];
+      const bool ok = std::isinf(want) ? (std::isinf(got) && got < 0) : std::fabs(got - want) <= 1e-4 + 1e-5 * std::fabs(want);
+      if (!ok && bad++ < 12) msg << "\n  lse[row " << r << "] = " << got << ", reference " << want;
+    }
+    for (std::size_t i = 0; i < kGuardBytes; ++i) {
+      if (ob[i] != 0xFF || ob[ob.size() - 1 - i] != 0xFF) {
+        ++bad;
+        msg << "\n  o guard byte written";
+        break;
+      }
+    }
+    EXPECT_EQ(bad, 0) << bad << " mismatches" << msg.str();
+  }
+}
+
+}  // namespace
+}  // namespace flashbuf::decode_test

@@ -1,0 +1,307 @@
+// Host tests: argument validation. Every bad input throws flashbuf::ArgumentError naming the
+// argument (and saying what was expected), and the outputs stay exactly as they were (they are
+// poisoned before the call and compared byte for byte after). The CUDA device path's checks
+// (16-byte alignment, instantiated head dims, fp32) are exercised through validate_attention
+// with views marked as CUDA tensors: they fail before any device memory would be touched.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "api/validate.hpp"
+#include "reference/spec.hpp"
+
+namespace flashbuf {
+namespace {
+
+using reference::AttentionTensors;
+using reference::KvLayout;
+using reference::ProblemSpec;
+using reference::Rng;
+
+class Validation : public ::testing::Test {
+ protected:
+  void SetUp() override { build(default_spec()); }
+
+  static ProblemSpec default_spec() {
+    ProblemSpec s;
+    s.batch = 2; s.seqlen_q = 9; s.seqlen_k = 21; s.heads_q = 4; s.heads_kv = 2;
+    s.head_dim = 128; s.head_dim_v = 128; s.dtype = DType::bf16;
+    return s;
+  }
+
+  void build(const ProblemSpec& s) {
+    spec = s;
+    Rng rng(7);
+    t = reference::make_tensors(spec, rng);
+    args = reference::bind(spec, t);
+    o_before.assign(static_cast<const char*>(t.o.data()), static_cast<const char*>(t.o.data()) + t.o.storage_bytes());
+    lse_before.assign(static_cast<const char*>(t.lse.data()), static_cast<const char*>(t.lse.data()) + t.lse.storage_bytes());
+  }
+
+  // Runs f, expecting an ArgumentError for `arg` whose message contains `fragment`; then
+  // checks that o and lse were not written.
+  void expect_error(const std::function<void()>& f, const std::string& arg, const std::string& fragment,
+                    bool type_error = false) {
+    try {
+      f();
+      ADD_FAILURE() << "no error; expected one for " << arg << " (" << fragment << ")";
+    } catch (const ArgumentError& e) {
+      EXPECT_EQ(e.argument(), arg) << e.what();
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << "message: " << e.what();
+      EXPECT_EQ(e.is_type_error(), type_error) << e.what();
+    }
+    EXPECT_EQ(std::memcmp(o_before.data(), t.o.data(), o_before.size()), 0) << "o was written";
+    EXPECT_EQ(std::memcmp(lse_before.data(), t.lse.data(), lse_before.size()), 0) << "lse was written";
+    EXPECT_TRUE(t.o.check_guards());
+  }
+  void expect_attention_error(const AttentionArgs& a, const std::string& arg, const std::string& fragment,
+                              bool type_error = false) {
+    expect_error([&] { attention(a); }, arg, fragment, type_error);
+  }
+  // The CUDA device path's checks, without a GPU: validation only.
+  void expect_gpu_error(AttentionArgs a, const std::string& arg, const std::string& fragment, bool type_error = false) {
+    for (TensorView* v : {&a.q, &a.k, &a.v, &a.o, &a.lse, &a.cu_seqlens_q, &a.cu_seqlens_k, &a.seqlens_k, &a.page_table}) {
+      v->device = DeviceKind::cuda;
+    }
+    expect_error([&] { detail::validate_attention(a); }, arg, fragment, type_error);
+  }
+
+  ProblemSpec spec;
+  AttentionTensors t;
+  AttentionArgs args;
+  std::vector<char> o_before, lse_before;
+};
+
+TEST_F(Validation, ValidArgumentsPass) {
+  const detail::AttentionProblem p = detail::validate_attention(args);
+  EXPECT_EQ(p.batch, 2);
+  EXPECT_EQ(p.heads_q, 4);
+  EXPECT_EQ(p.heads_kv, 2);
+  EXPECT_FLOAT_EQ(p.softmax_scale, 1.0f / std::sqrt(128.0f));
+  EXPECT_EQ(attention(args), Backend::cpu);
+}
+
+TEST_F(Validation, ShapeMismatchNamesTheTensorAndBothShapes) {
+  AttentionArgs a = args;
+  a.k.shape[3] = 64;
+  expect_attention_error(a, "k", "expected shape (2, 21, 2, 128) [batch, seqlen_k, heads_kv, head_dim], got (2, 21, 2, 64)");
+  a = args; a.v.shape[1] = 20;
+  expect_attention_error(a, "v", "[batch, seqlen_k, heads_kv, head_dim_v]");
+  a = args; a.o.shape[1] = 8;
+  expect_attention_error(a, "o", "expected shape (2, 9, 4, 128)");
+  a = args; a.lse.shape[2] = 10;
+  expect_attention_error(a, "lse", "[batch, heads_q, seqlen_q]");
+  a = args; a.q.rank = 2;
+  expect_attention_error(a, "q", "expected rank 4");
+  a = args; a.k.shape[0] = 3;
+  expect_attention_error(a, "k", "[batch, seqlen_k, heads_kv, head_dim]");
+}
+
+TEST_F(Validation, MissingTensorsAndNullPointers) {
+  AttentionArgs a = args;
+  a.o = TensorView{};
+  expect_attention_error(a, "o", "missing");
+  a = args; a.v.data = nullptr;
+  expect_attention_error(a, "v", "null data pointer");
+}
+
+TEST_F(Validation, StridesAndAlignment) {
+  AttentionArgs a = args;
+  a.q.stride[3] = 2;
+  expect_attention_error(a, "q", "stride not supported");
+  a = args; a.k.stride[1] = -a.k.stride[1];
+  expect_attention_error(a, "k", "negative strides");
+  a = args; a.o.data = static_cast<char*>(a.o.data) + 1;  // not even bf16-aligned
+  expect_attention_error(a, "o", "unaligned");
+}
+
+TEST_F(Validation, DtypeErrorsAreTypeErrors) {
+  AttentionArgs a = args;
+  a.k.dtype = DType::fp16;
+  expect_attention_error(a, "k", "does not match q's bf16", true);
+  a = args; a.q.dtype = a.k.dtype = a.v.dtype = a.o.dtype = DType::int32;
+  expect_attention_error(a, "q", "expected dtype bf16, fp16 or fp32", true);
+  a = args; a.lse.dtype = DType::bf16;
+  expect_attention_error(a, "lse", "expected dtype fp32", true);
+}
+
+TEST_F(Validation, HeadsMustDivide) {
+  build([] { ProblemSpec s = default_spec(); s.heads_q = 3; s.heads_kv = 3; return s; }());
+  AttentionArgs a = args;
+  a.k.shape[2] = a.v.shape[2] = 2;
+  expect_attention_error(a, "q", "heads_q = 3 is not a multiple of heads_kv = 2");
+}
+
+TEST_F(Validation, Devices) {
+  AttentionArgs a = args;
+  a.k.device = DeviceKind::cuda;
+  expect_attention_error(a, "k", "is on cuda:0 but q is on cpu");
+  a = args;
+  a.backend = Backend::sm80;
+  expect_attention_error(a, "backend", "CPU tensors");
+}
+
+TEST_F(Validation, GpuPathNeeds16ByteAlignmentAndInstantiatedHeadDims) {
+  AttentionArgs a = args;
+  a.q.data = static_cast<char*>(a.q.data) + 2;  // bf16-aligned, not 16-byte aligned
+  expect_gpu_error(a, "q", "unaligned data pointer");
+  build([] { ProblemSpec s = default_spec(); s.pad = 4; return s; }());  // row stride 132
+  expect_gpu_error(args, "q", "not a multiple of 8 elements");
+  build([] { ProblemSpec s = default_spec(); s.head_dim = s.head_dim_v = 80; return s; }());
+  expect_gpu_error(args, "q", "head_dim 80 with head_dim_v 80 is not instantiated for bf16 on the GPU; built:");
+  build([] { ProblemSpec s = default_spec(); s.dtype = DType::fp32; return s; }());
+  expect_gpu_error(args, "q", "fp32 inputs are supported on the CPU only", true);
+}
+
+TEST_F(Validation, Scalars) {
+  AttentionArgs a = args;
+  a.softcap = -1.0f;
+  expect_attention_error(a, "softcap", ">= 0");
+  a = args; a.softcap = std::numeric_limits<float>::quiet_NaN();
+  expect_attention_error(a, "softcap", "finite");
+  a = args; a.softmax_scale = std::numeric_limits<float>::infinity();
+  expect_attention_error(a, "softmax_scale", "finite");
+  a = args; a.mask = Mask::window(-2, 0);
+  expect_attention_error(a, "mask.window_left", ">= -1");
+  a = args; a.mask = Mask::window(4, -7);
+  expect_attention_error(a, "mask.window_right", ">= -1");
+}
+
+TEST_F(Validation, CuSeqlens) {
+  ProblemSpec s = default_spec();
+  s.varlen_q = true; s.kv = KvLayout::varlen; s.batch = 3;
+  s.q_lens = {4, 0, 5}; s.k_lens = {6, 2, 0};
+  build(s);
+  ASSERT_EQ(attention(args), Backend::cpu);  // valid, zero-length sequences included
+  t.o.poison(); t.lse.poison();
+  o_before.assign(static_cast<const char*>(t.o.data()), static_cast<const char*>(t.o.data()) + t.o.storage_bytes());
+  lse_before.assign(static_cast<const char*>(t.lse.data()), static_cast<const char*>(t.lse.data()) + t.lse.storage_bytes());
+
+  std::int32_t* cu = t.cu_seqlens_q.i32();  // {0, 4, 4, 9}
+  cu[1] = -1;
+  expect_attention_error(args, "cu_seqlens_q[1]", "negative");
+  cu[1] = 5; cu[2] = 3;
+  expect_attention_error(args, "cu_seqlens_q[2]", "non-decreasing");
+  cu[1] = 4; cu[2] = 4; cu[3] = 8;
+  expect_attention_error(args, "cu_seqlens_q[3]", "must equal the number of rows of q (9)");
+  cu[3] = 9;
+  AttentionArgs a = args;
+  a.max_seqlen_q = 4;
+  expect_attention_error(a, "cu_seqlens_q[3]", "more than max_seqlen_q = 4");
+  a = args; a.max_seqlen_q = 0;
+  expect_attention_error(a, "max_seqlen_q", "required");
+  a = args; a.max_seqlen_k = 0;
+  expect_attention_error(a, "max_seqlen_k", "required");
+  t.cu_seqlens_k.i32()[3] = 9;  // {0, 6, 8, 9}: one key more than k holds
+  expect_attention_error(args, "cu_seqlens_k[3]", "number of rows of k (8)");
+  t.cu_seqlens_k.i32()[3] = 8;
+  a = args; a.cu_seqlens_q.dtype = DType::fp32;
+  expect_attention_error(a, "cu_seqlens_q", "expected dtype int32", true);
+  a = args; a.cu_seqlens_q.shape[0] = 0;
+  expect_attention_error(a, "cu_seqlens_q", "at least one entry");
+}
+
+TEST_F(Validation, PagedAndSeqlensK) {
+  ProblemSpec s = default_spec();
+  s.kv = KvLayout::paged; s.page_size = 4; s.k_lens = {9, 13}; s.spare_pages = 2;
+  build(s);
+  ASSERT_EQ(attention(args), Backend::cpu);
+  t.o.poison(); t.lse.poison();
+  o_before.assign(static_cast<const char*>(t.o.data()), static_cast<const char*>(t.o.data()) + t.o.storage_bytes());
+  lse_before.assign(static_cast<const char*>(t.lse.data()), static_cast<const char*>(t.lse.data()) + t.lse.storage_bytes());
+
+  const int pool = static_cast<int>(t.k.shape()[0]);
+  const int cols = static_cast<int>(t.page_table.shape()[1]);
+  std::int32_t* table = t.page_table.i32();
+  const std::int32_t saved = table[cols + 1];
+  table[cols + 1] = pool;
+  expect_attention_error(args, "page_table[1][1]", "outside the pool of " + std::to_string(pool) + " pages");
+  table[cols + 1] = -3;
+  expect_attention_error(args, "page_table[1][1]", "outside the pool");
+  table[cols + 1] = saved;
+  table[cols - 1] = 12345;  // past sequence 0's pages: never read, so accepted
+  EXPECT_NO_THROW(detail::validate_attention(args));
+
+  t.seqlens_k.i32()[0] = cols * 4 + 1;
+  expect_attention_error(args, "seqlens_k[0]", "exceed the capacity of k");
+  t.seqlens_k.i32()[0] = -1;
+  expect_attention_error(args, "seqlens_k[0]", "negative");
+  t.seqlens_k.i32()[0] = 9;
+
+  AttentionArgs a = args;
+  a.seqlens_k = TensorView{};
+  expect_attention_error(a, "seqlens_k", "required with page_table");
+  a = args; a.cu_seqlens_k = t.seqlens_k.view(); a.cu_seqlens_k.shape[0] = 3;
+  expect_attention_error(a, "cu_seqlens_k", "cannot be combined with page_table");
+
+  build([] { ProblemSpec x = default_spec(); x.kv = KvLayout::paged; x.page_size = 300; x.seqlen_k = 5; return x; }());
+  expect_attention_error(args, "k", "page size 300");
+}
+
+TEST_F(Validation, MergeStates) {
+  reference::HostTensor o_parts(DType::fp32, {3, 5, 2, 16}), lse_parts(DType::fp32, {3, 5, 2});
+  reference::HostTensor o(DType::fp32, {5, 2, 16}), lse(DType::fp32, {5, 2});
+  MergeStatesArgs m;
+  m.o_parts = o_parts.view(); m.lse_parts = lse_parts.view(); m.o = o.view(); m.lse = lse.view();
+  EXPECT_NO_THROW(detail::validate_merge(m));
+  MergeStatesArgs bad = m;
+  bad.lse_parts.shape[1] = 4;
+  expect_error([&] { merge_states(bad); }, "lse_parts", "expected shape (3, 5, 2) [num_parts, tokens, heads]");
+  bad = m; bad.o.shape[2] = 8;
+  expect_error([&] { merge_states(bad); }, "o", "[tokens, heads, head_dim_v]");
+  bad = m; bad.lse_parts.dtype = DType::bf16;
+  expect_error([&] { merge_states(bad); }, "lse_parts", "expected dtype fp32", true);
+  bad = m; bad.o.dtype = DType::bf16;
+  expect_error([&] { merge_states(bad); }, "o", "does not match o_parts's fp32", true);
+  EXPECT_TRUE(o.check_guards() && !o.fully_written() && !lse.fully_written());
+}
+
+TEST_F(Validation, DecodePlanAndArguments) {
+  DecodeProblem d{};
+  d.batch = 2; d.q_per_seq = 1; d.heads_q = 8; d.heads_kv = 2; d.head_dim = 64; d.head_dim_v = 64;
+  d.max_seqlen_k = 100; d.device = DeviceKind::cpu;
+  EXPECT_NO_THROW(plan_decode(d));
+  DecodeProblem bad = d;
+  bad.q_per_seq = 17;
+  expect_error([&] { plan_decode(bad); }, "problem.q_per_seq", "1..16");
+  bad = d; bad.page_size = 300;
+  expect_error([&] { plan_decode(bad); }, "problem.page_size", "1..256");
+  bad = d; bad.heads_q = 7;
+  expect_error([&] { plan_decode(bad); }, "problem.heads_q", "not a multiple");
+  bad = d; bad.device = DeviceKind::cuda; bad.dtype = DType::fp32;
+  expect_error([&] { plan_decode(bad); }, "problem.dtype", "CPU only", true);
+
+  ProblemSpec s = default_spec();
+  s.seqlen_q = 2; s.use_seqlens_k = true; s.k_lens = {21, 3};
+  build(s);
+  const DecodePlan plan = plan_decode(reference::decode_problem(s));
+  DecodeArgs args_d = reference::bind_decode(s, t);
+  EXPECT_EQ(decode(plan, args_d), Backend::cpu);
+  t.o.poison(); t.lse.poison();
+  o_before.assign(static_cast<const char*>(t.o.data()), static_cast<const char*>(t.o.data()) + t.o.storage_bytes());
+  lse_before.assign(static_cast<const char*>(t.lse.data()), static_cast<const char*>(t.lse.data()) + t.lse.storage_bytes());
+
+  DecodeArgs a = args_d;
+  a.q.shape[1] = 3;
+  expect_error([&] { decode(plan, a); }, "q", "[batch, q_per_seq, heads_q, head_dim]");
+  a = args_d; a.seqlens_k = TensorView{};
+  expect_error([&] { decode(plan, a); }, "seqlens_k", "missing");
+  a = args_d; a.page_table = t.seqlens_k.view();
+  expect_error([&] { decode(plan, a); }, "page_table", "contiguous cache");
+  DecodePlan tight = plan;
+  tight.problem.max_seqlen_k = 10;  // sequence 0 has 21 keys
+  expect_error([&] { decode(tight, args_d); }, "seqlens_k[0]", "exceed max_seqlen_k = 10");
+  DecodePlan needs_workspace = plan;
+  needs_workspace.workspace_bytes = 1024;
+  expect_error([&] { decode(needs_workspace, args_d); }, "workspace", "null");
+  a = args_d; a.lse.shape[2] = 1;
+  expect_error([&] { decode(plan, a); }, "lse", "[batch, heads_q, seqlen_q]");
+}
+
+}  // namespace
+}  // namespace flashbuf
