@@ -8,13 +8,15 @@
 //
 // One block = block_m query rows of one (batch, query head); it walks the key tiles that the
 // mask lets those rows see. The pipeline is FlashAttention-2's: V(i) loads while S(i) is
-// computed, K(i+1) loads while O += P V(i) is computed, one shared stage each.
+// computed, K(i+1) loads while O += P V(i) is computed, one shared stage each, two barriers
+// per key tile (each both "landed" and "free to overwrite").
 #pragma once
 
 #include <cstdint>
 #include <utility>
 
 #include "flashbuf/arch/sm80/cp_async.cuh"
+#include "flashbuf/arch/sm80/fast_math.cuh"
 #include "flashbuf/buffers/kv_buffer.cuh"
 #include "flashbuf/buffers/register_buffers.cuh"
 #include "flashbuf/core/config.hpp"
@@ -121,11 +123,10 @@ struct PrefillSm80 {
 
       for (int n = n_first; n <= n_last; ++n) {
         const int key0 = n * kBN;
-        __syncthreads();  // every warp is done with V(n-1): its stage may be refilled
-        vbuf.load_from_dram(key0, seqlen_k - key0);
+        sm80::cp_async_wait_group<0>();  // K(n) (and Q) have landed: this thread's copies
+        __syncthreads();                 // ... every thread's; and every warp is done with V(n-1)
+        vbuf.load_from_dram(key0, seqlen_k - key0);  // V(n) loads while S(n) is computed
         sm80::cp_async_commit_group();
-        sm80::cp_async_wait_group<1>();  // Q and K(n) have landed (this thread's copies)
-        __syncthreads();                 // ... and every other thread's
         if (n == n_first) qbuf.load_from_shared();
 
         PBuf pbuf;
@@ -139,8 +140,8 @@ struct PrefillSm80 {
         online_softmax(pbuf, out, row_max, row_sum, p.scale_log2);
 
         sm80::cp_async_wait_group<0>();  // V(n) has landed
-        __syncthreads();                 // every warp is done with K(n)
-        if (n < n_last) {
+        __syncthreads();                 // ... for every thread; every warp is done with K(n)
+        if (n < n_last) {                // K(n+1) loads while O += P V(n) is computed
           kbuf.load_from_dram(key0 + kBN, seqlen_k - key0 - kBN);
           sm80::cp_async_commit_group();
         }
@@ -291,7 +292,7 @@ struct PrefillSm80 {
           m = fmaxf(m, fmaxf(pbuf.s[mt][nt][2 * h], pbuf.s[mt][nt][2 * h + 1]));
         m = quad_max(m);
         const float base = m == kNegInf ? 0.0f : m * scale_log2;
-        correction[h] = exp2f(row_max[mt][h] * scale_log2 - base);
+        correction[h] = sm80::ex2_approx_ftz(row_max[mt][h] * scale_log2 - base);
         row_max[mt][h] = m;
         float sum = 0.0f;
 #pragma unroll
@@ -299,7 +300,7 @@ struct PrefillSm80 {
 #pragma unroll
           for (int j = 0; j < 2; ++j) {
             float& s = pbuf.s[mt][nt][2 * h + j];
-            s = exp2f(s * scale_log2 - base);
+            s = sm80::ex2_approx_ftz(s * scale_log2 - base);
             sum += s;
           }
         row_sum[mt][h] = row_sum[mt][h] * correction[h] + sum;

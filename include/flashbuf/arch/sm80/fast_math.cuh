@@ -1,0 +1,15 @@
+// arch/sm80: single special-function-unit instructions the softmax uses on its hot path.
+#pragma once
+
+namespace flashbuf::sm80 {
+
+// ex2.approx.ftz.f32: 2^x in one MUFU.EX2 (relative error ~2^-22; subnormal results flush
+// to zero, which the softmax never needs: they are < 2^-126 of the row maximum).
+// exp2f without fast-math wraps the same instruction in range fix-ups.
+__device__ __forceinline__ float ex2_approx_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+}  // namespace flashbuf::sm80
