@@ -20,7 +20,9 @@ bool cuda_pointer_on_device(const void* ptr, int* device_index);  // false for h
 // Prefill on the mma.sync (sm80-class) path; requires prefill_instantiated(...).
 bool prefill_instantiated(DType dtype, int head_dim, int head_dim_v);
 void sm80_attention(const AttentionProblem& p);
-// Decode: plan on the host, run without synchronising.
+// Decode: plan on the host, run without synchronising; requires decode_instantiated(...)
+// (the list FLASHBUF_DECODE_INSTANTIATIONS compiles; false without CUDA).
+bool decode_instantiated(DType dtype, int head_dim);
 void cuda_plan_decode(const DecodeProblem& problem, DecodePlan& plan);
 void cuda_decode(const DecodePlan& plan, const AttentionProblem& p, void* workspace);
 void cuda_merge_states(const MergeProblem& p);

@@ -1,7 +1,9 @@
 // The CUDA decode backend: cuda_plan_decode (host, once per batch shape: kernel shape,
 // number of splits, workspace size) and cuda_decode (no synchronisation, no allocation, a
-// launch shape from the plan only: graph-capturable). The kernels are compiled in
-// decode_<dtype>_<D>.cu; the combine is the merge_states kernel (kernels/combine.cuh).
+// launch shape from the plan only: graph-capturable). The kernels are compiled in the units
+// cmake/instantiations.cmake generates from FLASHBUF_DECODE_INSTANTIATIONS (one per dtype_D,
+// listed in generated/decode_instantiation_list.hpp); the combine is the merge_states kernel
+// (kernels/combine.cuh).
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -15,12 +17,22 @@
 #include "flashbuf/kernels/combine.cuh"
 #include "flashbuf/kernels/decode_config.cuh"
 #include "flashbuf/kernels/decode_kernel.cuh"
+#include "decode_instantiation_list.hpp"
 
 namespace flashbuf::kernels::decode {
-FLASHBUF_DECODE_INSTANTIATIONS(FLASHBUF_DECODE_EXTERN)
+FLASHBUF_FOR_EACH_DECODE_INSTANTIATION(FLASHBUF_DECODE_EXTERN)
 }  // namespace flashbuf::kernels::decode
 
 namespace flashbuf::detail {
+
+bool decode_instantiated(DType dtype, int head_dim) {
+#define FLASHBUF_DECODE_MATCH(DT, D) \
+  if (dtype == DType::DT && head_dim == D) return true;
+  FLASHBUF_FOR_EACH_DECODE_INSTANTIATION(FLASHBUF_DECODE_MATCH)
+#undef FLASHBUF_DECODE_MATCH
+  return false;
+}
+
 namespace {
 
 namespace dk = ::flashbuf::kernels::decode;
@@ -73,6 +85,12 @@ void check_supported(const DecodeProblem& pr) {
     throw ArgumentError("problem.head_dim", "the GPU decode is built for head dims 64, 128 and 256, got " +
                                                 std::to_string(pr.head_dim));
   }
+  if (!decode_instantiated(pr.dtype, pr.head_dim)) {
+    throw ArgumentError("problem.head_dim", std::string("the GPU decode for ") + dtype_name(pr.dtype) + " head_dim " +
+                                                std::to_string(pr.head_dim) +
+                                                " is not compiled into this build (FLASHBUF_DECODE_INSTANTIATIONS: " +
+                                                FLASHBUF_DECODE_INSTANTIATION_NAMES + ")");
+  }
   if (pr.head_dim_v != pr.head_dim) {
     throw ArgumentError("problem.head_dim_v", "the GPU decode needs head_dim_v == head_dim (" +
                                                   std::to_string(pr.head_dim) + "), got " +
@@ -84,38 +102,59 @@ void check_supported(const DecodeProblem& pr) {
   if (pr.q_per_seq < 1 || pr.q_per_seq > 16) {
     throw ArgumentError("problem.q_per_seq", "expected 1..16, got " + std::to_string(pr.q_per_seq));
   }
+  // The grid (num_splits, heads_kv x row chunks, batch): y and z are limited to 65535.
+  const std::int64_t grid_y = static_cast<std::int64_t>(pr.heads_kv) * decode_shape(pr).row_chunks;
+  if (grid_y > 65535 || pr.batch > 65535) {
+    throw ArgumentError("problem.batch", "batch (" + std::to_string(pr.batch) + ") and heads_kv x row chunks (" +
+                                             std::to_string(grid_y) + ") must each be <= 65535 on the GPU decode");
+  }
 }
 
 dk::DecodeKernelInfo kernel_info(const DecodeProblem& pr, int mtiles) {
-  if (pr.dtype == DType::bf16) {
-    switch (pr.head_dim) {
-      case 64: return dk::decode_kernel_info<__nv_bfloat16, 64>(mtiles);
-      case 128: return dk::decode_kernel_info<__nv_bfloat16, 128>(mtiles);
-      default: return dk::decode_kernel_info<__nv_bfloat16, 256>(mtiles);
-    }
-  }
-  switch (pr.head_dim) {
-    case 64: return dk::decode_kernel_info<__half, 64>(mtiles);
-    case 128: return dk::decode_kernel_info<__half, 128>(mtiles);
-    default: return dk::decode_kernel_info<__half, 256>(mtiles);
-  }
+#define FLASHBUF_DECODE_INFO(DT, D) \
+  if (pr.dtype == DType::DT && pr.head_dim == D) return dk::decode_kernel_info<FLASHBUF_DECODE_ELEM(DT), D>(mtiles, pr.device_index);
+  FLASHBUF_FOR_EACH_DECODE_INSTANTIATION(FLASHBUF_DECODE_INFO)
+#undef FLASHBUF_DECODE_INFO
+  dk::DecodeKernelInfo none;
+  none.error = cudaErrorInvalidDeviceFunction;
+  none.failed_call = "kernel_info (no instantiation: check_supported should have rejected it)";
+  return none;
 }
 
-cudaError_t launch_kernel(DType dtype, int head_dim, int mtiles, const dk::DecodeParams& params, dim3 grid,
+cudaError_t launch_kernel(const DecodeProblem& pr, int mtiles, const dk::DecodeParams& params, dim3 grid,
                           cudaStream_t stream) {
-  if (dtype == DType::bf16) {
-    switch (head_dim) {
-      case 64: return dk::launch_decode<__nv_bfloat16, 64>(mtiles, params, grid, stream);
-      case 128: return dk::launch_decode<__nv_bfloat16, 128>(mtiles, params, grid, stream);
-      default: return dk::launch_decode<__nv_bfloat16, 256>(mtiles, params, grid, stream);
-    }
-  }
-  switch (head_dim) {
-    case 64: return dk::launch_decode<__half, 64>(mtiles, params, grid, stream);
-    case 128: return dk::launch_decode<__half, 128>(mtiles, params, grid, stream);
-    default: return dk::launch_decode<__half, 256>(mtiles, params, grid, stream);
-  }
+#define FLASHBUF_DECODE_LAUNCH(DT, D)                     \
+  if (pr.dtype == DType::DT && pr.head_dim == D)          \
+    return dk::launch_decode<FLASHBUF_DECODE_ELEM(DT), D>(mtiles, pr.device_index, params, grid, stream);
+  FLASHBUF_FOR_EACH_DECODE_INSTANTIATION(FLASHBUF_DECODE_LAUNCH)
+#undef FLASHBUF_DECODE_LAUNCH
+  return cudaErrorInvalidDeviceFunction;
 }
+
+// Why a kernel cannot run on the plan's device, in words.
+[[noreturn]] void throw_cannot_run(const DecodeProblem& pr, int mtiles, const dk::DecodeKernelInfo& info) {
+  std::string why;
+  if (info.error != cudaSuccess) {
+    why = std::string(info.failed_call != nullptr ? info.failed_call : "a CUDA runtime call") + " failed: " +
+          cudaGetErrorName(info.error) + " (" + cudaGetErrorString(info.error) + ")";
+    if (info.error == cudaErrorNoKernelImageForDevice || info.error == cudaErrorInvalidDeviceFunction) {
+      why += "; this build's CUDA architectures are " FLASHBUF_BUILD_ARCHS;
+    }
+  } else if (info.smem_optin_max > 0 && info.smem_bytes > info.smem_optin_max) {
+    why = "it needs " + std::to_string(info.smem_bytes) + " bytes of shared memory per block and the device allows " +
+          std::to_string(info.smem_optin_max);
+  } else {
+    why = "the occupancy query reports 0 resident blocks per SM";
+  }
+  throw RuntimeError("flashbuf decode: the " + std::string(dtype_name(pr.dtype)) + " kernel for head_dim " +
+                     std::to_string(pr.head_dim) + " with " + std::to_string(16 * mtiles) + "-row tiles (" +
+                     std::to_string(info.smem_bytes) + " bytes of shared memory, " + std::to_string(info.threads) +
+                     " threads) cannot run on device " + std::to_string(pr.device_index) + ": " + why);
+}
+
+// The most splits a plan may carry (the heuristic stays <= 128; forced or hand-edited plans
+// are bounded so split * keys_per_split cannot overflow and the grid stays modest).
+constexpr int kMaxDecodeSplits = 1024;
 
 // FLASHBUF_DECODE_SPLITS=n forces n splits in every plan (a tuning knob for benchmarks; the
 // tests edit a plan's num_splits with kernels/decode_config.cuh's arithmetic). Unset, empty or < 1: the heuristic.
@@ -123,18 +162,17 @@ int forced_splits() {
   const char* env = std::getenv("FLASHBUF_DECODE_SPLITS");
   if (env == nullptr || *env == '\0') return 0;
   const int n = std::atoi(env);
-  return n >= 1 ? n : 0;
+  return n >= 1 ? (n > kMaxDecodeSplits ? kMaxDecodeSplits : n) : 0;
 }
 
 // Compute capability major of a device, asked once (decode runs may be inside a graph
 // capture, where fewer runtime calls is safer and cheaper).
 int compute_major(int device) {
   static std::atomic<int> cache[64] = {};
-  if (device < 0 || device >= 64) device = 0;
-  int major = cache[device].load(std::memory_order_relaxed);
+  int major = device >= 0 && device < 64 ? cache[device].load(std::memory_order_relaxed) : 0;
   if (major == 0) {
     FLASHBUF_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    cache[device].store(major, std::memory_order_relaxed);
+    if (device >= 0 && device < 64) cache[device].store(major, std::memory_order_relaxed);
   }
   return major;
 }
@@ -157,14 +195,14 @@ void cuda_plan_decode(const DecodeProblem& pr, DecodePlan& plan) {
   check_supported(pr);
   const DecodeShape shape = decode_shape(pr);
   DecodeDeviceScope scope(pr.device_index);
+  // Prepares the kernel on the device (shared-memory opt-in first, then the occupancy query)
+  // and caches it, so a run (possibly inside a graph capture) makes no runtime query.
   const dk::DecodeKernelInfo info = kernel_info(pr, shape.mtiles);
-  if (info.blocks_per_sm < 1) {
-    throw RuntimeError("flashbuf decode: the kernel for head_dim " + std::to_string(pr.head_dim) + " (" +
-                       std::to_string(info.smem_bytes) + " bytes of shared memory, " +
-                       std::to_string(info.threads) + " threads) cannot run on device " +
-                       std::to_string(pr.device_index));
+  if (info.blocks_per_sm < 1) throw_cannot_run(pr, shape.mtiles, info);
+  if (compute_major(pr.device_index) >= 9) {
+    if (pr.dtype == DType::bf16) ck::prepare_combine<float, __nv_bfloat16>(pr.device_index);
+    else ck::prepare_combine<float, __half>(pr.device_index);
   }
-  (void)compute_major(pr.device_index);  // cached now, so a captured decode asks nothing
   int num_splits = forced_splits();
   if (num_splits == 0) {
     const DeviceInfo device = cuda_query_device(pr.device_index);
@@ -180,9 +218,12 @@ void cuda_decode(const DecodePlan& plan, const AttentionProblem& p, void* worksp
   check_supported(pr);
   const DecodeShape shape = decode_shape(pr);
   const int num_splits = plan.num_splits;
+  if (num_splits < 1 || num_splits > kMaxDecodeSplits) {
+    throw ArgumentError("plan.num_splits", "expected 1.." + std::to_string(kMaxDecodeSplits) + ", got " +
+                                               std::to_string(num_splits) + " (use plan_decode)");
+  }
   const dk::WorkspaceLayout ws =
       dk::workspace_layout(num_splits, pr.batch, pr.q_per_seq, pr.heads_q, pr.head_dim_v);
-  if (num_splits < 1) throw ArgumentError("plan.num_splits", "expected >= 1 (use plan_decode)");
   if (plan.workspace_bytes < ws.bytes) {
     throw ArgumentError("plan.workspace_bytes", std::to_string(plan.workspace_bytes) + " bytes, but " +
                                                     std::to_string(num_splits) + " splits need " +
@@ -253,11 +294,11 @@ void cuda_decode(const DecodePlan& plan, const AttentionProblem& p, void* worksp
 
   const dim3 grid(static_cast<unsigned>(num_splits), static_cast<unsigned>(pr.heads_kv * shape.row_chunks),
                   static_cast<unsigned>(pr.batch));
-  if (grid.y > 65535u || grid.z > 65535u) {
-    throw ArgumentError("problem.batch", "batch (" + std::to_string(pr.batch) + ") and heads_kv x row chunks (" +
-                                             std::to_string(grid.y) + ") must each be <= 65535 on the GPU decode");
+  const cudaError_t launched = launch_kernel(pr, shape.mtiles, params, grid, stream);
+  if (launched != cudaSuccess) {
+    throw RuntimeError(std::string("flashbuf decode: launching the kernel failed: ") + cudaGetErrorName(launched) +
+                       " (" + cudaGetErrorString(launched) + ")");
   }
-  FLASHBUF_CUDA_CHECK(launch_kernel(pr.dtype, pr.head_dim, shape.mtiles, params, grid, stream));
   if (num_splits == 1) return;
 
   // The combine: the merge_states kernel over the workspace, with the two-level token index
@@ -286,8 +327,8 @@ void cuda_decode(const DecodePlan& plan, const AttentionProblem& p, void* worksp
   c.lse_head_stride = p.lse_head_stride;
   const bool programmatic = compute_major(pr.device_index) >= 9;
   const cudaError_t err = pr.dtype == DType::bf16
-                              ? ck::launch_combine<float, __nv_bfloat16>(c, stream, programmatic)
-                              : ck::launch_combine<float, __half>(c, stream, programmatic);
+                              ? ck::launch_combine<float, __nv_bfloat16>(c, stream, programmatic, pr.device_index)
+                              : ck::launch_combine<float, __half>(c, stream, programmatic, pr.device_index);
   FLASHBUF_CUDA_CHECK(err);
 }
 

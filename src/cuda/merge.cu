@@ -41,9 +41,9 @@ void cuda_merge_states(const MergeProblem& p) {
   const cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
   cudaError_t err = cudaErrorInvalidValue;
   switch (p.dtype) {
-    case DType::bf16: err = ck::launch_combine<__nv_bfloat16, __nv_bfloat16>(c, stream, false); break;
-    case DType::fp16: err = ck::launch_combine<__half, __half>(c, stream, false); break;
-    case DType::fp32: err = ck::launch_combine<float, float>(c, stream, false); break;
+    case DType::bf16: err = ck::launch_combine<__nv_bfloat16, __nv_bfloat16>(c, stream, false, p.device_index); break;
+    case DType::fp16: err = ck::launch_combine<__half, __half>(c, stream, false, p.device_index); break;
+    case DType::fp32: err = ck::launch_combine<float, float>(c, stream, false, p.device_index); break;
     default: break;
   }
   if (previous != p.device_index) cudaSetDevice(previous);

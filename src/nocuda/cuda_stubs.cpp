@@ -24,6 +24,8 @@ bool cuda_pointer_on_device(const void* /*ptr*/, int* /*device_index*/) { return
 
 bool prefill_instantiated(DType, int, int) { return false; }
 
+bool decode_instantiated(DType, int) { return false; }
+
 void sm80_attention(const AttentionProblem&) { no_cuda("attention on CUDA tensors"); }
 
 void cuda_plan_decode(const DecodeProblem&, DecodePlan&) { no_cuda("plan_decode for a CUDA device"); }

@@ -5,28 +5,123 @@
 // them would show); paged against contiguous (bit-identical with the same plan); split
 // against unsplit; CUDA-graph capture once and replay with changed lengths; decode against
 // the prefill path; bad page indices stay memory-safe. Small sizes: the suite runs in seconds.
+//
+// Cases whose (dtype, head_dim) is not in FLASHBUF_DECODE_INSTANTIATIONS are skipped with a
+// message. Small cases for compute-sanitizer (memcheck, racecheck, synccheck, initcheck):
+//   compute-sanitizer --tool racecheck ./flashbuf_gpu_tests --gtest_filter='DecodeSanitizer.*:MergeStatesGpu.*'
+//
+// A watchdog (installed here for the whole test binary) aborts with the name of the running
+// test when one test runs longer than FLASHBUF_TEST_WATCHDOG_S seconds (default 80, below
+// ctest's --timeout 90; 0 disables; off by default under compute-sanitizer), so a hang names
+// itself instead of leaving a silent binary.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "api/backends.hpp"
 #include "flashbuf/core/numeric.hpp"
 #include "flashbuf/flashbuf.hpp"
 #include "flashbuf/kernels/decode_config.cuh"
 
 namespace flashbuf::decode_test {
 namespace {
+
+// ---- the watchdog ------------------------------------------------------------------------
+
+int watchdog_seconds() {
+  if (const char* env = std::getenv("FLASHBUF_TEST_WATCHDOG_S"); env != nullptr && *env != '\0') {
+    return std::atoi(env);
+  }
+  // Under compute-sanitizer (or another injected CUDA tool) everything is many times slower.
+  const char* injection = std::getenv("CUDA_INJECTION64_PATH");
+  const char* preload = std::getenv("LD_PRELOAD");
+  if ((injection != nullptr && *injection != '\0') ||
+      (preload != nullptr && std::strstr(preload, "sanitizer") != nullptr)) {
+    return 0;
+  }
+  return 80;
+}
+
+class Watchdog final : public ::testing::EmptyTestEventListener {
+ public:
+  explicit Watchdog(int seconds) : seconds_(seconds), thread_([this] { watch(); }) {}
+  ~Watchdog() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void OnTestStart(const ::testing::TestInfo& info) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    name_ = std::string(info.test_suite_name()) + "." + info.name();
+    deadline_ = std::chrono::steady_clock::now() + std::chrono::seconds(seconds_);
+    armed_ = true;
+    cv_.notify_all();
+  }
+  void OnTestEnd(const ::testing::TestInfo&) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    armed_ = false;
+    cv_.notify_all();
+  }
+
+ private:
+  void watch() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!stop_) {
+      if (!armed_) {
+        cv_.wait(lock);
+        continue;
+      }
+      cv_.wait_until(lock, deadline_);
+      if (!stop_ && armed_ && std::chrono::steady_clock::now() >= deadline_) {
+        std::fprintf(stderr,
+                     "\n[ WATCHDOG ] %s is still running after %d s: aborting the test binary "
+                     "(a hang; FLASHBUF_TEST_WATCHDOG_S=<seconds> changes the limit, 0 disables it)\n",
+                     name_.c_str(), seconds_);
+        std::fflush(stderr);
+        std::fflush(stdout);
+        std::_Exit(124);
+      }
+    }
+  }
+
+  const int seconds_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::string name_;
+  std::chrono::steady_clock::time_point deadline_{};
+  bool armed_ = false;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts after the members it uses
+};
+
+// Installed before main (gtest_main's InitGoogleTest keeps appended listeners); gtest owns it.
+[[maybe_unused]] const bool kWatchdogInstalled = [] {
+  const int seconds = watchdog_seconds();
+  if (seconds > 0) ::testing::UnitTest::GetInstance()->listeners().Append(new Watchdog(seconds));
+  return seconds > 0;
+}();
+
+// ---- helpers -----------------------------------------------------------------------------
 
 bool gpu_present() {
   int count = 0;
@@ -40,6 +135,17 @@ bool gpu_present() {
 #define DECODE_REQUIRE_GPU()                                                         \
   do {                                                                               \
     if (!gpu_present()) GTEST_SKIP() << "no CUDA GPU on this machine: decode GPU test skipped"; \
+  } while (0)
+
+// The decode kernels this build compiled (FLASHBUF_DECODE_INSTANTIATIONS).
+bool decode_built(DType dtype, int d) { return detail::decode_instantiated(dtype, d); }
+
+#define DECODE_REQUIRE_KERNEL(dtype, d)                                                          \
+  do {                                                                                           \
+    if (!decode_built(dtype, d)) {                                                               \
+      GTEST_SKIP() << "decode " << dtype_name(dtype) << " head_dim " << (d)                      \
+                   << " is not in FLASHBUF_DECODE_INSTANTIATIONS of this build";                 \
+    }                                                                                            \
   } while (0)
 
 #define DECODE_CUDA_OK(call)                                                                 \
@@ -556,8 +662,14 @@ TEST(DecodeHost, SplitHeuristicAndWorkspace) {
 TEST(DecodeGpu, FeaturesAgainstReference) {
   DECODE_REQUIRE_GPU();
   std::uint32_t seed = 1234;
+  int ran = 0;
   for (const Case& base : feature_cases()) {
     const Inputs in = make_inputs(base, seed++);
+    if (!decode_built(base.dtype, base.d)) {
+      std::printf("[ skipped  ] %s: not in FLASHBUF_DECODE_INSTANTIATIONS\n", base.describe().c_str());
+      continue;
+    }
+    ++ran;
     std::vector<double> ref_o, ref_lse;
     reference(base, in, base.lens, ref_o, ref_lse);
     for (bool paged : {false, true}) {
@@ -572,39 +684,104 @@ TEST(DecodeGpu, FeaturesAgainstReference) {
       }
     }
   }
+  if (ran == 0) GTEST_SKIP() << "no feature case's kernel is in FLASHBUF_DECODE_INSTANTIATIONS";
 }
 
-// Small cases for compute-sanitizer (memcheck, racecheck, synccheck):
-//   compute-sanitizer --tool racecheck ./flashbuf_gpu_tests --gtest_filter='*DecodeSanitizer*'
-TEST(DecodeGpu, DecodeSanitizerSmall) {
-  DECODE_REQUIRE_GPU();
-  Case c{"sanitizer"};
-  c.hq = 8, c.hkv = 2, c.t = 2, c.lens = {0, 1, 70, 200};
-  c.page = 16, c.mask = Mask::causal();
-  const Inputs in = make_inputs(c, 77);
+// Small cases for compute-sanitizer (memcheck, racecheck, synccheck, initcheck): every
+// stage of the kernel (Q load, the cp.async ring, the epilogue's aliased buffers, the
+// direct and the workspace outputs, the programmatic-launch combine) at tiny sizes.
+//   compute-sanitizer --tool racecheck ./flashbuf_gpu_tests --gtest_filter='DecodeSanitizer.*:MergeStatesGpu.*'
+void sanitizer_case(const Case& c, std::uint32_t seed) {
+  const Inputs in = make_inputs(c, seed);
   std::vector<double> ref_o, ref_lse;
   reference(c, in, c.lens, ref_o, ref_lse);
   for (bool paged : {false, true}) {
     for (int splits : {1, 3}) {
-      SCOPED_TRACE(std::string(paged ? "paged" : "contiguous") + " splits " + std::to_string(splits));
-      DeviceCase dc(c, in, paged, 6);
-      dc.make_plan(splits);
+      SCOPED_TRACE(c.describe() + (paged ? " paged" : " contiguous") + " splits " + std::to_string(splits));
+      DeviceCase dc(c, in, paged, seed + 1);
+      ASSERT_NO_THROW(dc.make_plan(splits));
       ASSERT_TRUE(dc.run());
       EXPECT_TRUE(check_outputs(dc, c.lens, ref_o, ref_lse));
     }
   }
 }
 
+// bf16, D = 128, 8 rows (one 16-row tile, 4 warps splitting each key tile), causal.
+TEST(DecodeSanitizer, Bf16D128OneTile) {
+  DECODE_REQUIRE_GPU();
+  DECODE_REQUIRE_KERNEL(DType::bf16, 128);
+  Case c{"sanitizer_bf16_d128"};
+  c.hq = 8, c.hkv = 2, c.t = 2, c.lens = {0, 1, 70, 200};
+  c.page = 16, c.mask = Mask::causal();
+  sanitizer_case(c, 77);
+}
+
+// fp16, D = 64, 32 rows (two row tiles: 2 x 2 warps), causal, softcap, odd page size.
+TEST(DecodeSanitizer, Fp16D64TwoTiles) {
+  DECODE_REQUIRE_GPU();
+  DECODE_REQUIRE_KERNEL(DType::fp16, 64);
+  Case c{"sanitizer_fp16_d64"};
+  c.dtype = DType::fp16, c.d = 64, c.hq = 8, c.hkv = 1, c.t = 4, c.lens = {3, 130};
+  c.page = 7, c.mask = Mask::causal(), c.softcap = 30.0f;
+  sanitizer_case(c, 78);
+}
+
+// bf16, D = 256 (Q re-read from shared memory), 12 rows, sliding window.
+TEST(DecodeSanitizer, Bf16D256Window) {
+  DECODE_REQUIRE_GPU();
+  DECODE_REQUIRE_KERNEL(DType::bf16, 256);
+  Case c{"sanitizer_bf16_d256"};
+  c.d = 256, c.hq = 8, c.hkv = 2, c.t = 3, c.lens = {2, 150};
+  c.page = 32, c.mask = Mask::window(50, 0);
+  sanitizer_case(c, 79);
+}
+
+// Every compiled kernel shape (dtype x D x MTiles 1/2/4/8) plans and runs correctly. The plan
+// prepares each kernel separately (shared-memory opt-in, then occupancy): a cache shared by
+// kernels once let the first kernel's opt-in stand for all, and the others reported 0 blocks.
+TEST(DecodeGpu, EveryKernelShapePlansAndRuns) {
+  DECODE_REQUIRE_GPU();
+  int ran = 0;
+  std::uint32_t seed = 500;
+  for (DType dtype : {DType::bf16, DType::fp16}) {
+    for (int d : {64, 128, 256}) {
+      if (!decode_built(dtype, d)) continue;
+      // rows = t * group: 4 (MTiles 1), 24 (2), 48 (4), 128 (8)
+      const int shapes[][3] = {{1, 4, 1}, {3, 8, 1}, {6, 8, 1}, {16, 8, 1}};  // t, hq, hkv
+      for (const auto& sh : shapes) {
+        Case c{"every_shape"};
+        c.dtype = dtype, c.d = d, c.t = sh[0], c.hq = sh[1], c.hkv = sh[2], c.lens = {45, 3};
+        c.page = 8, c.mask = Mask::causal();
+        const Inputs in = make_inputs(c, seed++);
+        std::vector<double> ref_o, ref_lse;
+        reference(c, in, c.lens, ref_o, ref_lse);
+        for (int splits : {1, 2}) {
+          SCOPED_TRACE(c.describe() + " splits " + std::to_string(splits));
+          DeviceCase dc(c, in, false, seed);
+          ASSERT_NO_THROW(dc.make_plan(splits));
+          ASSERT_TRUE(dc.run());
+          EXPECT_TRUE(check_outputs(dc, c.lens, ref_o, ref_lse));
+          ++ran;
+        }
+      }
+    }
+  }
+  if (ran == 0) GTEST_SKIP() << "FLASHBUF_DECODE_INSTANTIATIONS is empty";
+}
+
 // Paged and contiguous caches run the same tiles in the same order: identical bits.
 TEST(DecodeGpu, PagedMatchesContiguousBitExactly) {
   DECODE_REQUIRE_GPU();
+  int ran = 0;
   for (const Case& base : feature_cases()) {
+    if (!decode_built(base.dtype, base.d)) continue;
+    ++ran;
     const Inputs in = make_inputs(base, 99);
     for (int splits : {1, 4}) {
       SCOPED_TRACE(base.describe() + " splits " + std::to_string(splits));
       DeviceCase contiguous(base, in, false, 5), paged(base, in, true, 5);
-      contiguous.make_plan(splits);
-      paged.make_plan(splits);
+      ASSERT_NO_THROW(contiguous.make_plan(splits));
+      ASSERT_NO_THROW(paged.make_plan(splits));
       ASSERT_TRUE(contiguous.run());
       ASSERT_TRUE(paged.run());
       const auto oc = contiguous.o.download<std::uint16_t>(), op = paged.o.download<std::uint16_t>();
@@ -617,19 +794,21 @@ TEST(DecodeGpu, PagedMatchesContiguousBitExactly) {
       EXPECT_TRUE(lc == lp) << "lse differs between paged and contiguous";
     }
   }
+  if (ran == 0) GTEST_SKIP() << "no feature case's kernel is in FLASHBUF_DECODE_INSTANTIATIONS";
 }
 
 // Split against unsplit on a long-ish sequence: both near the reference and near each other.
 TEST(DecodeGpu, SplitMatchesUnsplit) {
   DECODE_REQUIRE_GPU();
+  DECODE_REQUIRE_KERNEL(DType::bf16, 128);
   Case c{"split_vs_unsplit"};
   c.hq = 32, c.hkv = 8, c.lens = {4000, 1, 0, 2500};
   const Inputs in = make_inputs(c, 7);
   std::vector<double> ref_o, ref_lse;
   reference(c, in, c.lens, ref_o, ref_lse);
   DeviceCase one(c, in, false, 1), many(c, in, false, 1);
-  one.make_plan(1);
-  many.make_plan(16);
+  ASSERT_NO_THROW(one.make_plan(1));
+  ASSERT_NO_THROW(many.make_plan(16));
   ASSERT_TRUE(one.run());
   ASSERT_TRUE(many.run());
   EXPECT_TRUE(check_outputs(one, c.lens, ref_o, ref_lse));
@@ -646,6 +825,7 @@ TEST(DecodeGpu, SplitMatchesUnsplit) {
 // Sequences whose length changes from 0 and 1 to more, and queries that see nothing.
 TEST(DecodeGpu, EmptyAndSingleKeySequences) {
   DECODE_REQUIRE_GPU();
+  DECODE_REQUIRE_KERNEL(DType::bf16, 128);
   Case c{"empty_and_single"};
   c.hq = 8, c.hkv = 8, c.t = 3, c.lens = {0, 1, 0, 2, 1};
   c.capacity = 40, c.page = 4, c.mask = Mask::causal();
@@ -656,7 +836,7 @@ TEST(DecodeGpu, EmptyAndSingleKeySequences) {
     for (int splits : {1, 5}) {
       SCOPED_TRACE(std::string(paged ? "paged" : "contiguous") + " splits " + std::to_string(splits));
       DeviceCase dc(c, in, paged, 3);
-      dc.make_plan(splits);
+      ASSERT_NO_THROW(dc.make_plan(splits));
       ASSERT_TRUE(dc.run());
       EXPECT_TRUE(check_outputs(dc, c.lens, ref_o, ref_lse));
     }
@@ -666,6 +846,7 @@ TEST(DecodeGpu, EmptyAndSingleKeySequences) {
 // A CUDA graph captured once replays correctly after seqlens_k changes on the device.
 TEST(DecodeGpu, GraphReplayWithChangedLengths) {
   DECODE_REQUIRE_GPU();
+  DECODE_REQUIRE_KERNEL(DType::bf16, 128);
   for (int splits : {1, 6}) {
     for (bool paged : {false, true}) {
       Case c{"graph"};
@@ -674,25 +855,50 @@ TEST(DecodeGpu, GraphReplayWithChangedLengths) {
       SCOPED_TRACE(std::string(paged ? "paged" : "contiguous") + " splits " + std::to_string(splits));
       const Inputs in = make_inputs(c, 21, /*poison_tail=*/false);  // longer lengths later
       DeviceCase dc(c, in, paged, 8);
-      dc.make_plan(splits);
-      cudaStream_t stream;
-      DECODE_CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+      ASSERT_NO_THROW(dc.make_plan(splits));
+      // Owned handles: an early return (a failed assertion) ends the capture and frees them,
+      // so no stream is left capturing (later tests' legacy-stream work would then fail).
+      struct Graph {
+        cudaStream_t stream = nullptr;
+        cudaGraph_t graph = nullptr;
+        cudaGraphExec_t exec = nullptr;
+        ~Graph() {
+          cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+          if (stream != nullptr && cudaStreamIsCapturing(stream, &status) == cudaSuccess &&
+              status != cudaStreamCaptureStatusNone) {
+            cudaGraph_t partial = nullptr;
+            cudaStreamEndCapture(stream, &partial);
+            if (partial != nullptr) cudaGraphDestroy(partial);
+          }
+          if (exec != nullptr) cudaGraphExecDestroy(exec);
+          if (graph != nullptr) cudaGraphDestroy(graph);
+          if (stream != nullptr) {
+            cudaStreamSynchronize(stream);
+            cudaStreamDestroy(stream);
+          }
+          cudaGetLastError();
+        }
+      } g;
+      DECODE_CUDA_OK(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking));
+      const cudaStream_t stream = g.stream;
       const DecodeArgs args = dc.args(stream);
-      // Warm-up outside capture (first-call setup such as the shared-memory opt-in).
+      // Warm-up outside capture (a first call may still set things up).
       ASSERT_NO_THROW(decode(dc.plan, args));
       DECODE_CUDA_OK(cudaStreamSynchronize(stream));
 
-      cudaGraph_t graph;
-      cudaGraphExec_t exec;
+      // Global mode: any unsafe runtime call decode makes while capturing fails the capture.
       DECODE_CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+      std::string threw;
       try {
         decode(dc.plan, args);
       } catch (const std::exception& e) {
-        cudaStreamEndCapture(stream, &graph);
-        FAIL() << "decode threw during graph capture: " << e.what();
+        threw = e.what();
       }
-      DECODE_CUDA_OK(cudaStreamEndCapture(stream, &graph));
-      DECODE_CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+      const cudaError_t end = cudaStreamEndCapture(stream, &g.graph);
+      ASSERT_TRUE(threw.empty()) << "decode threw during graph capture: " << threw;
+      ASSERT_EQ(cudaSuccess, end) << "capturing decode failed: " << cudaGetErrorString(end)
+                                  << " (decode made a call that is illegal during capture?)";
+      DECODE_CUDA_OK(cudaGraphInstantiate(&g.exec, g.graph, 0));
 
       const std::vector<std::vector<int>> length_sets = {{100, 7, 0, 513}, {899, 1, 64, 0}, {0, 0, 0, 3}, {450, 900, 2, 65}};
       for (const auto& lens : length_sets) {
@@ -701,7 +907,7 @@ TEST(DecodeGpu, GraphReplayWithChangedLengths) {
         dc.lens.upload(lens);
         dc.poison();
         DECODE_CUDA_OK(cudaDeviceSynchronize());
-        DECODE_CUDA_OK(cudaGraphLaunch(exec, stream));
+        DECODE_CUDA_OK(cudaGraphLaunch(g.exec, stream));
         DECODE_CUDA_OK(cudaStreamSynchronize(stream));
         Case now = c;
         now.lens = lens;
@@ -709,9 +915,6 @@ TEST(DecodeGpu, GraphReplayWithChangedLengths) {
         reference(now, in, lens, ref_o, ref_lse);
         EXPECT_TRUE(check_outputs(dc, lens, ref_o, ref_lse));
       }
-      cudaGraphExecDestroy(exec);
-      cudaGraphDestroy(graph);
-      cudaStreamDestroy(stream);
     }
   }
 }
@@ -719,12 +922,16 @@ TEST(DecodeGpu, GraphReplayWithChangedLengths) {
 // Decode and the prefill path (flashbuf::attention on CUDA tensors) agree on the same data.
 TEST(DecodeGpu, MatchesPrefill) {
   DECODE_REQUIRE_GPU();
+  DECODE_REQUIRE_KERNEL(DType::bf16, 128);
+  if (!detail::prefill_instantiated(DType::bf16, 128, 128)) {
+    GTEST_SKIP() << "prefill bf16 128/128 is not in FLASHBUF_INSTANTIATIONS of this build";
+  }
   Case c{"decode_vs_prefill"};
   c.hq = 16, c.hkv = 4, c.t = 4, c.lens = {300, 4, 77};
   c.mask = Mask::causal();
   const Inputs in = make_inputs(c, 31, /*poison_tail=*/false);
   DeviceCase dc(c, in, false, 2);
-  dc.make_plan(0);
+  ASSERT_NO_THROW(dc.make_plan(0));
   ASSERT_TRUE(dc.run());
   const DecodeArgs d = dc.args();
 
@@ -774,11 +981,12 @@ TEST(DecodeGpu, MatchesPrefill) {
 // Out-of-range page indices on the device (not validated on the decode path) must not fault.
 TEST(DecodeGpu, BadPageIndicesStayInBounds) {
   DECODE_REQUIRE_GPU();
+  DECODE_REQUIRE_KERNEL(DType::bf16, 128);
   Case c{"bad_pages"};
   c.hq = 8, c.hkv = 2, c.lens = {200, 64}, c.page = 16;
   const Inputs in = make_inputs(c, 41);
   DeviceCase dc(c, in, true, 4);
-  dc.make_plan(2);
+  ASSERT_NO_THROW(dc.make_plan(2));
   std::vector<std::int32_t> tab(std::size_t(c.batch()) * dc.max_pages);
   for (std::size_t i = 0; i < tab.size(); ++i) tab[i] = (i % 3 == 0) ? -1000 : (i % 3 == 1 ? 1 << 30 : int(i % dc.num_pages));
   dc.table.upload(tab);
@@ -789,6 +997,7 @@ TEST(DecodeGpu, BadPageIndicesStayInBounds) {
 
 TEST(DecodeGpu, PlanRejectsUnsupportedShapes) {
   DECODE_REQUIRE_GPU();
+  DECODE_REQUIRE_KERNEL(DType::bf16, 128);
   DecodeProblem pr;
   pr.batch = 2, pr.q_per_seq = 1, pr.heads_q = 8, pr.heads_kv = 2, pr.head_dim = 96, pr.head_dim_v = 96;
   pr.max_seqlen_k = 100, pr.dtype = DType::bf16, pr.device = DeviceKind::cuda;
@@ -805,12 +1014,14 @@ TEST(DecodeGpu, PlanRejectsUnsupportedShapes) {
 // The heuristic: few (sequence, head) items split into many, a full grid does not split.
 TEST(DecodeGpu, PlanSplitsSmallBatchesOnly) {
   DECODE_REQUIRE_GPU();
+  DECODE_REQUIRE_KERNEL(DType::bf16, 128);
   DecodeProblem pr;
   pr.batch = 1, pr.q_per_seq = 1, pr.heads_q = 32, pr.heads_kv = 8, pr.head_dim = 128, pr.head_dim_v = 128;
   pr.max_seqlen_k = 128 * 1024, pr.dtype = DType::bf16, pr.device = DeviceKind::cuda;
-  const DecodePlan small = plan_decode(pr);
+  DecodePlan small, big;
+  ASSERT_NO_THROW(small = plan_decode(pr));
   pr.batch = 128, pr.max_seqlen_k = 2048;
-  const DecodePlan big = plan_decode(pr);
+  ASSERT_NO_THROW(big = plan_decode(pr));
   std::printf("[ plan     ] B=1 Hkv=8 L=128k: %d splits, %d keys each, %zu workspace bytes; "
               "B=128 L=2k: %d splits\n",
               small.num_splits, small.keys_per_split, small.workspace_bytes, big.num_splits);
@@ -821,10 +1032,12 @@ TEST(DecodeGpu, PlanSplitsSmallBatchesOnly) {
 
 TEST(DecodeGpu, EmptyBatchDoesNothing) {
   DECODE_REQUIRE_GPU();
+  DECODE_REQUIRE_KERNEL(DType::fp16, 64);
   DecodeProblem pr;
   pr.batch = 0, pr.q_per_seq = 1, pr.heads_q = 8, pr.heads_kv = 2, pr.head_dim = 64, pr.head_dim_v = 64;
   pr.max_seqlen_k = 100, pr.dtype = DType::fp16, pr.device = DeviceKind::cuda;
-  const DecodePlan plan = plan_decode(pr);
+  DecodePlan plan;
+  ASSERT_NO_THROW(plan = plan_decode(pr));
   DevMem dummy(256);
   DecodeArgs a;
   a.q = strided_view(dummy.get(), DType::fp16, {0, 1, 8, 64}, {512, 512, 64, 1});

@@ -21,7 +21,7 @@
 #include <type_traits>
 
 #include "flashbuf/core/config.hpp"
-#include "flashbuf/kernels/decode_ptx.cuh"
+#include "flashbuf/arch/sm90/griddepcontrol.cuh"
 
 namespace flashbuf::kernels::combine {
 
@@ -94,7 +94,7 @@ template <class TIn, class TOut, int kVec>
 __global__ void __launch_bounds__(kThreads, 4) combine_kernel(const __grid_constant__ CombineParams p) {
   // After a decode grid launched us early (programmatic dependent launch), wait for its
   // partial results; a no-op for a plain launch.
-  decode::ptx::griddepcontrol_wait();
+  sm90::griddepcontrol_wait();
 
   const int lane = threadIdx.x & 31;
   const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
@@ -179,30 +179,53 @@ inline bool combine_vec4_ok(const CombineParams& p, std::size_t in_bytes, std::s
 
 // Programmatic launch is safe only when the code that runs was compiled for sm_90+ (an
 // sm_80 build JIT-compiled on Hopper has no griddepcontrol.wait and would race). Asked once
-// per kernel (the answer is the same on every device of one process in practice).
-template <class Kernel>
-bool has_griddepcontrol(Kernel* kernel) {
-  static std::atomic<int> known{-1};
-  int v = known.load(std::memory_order_relaxed);
-  if (v < 0) {
+// per (kernel, device) — the binary loaded, hence ptxVersion, depends on the device — and
+// cached in a static member keyed on the kernel's template arguments (every combine kernel
+// has the same function type, so a cache keyed on the type would answer for all of them).
+inline constexpr int kCachedDevices = 64;
+template <class TIn, class TOut, int kVec>
+struct CombineState {
+  static inline std::atomic<int> griddepcontrol[kCachedDevices] = {};  // 0 unknown, 1 no, 2 yes
+};
+
+template <class TIn, class TOut, int kVec>
+bool has_griddepcontrol(int device) {
+  std::atomic<int>* const cached =
+      device >= 0 && device < kCachedDevices ? &CombineState<TIn, TOut, kVec>::griddepcontrol[device] : nullptr;
+  int v = cached != nullptr ? cached->load(std::memory_order_relaxed) : 0;
+  if (v == 0) {
     cudaFuncAttributes attributes{};
-    v = cudaFuncGetAttributes(&attributes, kernel) == cudaSuccess && attributes.ptxVersion >= 90 ? 1 : 0;
-    known.store(v, std::memory_order_relaxed);
+    const cudaError_t err = cudaFuncGetAttributes(&attributes, &combine_kernel<TIn, TOut, kVec>);
+    if (err != cudaSuccess) cudaGetLastError();  // leave no pending error; the launch reports its own
+    v = err == cudaSuccess && attributes.ptxVersion >= 90 ? 2 : 1;
+    if (cached != nullptr && err == cudaSuccess) cached->store(v, std::memory_order_relaxed);
   }
-  return v == 1;
+  return v == 2;
 }
 
-// Launch on the current device. `programmatic`: launched right after the grid that writes
-// the parts, with programmatic stream serialisation (sm_90+), so this grid's launch overlaps
-// that grid's tail; the kernel's griddepcontrol.wait keeps the data dependency.
+// Asks (and caches) everything launch_combine may ask on `device` (the current device), so a
+// later launch inside a CUDA graph capture makes no query. Called by the decode plan.
 template <class TIn, class TOut>
-cudaError_t launch_combine(const CombineParams& p, cudaStream_t stream, bool programmatic) {
+void prepare_combine(int device) {
+  (void)has_griddepcontrol<TIn, TOut, 4>(device);
+  (void)has_griddepcontrol<TIn, TOut, 1>(device);
+}
+
+// Launch on `device` (the current device). `programmatic`: launched right after the grid
+// that writes the parts, with programmatic stream serialisation (sm_90+), so this grid's
+// launch overlaps that grid's tail; the kernel's griddepcontrol.wait keeps the data dependency.
+template <class TIn, class TOut>
+cudaError_t launch_combine(const CombineParams& p, cudaStream_t stream, bool programmatic, int device) {
   const std::int64_t rows = static_cast<std::int64_t>(p.tokens) * p.heads;
   if (rows == 0) return cudaSuccess;
+  const std::int64_t blocks = ceil_div<std::int64_t>(rows, kWarpsPerBlock);
+  if (blocks > 0x7fffffff) return cudaErrorInvalidConfiguration;
   const bool vec4 = combine_vec4_ok(p, sizeof(TIn), sizeof(TOut));
   auto* kernel = vec4 ? &combine_kernel<TIn, TOut, 4> : &combine_kernel<TIn, TOut, 1>;
+  const bool pdl = programmatic && (vec4 ? has_griddepcontrol<TIn, TOut, 4>(device)
+                                         : has_griddepcontrol<TIn, TOut, 1>(device));
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(ceil_div<std::int64_t>(rows, kWarpsPerBlock)));
+  config.gridDim = dim3(static_cast<unsigned>(blocks));
   config.blockDim = dim3(kThreads);
   config.dynamicSmemBytes = 0;
   config.stream = stream;
@@ -210,7 +233,7 @@ cudaError_t launch_combine(const CombineParams& p, cudaStream_t stream, bool pro
   attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute[0].val.programmaticStreamSerializationAllowed = 1;
   config.attrs = attribute;
-  config.numAttrs = programmatic && has_griddepcontrol(kernel) ? 1 : 0;
+  config.numAttrs = pdl ? 1 : 0;
   return cudaLaunchKernelEx(&config, kernel, p);
 }
 

@@ -34,12 +34,13 @@
 #include <type_traits>
 
 #include "flashbuf/arch/sm80/cp_async.cuh"
+#include "flashbuf/arch/sm80/fast_math.cuh"
 #include "flashbuf/arch/sm80/ldmatrix.cuh"
 #include "flashbuf/arch/sm80/mma.cuh"
+#include "flashbuf/arch/sm90/griddepcontrol.cuh"
 #include "flashbuf/core/config.hpp"
 #include "flashbuf/core/mask.hpp"
 #include "flashbuf/kernels/decode_config.cuh"
-#include "flashbuf/kernels/decode_ptx.cuh"
 
 namespace flashbuf::kernels::decode {
 
@@ -137,7 +138,7 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
   const int b = blockIdx.z;
 
   // The combine (if any) may start launching: its blocks wait for this grid to finish.
-  ptx::griddepcontrol_launch_dependents();
+  sm90::griddepcontrol_launch_dependents();
 
   // ---- which keys this block reads --------------------------------------------------------
   int len = p.seqlens_k[b];
@@ -364,13 +365,13 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float ref = mx == kNegInfF ? 0.0f : mx;
-      const float corr = ptx::ex2_approx_ftz(m_run[h] - ref);
+      const float corr = sm80::ex2_approx_ftz(m_run[h] - ref);
       m_run[h] = mx;
       float sum = 0.0f;
 #pragma unroll
       for (int n = 0; n < kSN; ++n) {
-        s_acc[n][2 * h] = ptx::ex2_approx_ftz(s_acc[n][2 * h] - ref);
-        s_acc[n][2 * h + 1] = ptx::ex2_approx_ftz(s_acc[n][2 * h + 1] - ref);
+        s_acc[n][2 * h] = sm80::ex2_approx_ftz(s_acc[n][2 * h] - ref);
+        s_acc[n][2 * h + 1] = sm80::ex2_approx_ftz(s_acc[n][2 * h + 1] - ref);
         sum += s_acc[n][2 * h] + s_acc[n][2 * h + 1];
       }
       l_run[h] = l_run[h] * corr + sum;
@@ -444,7 +445,7 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
     if (mx != kNegInfF) {
 #pragma unroll
       for (int w = 0; w < Tile::kWarpsN; ++w) {
-        const float f = ptx::ex2_approx_ftz(sml[(w * kRows + r) * 2] - mx);  // 0 for an empty warp
+        const float f = sm80::ex2_approx_ftz(sml[(w * kRows + r) * 2] - mx);  // 0 for an empty warp
         sum += f * sml[(w * kRows + r) * 2 + 1];
         const float4* src = reinterpret_cast<const float4*>(so + (w * kRows + r) * kOStride + c * 8);
         const float4 lo = src[0], hi = src[1];
@@ -479,99 +480,145 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
   }
 }
 
-// ---- host side: one launcher per (Elem, D), instantiated in src/cuda/decode_<dtype>_<D>.cu ----
+// ---- host side: one launcher per (Elem, D), instantiated in one generated unit each ----
+// (cmake/instantiations.cmake writes generated/decode_<dtype>_<D>.cu from
+// FLASHBUF_DECODE_INSTANTIATIONS; src/cuda/decode.cu sees them through FLASHBUF_DECODE_EXTERN.)
 
 struct DecodeKernelInfo {
   int threads = 0;
-  int smem_bytes = 0;
-  int blocks_per_sm = 0;  // occupancy on the current device
+  int smem_bytes = 0;       // dynamic shared memory per block
+  int blocks_per_sm = 0;    // resident blocks per SM on the device; 0: the kernel cannot run there
   int block_n = 0;
+  int smem_optin_max = 0;   // the device's opt-in limit of shared memory per block (0: unknown)
+  cudaError_t error = cudaSuccess;  // the runtime call that failed, when one did
+  const char* failed_call = nullptr;
 };
 
 namespace launch_detail {
 
-// cudaFuncSetAttribute once per (kernel, device): cheap, but not free on every decode step.
-template <class Kernel>
-cudaError_t opt_in_smem(Kernel* kernel, int smem_bytes) {
-  static std::atomic<std::uint64_t> done_mask{0};  // devices 0..63; a race repeats an idempotent call
-  int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err != cudaSuccess) return err;
-  const std::uint64_t bit = device < 64 ? (std::uint64_t{1} << device) : 0;
-  if (bit != 0 && (done_mask.load(std::memory_order_relaxed) & bit)) return cudaSuccess;
-  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
-  if (err == cudaSuccess && bit != 0) done_mask.fetch_or(bit, std::memory_order_relaxed);
-  return err;
-}
+inline constexpr int kCachedDevices = 64;
 
+// Per-kernel, per-device readiness: the resident blocks per SM once the kernel's dynamic
+// shared-memory limit has been raised on that device (0 = not prepared yet). A static member
+// of a class template keyed on the kernel's template arguments, so every kernel has its own
+// (a cache keyed on the kernel's *type* would be shared by all decode kernels, which have one
+// signature: the first kernel prepared would mark every other one done).
 template <class Elem, int D, int MT>
-DecodeKernelInfo kernel_info() {
+struct KernelState {
+  static inline std::atomic<int> blocks_per_sm[kCachedDevices] = {};
+};
+
+// Prepares decode_split_kv_kernel<Elem, D, MT> on `device` (which must be current) and reports
+// its occupancy. Order matters: cudaFuncAttributeMaxDynamicSharedMemorySize must be raised
+// before the occupancy query (which otherwise answers 0 blocks for more than 48 KB) and before
+// the first launch. Successes are cached per device; failures are not (so each call reports
+// its error) and leave no pending runtime error behind.
+template <class Elem, int D, int MT>
+DecodeKernelInfo prepare(int device) {
   using Tile = DecodeTile<D, MT>;
   auto* kernel = &decode_split_kv_kernel<Elem, D, MT>;
   DecodeKernelInfo info;
   info.threads = Tile::kThreads;
   info.smem_bytes = Tile::kSmemBytes;
   info.block_n = Tile::kBlockN;
-  if (opt_in_smem(kernel, Tile::kSmemBytes) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&info.blocks_per_sm, kernel, Tile::kThreads,
-                                                    Tile::kSmemBytes) != cudaSuccess) {
-    info.blocks_per_sm = 0;
+  std::atomic<int>* const cached =
+      device >= 0 && device < kCachedDevices ? &KernelState<Elem, D, MT>::blocks_per_sm[device] : nullptr;
+  if (cached != nullptr) {
+    const int n = cached->load(std::memory_order_acquire);
+    if (n > 0) {
+      info.blocks_per_sm = n;
+      return info;
+    }
   }
+  auto fail = [&](cudaError_t err, const char* call) {
+    cudaGetLastError();  // clear the (non-sticky) error so a later launch check does not see it
+    info.error = err;
+    info.failed_call = call;
+    info.blocks_per_sm = 0;
+    return info;
+  };
+  cudaError_t err = cudaDeviceGetAttribute(&info.smem_optin_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  if (err != cudaSuccess) return fail(err, "cudaDeviceGetAttribute(MaxSharedMemoryPerBlockOptin)");
+  if (info.smem_bytes > info.smem_optin_max) return info;  // blocks_per_sm = 0: too much shared memory
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::kSmemBytes);
+  if (err != cudaSuccess) return fail(err, "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+  int blocks = 0;
+  err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, Tile::kThreads, Tile::kSmemBytes);
+  if (err != cudaSuccess) return fail(err, "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  info.blocks_per_sm = blocks;
+  if (blocks > 0 && cached != nullptr) cached->store(blocks, std::memory_order_release);
   return info;
 }
 
 template <class Elem, int D, int MT>
-cudaError_t launch(const DecodeParams& params, dim3 grid, cudaStream_t stream) {
+cudaError_t launch(int device, const DecodeParams& params, dim3 grid, cudaStream_t stream) {
   using Tile = DecodeTile<D, MT>;
   auto* kernel = &decode_split_kv_kernel<Elem, D, MT>;
-  const cudaError_t err = opt_in_smem(kernel, Tile::kSmemBytes);
-  if (err != cudaSuccess) return err;
-  kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(params);
-  return cudaGetLastError();
+  // Normally prepared by the plan already (one atomic load here); a device the plan did not
+  // prepare (or one past the cache) is prepared now.
+  const bool ready = device >= 0 && device < kCachedDevices &&
+                     KernelState<Elem, D, MT>::blocks_per_sm[device].load(std::memory_order_acquire) > 0;
+  if (!ready) {
+    const DecodeKernelInfo info = prepare<Elem, D, MT>(device);
+    if (info.blocks_per_sm < 1) return info.error != cudaSuccess ? info.error : cudaErrorInvalidConfiguration;
+  }
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = dim3(Tile::kThreads);
+  config.dynamicSmemBytes = Tile::kSmemBytes;
+  config.stream = stream;
+  config.attrs = nullptr;
+  config.numAttrs = 0;
+  return cudaLaunchKernelEx(&config, kernel, params);  // reports this launch's own error
 }
 
 }  // namespace launch_detail
 
-// Kernel facts for the MTiles of a plan (also sets the shared-memory opt-in on the current
-// device, which the occupancy query needs). blocks_per_sm = 0 when the query failed.
+// Kernel facts for the MTiles of a plan on `device` (the current device): prepares the kernel
+// (shared-memory opt-in, then the occupancy query). blocks_per_sm = 0 when it cannot run;
+// `error` / `failed_call` or smem_bytes > smem_optin_max say why.
 template <class Elem, int D>
-DecodeKernelInfo decode_kernel_info(int mtiles) {
+DecodeKernelInfo decode_kernel_info(int mtiles, int device) {
   switch (mtiles) {
-    case 1: return launch_detail::kernel_info<Elem, D, 1>();
-    case 2: return launch_detail::kernel_info<Elem, D, 2>();
-    case 4: return launch_detail::kernel_info<Elem, D, 4>();
-    case 8: return launch_detail::kernel_info<Elem, D, 8>();
-    default: return DecodeKernelInfo{};
+    case 1: return launch_detail::prepare<Elem, D, 1>(device);
+    case 2: return launch_detail::prepare<Elem, D, 2>(device);
+    case 4: return launch_detail::prepare<Elem, D, 4>(device);
+    case 8: return launch_detail::prepare<Elem, D, 8>(device);
+    default: {
+      DecodeKernelInfo info;
+      info.error = cudaErrorInvalidValue;
+      info.failed_call = "decode_kernel_info (MTiles must be 1, 2, 4 or 8)";
+      return info;
+    }
   }
 }
 
-// Launch on the current device: grid (num_splits, heads_kv * row_chunks, batch).
+// Launch on `device` (the current device): grid (num_splits, heads_kv * row_chunks, batch).
 template <class Elem, int D>
-cudaError_t launch_decode(int mtiles, const DecodeParams& params, dim3 grid, cudaStream_t stream) {
+cudaError_t launch_decode(int mtiles, int device, const DecodeParams& params, dim3 grid, cudaStream_t stream) {
   switch (mtiles) {
-    case 1: return launch_detail::launch<Elem, D, 1>(params, grid, stream);
-    case 2: return launch_detail::launch<Elem, D, 2>(params, grid, stream);
-    case 4: return launch_detail::launch<Elem, D, 4>(params, grid, stream);
-    case 8: return launch_detail::launch<Elem, D, 8>(params, grid, stream);
+    case 1: return launch_detail::launch<Elem, D, 1>(device, params, grid, stream);
+    case 2: return launch_detail::launch<Elem, D, 2>(device, params, grid, stream);
+    case 4: return launch_detail::launch<Elem, D, 4>(device, params, grid, stream);
+    case 8: return launch_detail::launch<Elem, D, 8>(device, params, grid, stream);
     default: return cudaErrorInvalidValue;
   }
 }
 
-// One translation unit per (dtype, D) compiles the kernels (src/cuda/decode_<dtype>_<D>.cu);
-// every other unit sees them extern.
-#define FLASHBUF_DECODE_INSTANTIATIONS(X) \
-  X(__nv_bfloat16, 64)                    \
-  X(__nv_bfloat16, 128)                   \
-  X(__nv_bfloat16, 256)                   \
-  X(__half, 64)                           \
-  X(__half, 128)                          \
-  X(__half, 256)
+// The instantiation list's dtype names (bf16, fp16) as element types.
+#define FLASHBUF_DECODE_ELEM_bf16 __nv_bfloat16
+#define FLASHBUF_DECODE_ELEM_fp16 __half
+#define FLASHBUF_DECODE_ELEM(DT) FLASHBUF_DECODE_ELEM_##DT
 
-#define FLASHBUF_DECODE_EXTERN(ELEM, D)                                                      \
-  extern template DecodeKernelInfo decode_kernel_info<ELEM, D>(int);                         \
-  extern template cudaError_t launch_decode<ELEM, D>(int, const DecodeParams&, dim3, cudaStream_t);
-#define FLASHBUF_DECODE_INSTANTIATE(ELEM, D)                                                 \
-  template DecodeKernelInfo decode_kernel_info<ELEM, D>(int);                                \
-  template cudaError_t launch_decode<ELEM, D>(int, const DecodeParams&, dim3, cudaStream_t);
+// One generated unit per (dtype, D) compiles the kernels (FLASHBUF_DECODE_INSTANTIATE);
+// every other unit sees them extern. DT is a dtype name of the list: bf16 or fp16.
+#define FLASHBUF_DECODE_EXTERN(DT, D)                                                                 \
+  extern template DecodeKernelInfo decode_kernel_info<FLASHBUF_DECODE_ELEM(DT), D>(int, int);           \
+  extern template cudaError_t launch_decode<FLASHBUF_DECODE_ELEM(DT), D>(int, int, const DecodeParams&, \
+                                                                         dim3, cudaStream_t);
+#define FLASHBUF_DECODE_INSTANTIATE(DT, D)                                                            \
+  template DecodeKernelInfo decode_kernel_info<FLASHBUF_DECODE_ELEM(DT), D>(int, int);                  \
+  template cudaError_t launch_decode<FLASHBUF_DECODE_ELEM(DT), D>(int, int, const DecodeParams&, dim3,  \
+                                                                  cudaStream_t);
 
 }  // namespace flashbuf::kernels::decode

@@ -1,7 +1,0 @@
-// Decode kernels for fp16, head dim 256 (every MTiles shape): the only unit that compiles
-// them; src/cuda/decode.cu sees them through FLASHBUF_DECODE_EXTERN.
-#include "flashbuf/kernels/decode_kernel.cuh"
-
-namespace flashbuf::kernels::decode {
-FLASHBUF_DECODE_INSTANTIATE(__half, 256)
-}  // namespace flashbuf::kernels::decode
