@@ -286,27 +286,39 @@ struct PrefillSm80 {
       float correction[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        float m = row_max[mt][h];
+        // Reductions as trees over the n8 tiles: a linear chain of dependent FMNMX / FADD
+        // stalls on their fixed latency (Nsight Compute showed it as the top stall reason).
+        float part[PBuf::kNTiles];
 #pragma unroll
         for (int nt = 0; nt < PBuf::kNTiles; ++nt)
-          m = fmaxf(m, fmaxf(pbuf.s[mt][nt][2 * h], pbuf.s[mt][nt][2 * h + 1]));
-        m = quad_max(m);
+          part[nt] = fmaxf(pbuf.s[mt][nt][2 * h], pbuf.s[mt][nt][2 * h + 1]);
+        const float m = quad_max(fmaxf(row_max[mt][h], tree_reduce(part, [](float a, float b) { return fmaxf(a, b); })));
         const float base = m == kNegInf ? 0.0f : m * scale_log2;
         correction[h] = sm80::ex2_approx_ftz(row_max[mt][h] * scale_log2 - base);
         row_max[mt][h] = m;
-        float sum = 0.0f;
 #pragma unroll
-        for (int nt = 0; nt < PBuf::kNTiles; ++nt)
-#pragma unroll
-          for (int j = 0; j < 2; ++j) {
-            float& s = pbuf.s[mt][nt][2 * h + j];
-            s = sm80::ex2_approx_ftz(s * scale_log2 - base);
-            sum += s;
-          }
-        row_sum[mt][h] = row_sum[mt][h] * correction[h] + sum;
+        for (int nt = 0; nt < PBuf::kNTiles; ++nt) {
+          float& s0 = pbuf.s[mt][nt][2 * h];
+          float& s1 = pbuf.s[mt][nt][2 * h + 1];
+          s0 = sm80::ex2_approx_ftz(s0 * scale_log2 - base);
+          s1 = sm80::ex2_approx_ftz(s1 * scale_log2 - base);
+          part[nt] = s0 + s1;
+        }
+        row_sum[mt][h] = row_sum[mt][h] * correction[h] + tree_reduce(part, [](float a, float b) { return a + b; });
       }
       out.rescale(mt, correction[0], correction[1]);
     }
+  }
+
+  // Pairwise reduction of a register array (N a power of two), log2(N) dependent steps.
+  template <int N, class Op>
+  __device__ static float tree_reduce(float (&x)[N], Op op) {
+    static_assert((N & (N - 1)) == 0, "tree_reduce: N must be a power of two");
+#pragma unroll
+    for (int stride = N / 2; stride > 0; stride /= 2)
+#pragma unroll
+      for (int i = 0; i < stride; ++i) x[i] = op(x[i], x[i + stride]);
+    return x[0];
   }
 
   template <int N, class F>
