@@ -10,21 +10,35 @@ from __future__ import annotations
 
 import numpy as np
 
+# PyTorch, when installed, is imported before the extension: torch loads its own CUDA runtime
+# (libcudart) and flashbuf._C then binds to that copy, as in any process that imported torch
+# first (the benchmark). Loading _C first would make the toolkit's libcudart, found through
+# _C's run path, the one torch gets too when both have the same soname; a process must never
+# depend on which module happened to be imported first.
+try:
+    import torch
+except ImportError:  # the package works on NumPy alone
+    torch = None
+
 from . import _C
 from ._common import (NUMPY_BF16, PLAN_FIELDS, WORKSPACE_ALIGNMENT, attention_output_shapes,
                       decode_output_shapes, last, merge_output_shapes, softmax_scale, window_pair)
 
-try:
-    import torch
-
-    from . import _torch_ops
-except ImportError:  # the package works on NumPy alone
-    torch = None
-    _torch_ops = None
+_torch_ops = None
+if torch is not None:
+    try:
+        from . import _torch_ops
+    except ImportError:  # as before: without the operators, torch tensors are not accepted
+        torch = None
 
 
 def _is_torch(x) -> bool:
     return torch is not None and isinstance(x, torch.Tensor)
+
+
+def _compiling() -> bool:
+    compiler = getattr(torch, "compiler", None)
+    return bool(compiler is not None and hasattr(compiler, "is_compiling") and compiler.is_compiling())
 
 
 # ---- NumPy plumbing ---------------------------------------------------------------------------
@@ -56,6 +70,10 @@ def _max_seqlen(name: str, cu_seqlens) -> int:
             raise ValueError(f"{name}: expected a 1-d tensor of batch + 1 offsets")
         if cu_seqlens.numel() == 1:
             return 0
+        if cu_seqlens.is_cuda and not _compiling() and torch.cuda.is_current_stream_capturing():
+            # .item() inside a capture fails and invalidates the capture: say what to pass instead.
+            raise ValueError(f"{name}: pass max_seqlen_{name[-1]} while a CUDA graph is being captured "
+                             f"(computing it from {name} reads device memory, which a capture forbids)")
         return int((cu_seqlens[1:] - cu_seqlens[:-1]).max().item())
     a = np.asarray(cu_seqlens)
     if a.ndim != 1 or a.size < 1:

@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "flashbuf/flashbuf.hpp"
@@ -49,6 +50,24 @@ flashbuf::DType dtype_of(const std::string& name, const Array& a) {
       /*type_error=*/true);
 }
 
+// Where an array's memory lives, from its DLPack device type alone (never from the pointer):
+// CPU and pinned host memory (kDLCUDAHost, readable by host code) are host memory; CUDA device
+// and managed memory are CUDA, so the library reads them only through a device-to-host copy.
+// Anything else (ROCm, Vulkan, meta, ...) is refused here, before a pointer is looked at.
+std::pair<flashbuf::DeviceKind, int> device_of(const std::string& name, const Array& a) {
+  switch (a.device_type()) {
+    case nb::device::cpu::value:
+    case nb::device::cuda_host::value:
+      return {flashbuf::DeviceKind::cpu, 0};
+    case nb::device::cuda::value:
+    case nb::device::cuda_managed::value:
+      return {flashbuf::DeviceKind::cuda, a.device_id()};
+    default:
+      throw flashbuf::ArgumentError(name, "tensors must live on the CPU or a CUDA device (DLPack device type " +
+                                              std::to_string(a.device_type()) + ")");
+  }
+}
+
 flashbuf::TensorView view_of(const std::string& name, const Array& a) {
   if (a.ndim() == 0)
     throw flashbuf::ArgumentError(name, "expected a tensor, got a 0-d scalar");
@@ -63,20 +82,7 @@ flashbuf::TensorView view_of(const std::string& name, const Array& a) {
     v.shape[i] = static_cast<std::int64_t>(a.shape(i));
     v.stride[i] = static_cast<std::int64_t>(a.stride(i));  // elements, as DLPack gives them
   }
-  switch (a.device_type()) {
-    case nb::device::cpu::value:
-    case nb::device::cuda_host::value:  // pinned host memory is ordinary host memory here
-      v.device = flashbuf::DeviceKind::cpu;
-      break;
-    case nb::device::cuda::value:
-    case nb::device::cuda_managed::value:
-      v.device = flashbuf::DeviceKind::cuda;
-      break;
-    default:
-      throw flashbuf::ArgumentError(name, "tensors must live on the CPU or a CUDA device (DLPack device type " +
-                                              std::to_string(a.device_type()) + ")");
-  }
-  v.device_index = a.device_id();
+  std::tie(v.device, v.device_index) = device_of(name, a);
   return v;
 }
 
@@ -221,6 +227,17 @@ std::string decode(const std::vector<std::int64_t>& plan_fields, const Array& q,
   args.o = view_of("o", o);
   args.lse = optional_view("lse", lse);
   if (workspace) {
+    // The kernels write partial results into the workspace: it must be memory of the plan's
+    // device (a host buffer under a CUDA plan, or the reverse, is refused, not dereferenced).
+    const auto [ws_device, ws_index] = device_of("workspace", *workspace);
+    if (ws_device != plan.problem.device ||
+        (ws_device == flashbuf::DeviceKind::cuda && ws_index != plan.problem.device_index)) {
+      auto where = [](flashbuf::DeviceKind d, int i) {
+        return d == flashbuf::DeviceKind::cuda ? "cuda:" + std::to_string(i) : std::string("cpu");
+      };
+      throw flashbuf::ArgumentError("workspace", "is on " + where(ws_device, ws_index) + " but the plan is for " +
+                                                     where(plan.problem.device, plan.problem.device_index));
+    }
     if (workspace->nbytes() < plan.workspace_bytes)
       throw flashbuf::ArgumentError("workspace", "holds " + std::to_string(workspace->nbytes()) +
                                                      " bytes, the plan needs " +

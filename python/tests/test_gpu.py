@@ -4,6 +4,9 @@ Skipped unless PyTorch sees a GPU and this flashbuf build has CUDA kernels.
 """
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -193,3 +196,65 @@ def test_errors_on_cuda():
         flashbuf.attention(q, k, k)
     with pytest.raises(ValueError, match=r"is on"):
         flashbuf.attention(randn(1, 4, 2, 128), k.cpu(), k.cpu())
+    # index tensors on the other device: refused, never read through the wrong pointer kind
+    qv, kv = randn(5, 2, 128), randn(5, 2, 128)
+    cu = torch.tensor([0, 5], dtype=torch.int32)
+    with pytest.raises(ValueError, match=r"^cu_seqlens_q: is on cpu"):
+        flashbuf.attention(qv, kv, kv, cu_seqlens_q=cu, cu_seqlens_k=cu.to(DEV), max_seqlen_q=5, max_seqlen_k=5)
+    with pytest.raises(ValueError, match=r"^cu_seqlens_q: is on cuda"):
+        flashbuf.attention(qv.cpu(), kv.cpu(), kv.cpu(), cu_seqlens_q=cu.to(DEV), cu_seqlens_k=cu, max_seqlen_q=5,
+                           max_seqlen_k=5)
+    # a CUDA plan's decode with a host workspace (the operator called directly)
+    plan = flashbuf.DecodePlan(2, 1, 4, 4, 128, 128, 64, 0, dtype=torch.bfloat16, device=DEV)
+    qd, kd = randn(2, 1, 4, 128), randn(2, 64, 4, 128)
+    lens = torch.tensor([64, 3], dtype=torch.int32, device=DEV)
+    host_ws = torch.empty(max(plan.workspace_bytes, 256), dtype=torch.uint8)
+    with pytest.raises(ValueError, match=r"^workspace: is on cpu"):
+        torch.ops.flashbuf.decode(qd, kd, kd, lens, None, host_ws, list(plan.plan), 0.0, False, -1, -1, 0.0, False)
+    with pytest.raises(ValueError, match=r"^seqlens_k: is on cpu"):
+        plan.run(qd, kd, kd, lens.cpu())
+
+
+def test_varlen_capture_skips_index_reads_and_replays():
+    """Varlen prefill captured in a CUDA graph: validation cannot read cu_seqlens then (it skips
+    the device-to-host copy), max_seqlen_* must be given, and replays follow new contents."""
+    require_head_dim(torch.bfloat16, 128, 128)
+    lens_q, lens_k = [7, 0, 40], [50, 9, 40]
+    cu_q = torch.tensor(np.concatenate([[0], np.cumsum(lens_q)]), dtype=torch.int32, device=DEV)
+    cu_k = torch.tensor(np.concatenate([[0], np.cumsum(lens_k)]), dtype=torch.int32, device=DEV)
+    q, k, v = randn(sum(lens_q), 4, 128), randn(sum(lens_k), 2, 128), randn(sum(lens_k), 2, 128)
+    kw = dict(cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=64, max_seqlen_k=64, causal=True)
+    flashbuf.attention(q, k, v, **kw)  # warm up outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        o = flashbuf.attention(q, k, v, **kw)
+    for _ in range(2):
+        q.copy_(torch.randn_like(q))
+        graph.replay()
+        torch.cuda.synchronize()
+        o_ref, _ = ref.attention(q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, causal=True)
+        assert max_err(o, o_ref) <= ref.tolerance("bf16")
+
+
+def test_flashbuf_imported_before_torch_in_a_fresh_process(tmp_path):
+    """Importing flashbuf before torch (as test_cpu.py does at collection) must leave CUDA as
+    usable as the torch-first order of the benchmark: prefill, decode and a graph replay in a
+    subprocess, so a crash fails this test instead of killing the session."""
+    code = "\n".join([
+        "import sys, flashbuf",
+        "assert 'torch' in sys.modules, 'flashbuf did not import torch before its extension'",
+        "import torch",
+        "q = torch.randn(2, 64, 4, 128, device='cuda', dtype=torch.bfloat16)",
+        "o = flashbuf.attention(q, q, q, causal=True)",
+        "plan = flashbuf.DecodePlan(2, 1, 4, 4, 128, 128, 64, 0, dtype=torch.bfloat16, device='cuda')",
+        "lens = torch.tensor([64, 5], dtype=torch.int32, device='cuda')",
+        "plan.run(q[:, :1], q, q, lens)",
+        "g = torch.cuda.CUDAGraph()",
+        "with torch.cuda.graph(g):",
+        "    o2 = plan.run(q[:, :1], q, q, lens)",
+        "g.replay(); torch.cuda.synchronize(); print('ok')",
+    ])
+    r = subprocess.run([sys.executable, "-X", "faulthandler", "-c", code], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), f"exit {r.returncode}\n{r.stdout}\n{r.stderr}"

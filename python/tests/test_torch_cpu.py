@@ -4,6 +4,9 @@ dispatcher. Skipped where PyTorch is not installed.
 """
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -126,3 +129,15 @@ def test_errors_cross_the_dispatcher(gen):
         flashbuf.attention(q, k, k)
     with pytest.raises(TypeError, match=r"^k: "):
         flashbuf.attention(randn(1, 4, 2, 16, generator=gen), k.half(), k.half())
+
+
+def test_flashbuf_imported_before_torch_in_a_fresh_process(tmp_path):
+    """The package imports torch before its extension, so importing flashbuf first leaves the
+    process as a torch-first import would (one CUDA runtime: torch's). Runs in a subprocess so
+    that a crash fails this test instead of killing the session."""
+    code = ("import sys, flashbuf; assert 'torch' in sys.modules, 'flashbuf did not import torch first'; "
+            "import torch; x = torch.ones(1, 3, 2, 16); "
+            "o = flashbuf.attention(x, x, x, causal=True); assert o.shape == (1, 3, 2, 16); print('ok')")
+    r = subprocess.run([sys.executable, "-X", "faulthandler", "-c", code], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", f"exit {r.returncode}\n{r.stdout}\n{r.stderr}"

@@ -7,14 +7,15 @@
 namespace flashbuf {
 namespace {
 
-// Automatic: CPU tensors run on the CPU backend, CUDA tensors on the mma.sync path (the
-// Hopper path will take over CUDA tensors on sm90 devices once it exists). An explicit
-// backend must match where the tensors are.
+// Automatic: CPU tensors run on the CPU backend; CUDA tensors on the Hopper (wgmma) path on
+// compute capability 9.0 when this binary holds its sm_90a code, else on the mma.sync path.
+// An explicit backend must match where the tensors are and what the device can run.
 Backend choose_backend(Backend requested, const detail::AttentionProblem& p) {
   const bool on_gpu = p.device == DeviceKind::cuda;
   switch (requested) {
     case Backend::automatic:
-      return on_gpu ? Backend::sm80 : Backend::cpu;
+      if (!on_gpu) return Backend::cpu;
+      return detail::sm90_prefill_available(p.device_index) ? Backend::sm90 : Backend::sm80;
     case Backend::cpu:
       if (on_gpu) throw ArgumentError("backend", "cpu was requested but the tensors are CUDA tensors");
       return Backend::cpu;
@@ -22,7 +23,11 @@ Backend choose_backend(Backend requested, const detail::AttentionProblem& p) {
       if (!on_gpu) throw ArgumentError("backend", "sm80 was requested but the tensors are CPU tensors");
       return Backend::sm80;
     case Backend::sm90:
-      throw ArgumentError("backend", "sm90 is not available in this version; use automatic or sm80");
+      if (!on_gpu) throw ArgumentError("backend", "sm90 was requested but the tensors are CPU tensors");
+      if (!detail::sm90_prefill_available(p.device_index))
+        throw ArgumentError("backend", "sm90 was requested but the device is not compute capability 9.0 "
+                                       "or this build has no sm_90a code (FLASHBUF_CUDA_ARCHS)");
+      return Backend::sm90;
   }
   throw ArgumentError("backend", "unknown backend " + std::to_string(static_cast<int>(requested)));
 }
@@ -46,7 +51,8 @@ Backend attention(const AttentionArgs& args) {
   switch (backend) {
     case Backend::cpu: detail::cpu_attention(problem); break;
     case Backend::sm80: detail::sm80_attention(problem); break;
-    default: break;  // choose_backend returns only cpu or sm80
+    case Backend::sm90: detail::sm90_attention(problem); break;
+    default: break;
   }
   return backend;
 }

@@ -20,6 +20,9 @@ bool cuda_pointer_on_device(const void* ptr, int* device_index);  // false for h
 // Prefill on the mma.sync (sm80-class) path; requires prefill_instantiated(...).
 bool prefill_instantiated(DType dtype, int head_dim, int head_dim_v);
 void sm80_attention(const AttentionProblem& p);
+// Prefill on the Hopper (wgmma) path: compute capability 9.0 with sm_90a code in the binary.
+bool sm90_prefill_available(int device_index);
+void sm90_attention(const AttentionProblem& p);
 // Decode: plan on the host, run without synchronising; requires decode_instantiated(...)
 // (the list FLASHBUF_DECODE_INSTANTIATIONS compiles; false without CUDA).
 bool decode_instantiated(DType dtype, int head_dim);

@@ -211,14 +211,20 @@ void expect_index_tensor(const char* arg, const TensorView& t, std::initializer_
 // while the stream is capturing a CUDA graph. Validation then trusts the contents; the kernels
 // clamp every index they read to the tensor it indexes, so bad contents stay memory-safe on
 // the GPU (they give wrong rows, not out-of-bounds accesses).
-std::optional<std::vector<std::int32_t>> read_index(const TensorView& t, std::int64_t span,
+//
+// Host code never dereferences t.data unless the tensor is marked as host memory: a CUDA
+// tensor's elements arrive only through cuda_copy_to_host_if_not_capturing, and a device kind
+// other than cpu/cuda is refused rather than read.
+std::optional<std::vector<std::int32_t>> read_index(const char* arg, const TensorView& t, std::int64_t span,
                                                     bool device_reads, void* stream) {
+  if (span <= 0) return std::vector<std::int32_t>{};
+  if (t.data == nullptr) fail(arg, "null data pointer for a tensor of shape " + shape_string(t));
   std::vector<std::int32_t> host(static_cast<std::size_t>(span));
-  if (span == 0) return host;
   if (t.device == DeviceKind::cpu) {
     std::memcpy(host.data(), t.data, host.size() * sizeof(std::int32_t));
     return host;
   }
+  if (t.device != DeviceKind::cuda) fail(arg, "unknown device kind " + std::to_string(static_cast<int>(t.device)));
   if (!device_reads) return std::nullopt;
   if (!cuda_copy_to_host_if_not_capturing(host.data(), t.data, host.size() * sizeof(std::int32_t),
                                           stream)) {
@@ -448,18 +454,18 @@ AttentionProblem validate_attention_impl(const AttentionArgs& a, const Attention
 
   // Contents of the index tensors.
   if (varlen_q) {
-    if (auto cu = read_index(a.cu_seqlens_q, batch + 1, checks.device_content_reads, a.stream)) {
+    if (auto cu = read_index("cu_seqlens_q", a.cu_seqlens_q, batch + 1, checks.device_content_reads, a.stream)) {
       check_cu_seqlens("cu_seqlens_q", *cu, rows_q, "q", a.max_seqlen_q, "max_seqlen_q");
     }
   }
   if (varlen_k) {
-    if (auto cu = read_index(a.cu_seqlens_k, batch + 1, checks.device_content_reads, a.stream)) {
+    if (auto cu = read_index("cu_seqlens_k", a.cu_seqlens_k, batch + 1, checks.device_content_reads, a.stream)) {
       check_cu_seqlens("cu_seqlens_k", *cu, a.k.shape[0], "k", a.max_seqlen_k, "max_seqlen_k");
     }
   }
   std::optional<std::vector<std::int32_t>> seqlens;
   if (a.seqlens_k.present()) {
-    seqlens = read_index(a.seqlens_k, batch, checks.device_content_reads, a.stream);
+    seqlens = read_index("seqlens_k", a.seqlens_k, batch, checks.device_content_reads, a.stream);
     if (seqlens) {
       for (std::int64_t b = 0; b < batch; ++b) {
         const std::int32_t s = (*seqlens)[b];
@@ -476,7 +482,7 @@ AttentionProblem validate_attention_impl(const AttentionArgs& a, const Attention
     }
   }
   if (paged && seqlens) {
-    if (auto table = read_index(a.page_table, index_span(a.page_table), checks.device_content_reads, a.stream)) {
+    if (auto table = read_index("page_table", a.page_table, index_span(a.page_table), checks.device_content_reads, a.stream)) {
       const std::int64_t row_stride = a.page_table.stride[0];
       for (std::int64_t b = 0; b < batch; ++b) {
         // Only the pages a sequence uses are read; the rest of its row may hold anything.

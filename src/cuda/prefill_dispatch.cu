@@ -1,6 +1,8 @@
 // Dispatch of the sm80-class prefill to its instantiations. The list of instantiations is
 // generated from FLASHBUF_INSTANTIATIONS (cmake/instantiations.cmake); the kernels themselves
 // are compiled in the generated units, declared `extern template` here.
+#include <atomic>
+
 #include "api/backends.hpp"
 #include "cuda/prefill_launch.cuh"
 #include "instantiation_list.hpp"
@@ -28,6 +30,37 @@ void sm80_attention(const AttentionProblem& p) {
 #undef FLASHBUF_LAUNCH
   throw RuntimeError("sm80_attention: no instantiation for this dtype/head dim "
                      "(validation should have rejected it)");
+}
+
+void sm90_attention(const AttentionProblem& p) {
+  FLASHBUF_CUDA_CHECK(cudaSetDevice(p.device_index));
+#define FLASHBUF_LAUNCH(dt, d, dv)                                              \
+  if (p.dtype == DType::dt && p.head_dim == d && p.head_dim_v == dv) {           \
+    launch_prefill_sm90<dt, d, dv>(p);                                           \
+    return;                                                                      \
+  }
+  FLASHBUF_FOR_EACH_INSTANTIATION(FLASHBUF_LAUNCH)
+#undef FLASHBUF_LAUNCH
+  throw RuntimeError("sm90_attention: no instantiation for this dtype/head dim "
+                     "(validation should have rejected it)");
+}
+
+bool sm90_prefill_available(int device_index) {
+  // Compute capability 9.0 and sm_90a code in this binary; probed once per device.
+  static std::atomic<int> cached[64] = {};  // 0 unknown, 1 yes, 2 no (a race only probes twice)
+  std::atomic<int>& c = cached[device_index & 63];
+  if (c.load() == 0) {
+    bool ok = false;
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, device_index) == cudaSuccess && prop.major == 9 && prop.minor == 0) {
+#define FLASHBUF_PROBE(dt, d, dv) ok = ok || prefill_sm90_image_present<dt, d, dv>();
+      FLASHBUF_FOR_EACH_INSTANTIATION(FLASHBUF_PROBE)
+#undef FLASHBUF_PROBE
+    }
+    cudaGetLastError();
+    c.store(ok ? 1 : 2);
+  }
+  return c.load() == 1;
 }
 
 }  // namespace flashbuf::detail

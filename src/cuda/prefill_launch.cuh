@@ -8,6 +8,7 @@
 #include "api/problem.hpp"
 #include "cuda/check.cuh"
 #include "flashbuf/kernels/prefill_sm80.cuh"
+#include "flashbuf/kernels/prefill_sm90.cuh"
 
 namespace flashbuf::detail {
 
@@ -80,13 +81,52 @@ void launch_prefill_sm80(const AttentionProblem& pr) {
   }
 }
 
+// The Hopper kernel (wgmma): built into every unit, runnable where the sm_90a image exists.
+template <class In, int D, int Dv, bool Paged>
+void launch_prefill_sm90_variant(const PrefillParams& params, int grid_m, int heads, int batch,
+                                 cudaStream_t stream) {
+  using Kernel = PrefillSm90<In, D, Dv, Paged>;
+  auto* kernel = &prefill_sm90_kernel<In, D, Dv, Paged>;
+  FLASHBUF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           Kernel::kSmemBytes));
+  kernel<<<dim3(grid_m, heads, batch), Kernel::kThreads, Kernel::kSmemBytes, stream>>>(params);
+  FLASHBUF_CUDA_CHECK(cudaGetLastError());
+}
+
+template <class In, int D, int Dv>
+void launch_prefill_sm90(const AttentionProblem& pr) {
+  const PrefillParams p = make_prefill_params(pr, PrefillSm90<In, D, Dv, false>::kBM);
+  if (pr.batch == 0 || p.num_m_blocks == 0) return;
+  auto stream = static_cast<cudaStream_t>(pr.stream);
+  if (pr.paged()) {
+    launch_prefill_sm90_variant<In, D, Dv, true>(p, p.num_m_blocks, pr.heads_q, pr.batch, stream);
+  } else {
+    launch_prefill_sm90_variant<In, D, Dv, false>(p, p.num_m_blocks, pr.heads_q, pr.batch, stream);
+  }
+}
+
+// True when this binary holds sm_90a code for the Hopper kernel (probed on one instantiation).
+template <class In, int D, int Dv>
+bool prefill_sm90_image_present() {
+  cudaFuncAttributes attr{};
+  if (cudaFuncGetAttributes(&attr, &prefill_sm90_kernel<In, D, Dv, false>) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return attr.binaryVersion == 90;
+}
+
 // The element type behind each dtype name of the instantiation list.
 using bf16 = __nv_bfloat16;
 using fp16 = __half;
 
-#define FLASHBUF_INSTANTIATE_PREFILL(dtype, d, dv) \
-  template void launch_prefill_sm80<dtype, d, dv>(const AttentionProblem&);
-#define FLASHBUF_DECLARE_PREFILL(dtype, d, dv) \
-  extern template void launch_prefill_sm80<dtype, d, dv>(const AttentionProblem&);
+#define FLASHBUF_INSTANTIATE_PREFILL(dtype, d, dv)                           \
+  template void launch_prefill_sm80<dtype, d, dv>(const AttentionProblem&); \
+  template void launch_prefill_sm90<dtype, d, dv>(const AttentionProblem&); \
+  template bool prefill_sm90_image_present<dtype, d, dv>();
+#define FLASHBUF_DECLARE_PREFILL(dtype, d, dv)                                     \
+  extern template void launch_prefill_sm80<dtype, d, dv>(const AttentionProblem&); \
+  extern template void launch_prefill_sm90<dtype, d, dv>(const AttentionProblem&); \
+  extern template bool prefill_sm90_image_present<dtype, d, dv>();
 
 }  // namespace flashbuf::detail

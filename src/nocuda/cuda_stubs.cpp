@@ -28,6 +28,10 @@ bool decode_instantiated(DType, int) { return false; }
 
 void sm80_attention(const AttentionProblem&) { no_cuda("attention on CUDA tensors"); }
 
+bool sm90_prefill_available(int) { return false; }
+
+void sm90_attention(const AttentionProblem&) { no_cuda("attention on CUDA tensors"); }
+
 void cuda_plan_decode(const DecodeProblem&, DecodePlan&) { no_cuda("plan_decode for a CUDA device"); }
 
 void cuda_decode(const DecodePlan&, const AttentionProblem&, void*) { no_cuda("decode on CUDA tensors"); }

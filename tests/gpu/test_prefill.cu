@@ -1,9 +1,12 @@
-// GPU tests of prefill through the public API on CUDA tensors (the sm80-class kernel): every
+// GPU tests of prefill through the public API on CUDA tensors, for each GPU kernel (the
+// mma.sync kernel "sm80" and the Hopper wgmma kernel "sm90", each requested explicitly): every
 // feature against the float64 reference on fresh random inputs with odd sizes, outputs
 // poisoned before the run, guard regions around every device tensor checked after; paged
 // against contiguous and varlen against per-sequence runs (bit-identical: same tiles, same
 // order); small cases named *Sanitizer* for compute-sanitizer.
 #include <cstdint>
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <tuple>
 #include <string>
@@ -74,12 +77,13 @@ struct DeviceProblem {
 };
 
 // Runs the spec on the GPU and leaves o / lse in `t` (host). Returns guard violations.
-std::string run_on_gpu(const ProblemSpec& spec, AttentionTensors& t) {
+std::string run_on_gpu(const ProblemSpec& spec, AttentionTensors& t, Backend backend) {
   DeviceProblem d(t);
   const TensorPointers ptrs = d.pointers();
   AttentionArgs args = bind(spec, t, DeviceKind::cuda, &ptrs);
+  args.backend = backend;
   const Backend ran = attention(args);
-  EXPECT_EQ(ran, Backend::sm80) << "expected the sm80-class kernel to run";
+  EXPECT_EQ(ran, backend) << "expected the requested kernel to run";
   EXPECT_EQ(cudaSuccess, cudaDeviceSynchronize());
   d.o.download(t.o);
   if (!t.lse.empty()) d.lse.download(t.lse);
@@ -87,12 +91,12 @@ std::string run_on_gpu(const ProblemSpec& spec, AttentionTensors& t) {
 }
 
 // Fresh inputs, GPU run, check against the float64 reference (a row sample for big problems).
-void check_spec(const ProblemSpec& spec, int max_rows_checked = 1500) {
+void check_spec(const ProblemSpec& spec, Backend backend, int max_rows_checked = 1500) {
   spec.check();
   Rng rng(Rng::fresh_seed());
-  SCOPED_TRACE(spec.describe() + " seed " + std::to_string(rng.seed()));
+  SCOPED_TRACE(spec.describe() + " on " + backend_name(backend) + " seed " + std::to_string(rng.seed()));
   AttentionTensors t = make_tensors(spec, rng);
-  const std::string device_guards = run_on_gpu(spec, t);
+  const std::string device_guards = run_on_gpu(spec, t, backend);
   EXPECT_EQ(device_guards, "") << "device guard regions overwritten";
   std::vector<RowId> rows = all_rows(spec);
   if (static_cast<int>(rows.size()) > max_rows_checked) rows = sample_rows(spec, rng, max_rows_checked);
@@ -121,41 +125,57 @@ const HeadDims kHeadDims[] = {{64, 64}, {96, 96}, {128, 128}, {192, 128}, {192, 
 
 bool instantiated(DType dtype, HeadDims hd) { return detail::prefill_instantiated(dtype, hd.d, hd.dv); }
 
-// One test per (dtype, head dims) so each stays well inside the per-test timeout.
-class PrefillSm80HeadDims : public ::testing::TestWithParam<std::tuple<DType, HeadDims>> {};
+// Every test runs on each GPU kernel; the Hopper one only where it can run.
+class PrefillGpu : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+      cudaGetLastError();
+      GTEST_SKIP() << "no CUDA GPU on this machine: GPU test skipped";
+    }
+    if (GetParam() == Backend::sm90 && !detail::sm90_prefill_available(0))
+      GTEST_SKIP() << "the Hopper kernel needs compute capability 9.0 and sm_90a code";
+  }
+  Backend backend() const { return GetParam(); }
+};
+std::string backend_param_name(const ::testing::TestParamInfo<Backend>& info) { return backend_name(info.param); }
 
-TEST_P(PrefillSm80HeadDims, EveryMaskOddSizes) {
+// One test per (dtype, head dims) so each stays well inside the per-test timeout.
+class PrefillHeadDims : public ::testing::TestWithParam<std::tuple<Backend, DType, HeadDims>> {};
+
+TEST_P(PrefillHeadDims, EveryMaskOddSizes) {
   FLASHBUF_REQUIRE_GPU();
-  const auto [dtype, hd] = GetParam();
+  const auto [backend, dtype, hd] = GetParam();
   if (!instantiated(dtype, hd)) GTEST_SKIP() << "not instantiated in this build";
+  if (backend == Backend::sm90 && !detail::sm90_prefill_available(0)) GTEST_SKIP() << "no Hopper kernel here";
   const std::pair<int, int> sizes[] = {{1, 1}, {17, 17}, {127, 1000}, {1000, 127}, {33, 4097}};
   for (auto [sq, sk] : sizes)
     for (Mask mask : {Mask::none(), Mask::causal(), Mask::window(37, 5)}) {
       ProblemSpec s = base_spec(dtype, hd.d, hd.dv, sq, sk);
       s.mask = mask;
-      check_spec(s, 250);
+      check_spec(s, backend, 250);
     }
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    AllHeadDims, PrefillSm80HeadDims,
-    ::testing::Combine(::testing::Values(DType::bf16, DType::fp16), ::testing::ValuesIn(kHeadDims)),
+    AllHeadDims, PrefillHeadDims,
+    ::testing::Combine(::testing::Values(Backend::sm80, Backend::sm90), ::testing::Values(DType::bf16, DType::fp16),
+                       ::testing::ValuesIn(kHeadDims)),
     [](const auto& info) {
-      const HeadDims hd = std::get<1>(info.param);
-      return std::string(dtype_name(std::get<0>(info.param))) + "_" + std::to_string(hd.d) + "_" +
-             std::to_string(hd.dv);
+      const HeadDims hd = std::get<2>(info.param);
+      return std::string(backend_name(std::get<0>(info.param))) + "_" + dtype_name(std::get<1>(info.param)) + "_" +
+             std::to_string(hd.d) + "_" + std::to_string(hd.dv);
     });
 
-TEST(PrefillSm80, LongSequence4097Causal) {
-  FLASHBUF_REQUIRE_GPU();
+TEST_P(PrefillGpu, LongSequence4097Causal) {
   ProblemSpec s = base_spec(DType::bf16, 128, 128, 4097, 4097);
   s.batch = 1;
   s.mask = Mask::causal();
-  check_spec(s, 800);
+  check_spec(s, backend(), 800);
 }
 
-TEST(PrefillSm80, GqaMqaSoftcapScaleAndStridedViews) {
-  FLASHBUF_REQUIRE_GPU();
+TEST_P(PrefillGpu, GqaMqaSoftcapScaleAndStridedViews) {
   for (int heads_kv : {1, 2, 8}) {
     ProblemSpec s = base_spec(DType::bf16, 128, 128, 200, 333);
     s.heads_q = 8;
@@ -165,12 +185,11 @@ TEST(PrefillSm80, GqaMqaSoftcapScaleAndStridedViews) {
     s.pad = heads_kv == 1 ? 8 : 0;  // rows further apart than heads * dim
     s.input_stddev = 2.0;
     s.mask = heads_kv == 1 ? Mask::causal() : Mask::none();
-    check_spec(s);
+    check_spec(s, backend());
   }
 }
 
-TEST(PrefillSm80, VarlenWithZeroLengthSequences) {
-  FLASHBUF_REQUIRE_GPU();
+TEST_P(PrefillGpu, VarlenWithZeroLengthSequences) {
   ProblemSpec s = base_spec(DType::fp16, 64, 64, 0, 0);
   s.batch = 5;
   s.varlen_q = true;
@@ -178,31 +197,29 @@ TEST(PrefillSm80, VarlenWithZeroLengthSequences) {
   s.q_lens = {0, 129, 1, 300, 17};
   s.k_lens = {5, 200, 0, 300, 1};
   s.mask = Mask::causal();
-  check_spec(s);
+  check_spec(s, backend());
 }
 
-TEST(PrefillSm80, PagedEveryPageSize) {
-  FLASHBUF_REQUIRE_GPU();
+TEST_P(PrefillGpu, PagedEveryPageSize) {
   for (int page : {1, 3, 16, 64, 100, 256}) {
     ProblemSpec s = base_spec(DType::bf16, 128, 128, 77, 0);
     s.kv = KvLayout::paged;
     s.page_size = page;
     s.k_lens = {300, 555};
     s.mask = page % 2 ? Mask::causal() : Mask::window(64, 64);
-    check_spec(s);
+    check_spec(s, backend());
   }
 }
 
 // Paged and contiguous K/V hold the same keys: the kernel walks the same tiles in the same
 // order, so the outputs must be bit-identical.
-TEST(PrefillSm80, PagedMatchesContiguousBitExactly) {
-  FLASHBUF_REQUIRE_GPU();
+TEST_P(PrefillGpu, PagedMatchesContiguousBitExactly) {
   Rng rng(Rng::fresh_seed());
   SCOPED_TRACE("seed " + std::to_string(rng.seed()));
   ProblemSpec contiguous = base_spec(DType::bf16, 64, 64, 150, 700);
   contiguous.mask = Mask::causal();
   AttentionTensors a = make_tensors(contiguous, rng);
-  ASSERT_EQ(run_on_gpu(contiguous, a), "");
+  ASSERT_EQ(run_on_gpu(contiguous, a, backend()), "");
   for (int page : {1, 16, 64}) {
     ProblemSpec paged = contiguous;
     paged.kv = KvLayout::paged;
@@ -220,7 +237,7 @@ TEST(PrefillSm80, PagedMatchesContiguousBitExactly) {
             b.v.set(b.v.offset({page_id, j % page, h, c}), a.v.at({bb, j, h, c}));
           }
       }
-    ASSERT_EQ(run_on_gpu(paged, b), "");
+    ASSERT_EQ(run_on_gpu(paged, b, backend()), "");
     for (std::int64_t i = 0; i < a.o.numel(); ++i)
       ASSERT_EQ(a.o.get(a.o.logical_to_storage(i)), b.o.get(b.o.logical_to_storage(i)))
           << "page " << page << " element " << i;
@@ -228,8 +245,7 @@ TEST(PrefillSm80, PagedMatchesContiguousBitExactly) {
 }
 
 // A varlen batch equals running each sequence on its own.
-TEST(PrefillSm80, VarlenMatchesPerSequenceRunsBitExactly) {
-  FLASHBUF_REQUIRE_GPU();
+TEST_P(PrefillGpu, VarlenMatchesPerSequenceRunsBitExactly) {
   Rng rng(Rng::fresh_seed());
   SCOPED_TRACE("seed " + std::to_string(rng.seed()));
   ProblemSpec packed = base_spec(DType::bf16, 128, 128, 0, 0);
@@ -240,7 +256,7 @@ TEST(PrefillSm80, VarlenMatchesPerSequenceRunsBitExactly) {
   packed.k_lens = {90, 40, 260};
   packed.mask = Mask::causal();
   AttentionTensors a = make_tensors(packed, rng);
-  ASSERT_EQ(run_on_gpu(packed, a), "");
+  ASSERT_EQ(run_on_gpu(packed, a, backend()), "");
   std::int64_t q_row = 0, k_row = 0;
   for (int b = 0; b < packed.batch; ++b) {
     ProblemSpec one = base_spec(DType::bf16, 128, 128, packed.q_lens[b], packed.k_lens[b]);
@@ -257,7 +273,7 @@ TEST(PrefillSm80, VarlenMatchesPerSequenceRunsBitExactly) {
           s.k.set(s.k.offset({0, j, h, c}), a.k.at({k_row + j, h, c}));
           s.v.set(s.v.offset({0, j, h, c}), a.v.at({k_row + j, h, c}));
         }
-    ASSERT_EQ(run_on_gpu(one, s), "");
+    ASSERT_EQ(run_on_gpu(one, s, backend()), "");
     for (int i = 0; i < one.seqlen_q; ++i)
       for (int h = 0; h < one.heads_q; ++h)
         for (int c = 0; c < one.head_dim_v; ++c)
@@ -268,25 +284,43 @@ TEST(PrefillSm80, VarlenMatchesPerSequenceRunsBitExactly) {
 }
 
 // Rows that see no key: O = 0 and LSE = -inf, never NaN (window entirely in the future).
-TEST(PrefillSm80, RowsWithoutKeysGiveZeroAndMinusInf) {
-  FLASHBUF_REQUIRE_GPU();
+TEST_P(PrefillGpu, RowsWithoutKeysGiveZeroAndMinusInf) {
   ProblemSpec s = base_spec(DType::bf16, 64, 64, 300, 100);  // causal, Sq > Sk: early rows see nothing
   s.mask = Mask::causal();
-  check_spec(s);
+  check_spec(s, backend());
 }
 
 // Small cases for compute-sanitizer (memcheck, racecheck, synccheck): the script filters on
 // the name.
-TEST(PrefillSm80, SanitizerSmallCases) {
-  FLASHBUF_REQUIRE_GPU();
+TEST_P(PrefillGpu, SanitizerSmallCases) {
   ProblemSpec s = base_spec(DType::bf16, 64, 64, 70, 130);
   s.mask = Mask::causal();
-  check_spec(s);
+  check_spec(s, backend());
   ProblemSpec p = base_spec(DType::fp16, 128, 128, 33, 0);
   p.kv = KvLayout::paged;
   p.page_size = 16;
   p.k_lens = {50, 90};
-  check_spec(p);
+  check_spec(p, backend());
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, PrefillGpu, ::testing::Values(Backend::sm80, Backend::sm90), backend_param_name);
+
+// The two GPU kernels compute the same function: compare them on one problem directly.
+TEST(PrefillKernels, HopperMatchesMmaSyncPath) {
+  FLASHBUF_REQUIRE_GPU();
+  if (!detail::sm90_prefill_available(0)) GTEST_SKIP() << "no Hopper kernel here";
+  ProblemSpec s = base_spec(DType::bf16, 128, 128, 300, 517);
+  s.mask = Mask::causal();
+  Rng rng(Rng::fresh_seed());
+  SCOPED_TRACE("seed " + std::to_string(rng.seed()));
+  AttentionTensors a = make_tensors(s, rng);
+  AttentionTensors b = a;
+  ASSERT_EQ(run_on_gpu(s, a, Backend::sm80), "");
+  ASSERT_EQ(run_on_gpu(s, b, Backend::sm90), "");
+  double worst = 0;
+  for (std::int64_t i = 0; i < a.o.numel(); ++i)
+    worst = std::max(worst, std::abs(a.o.get(a.o.logical_to_storage(i)) - b.o.get(b.o.logical_to_storage(i))));
+  EXPECT_LT(worst, 2e-2) << "sm80 and sm90 outputs differ by more than bf16 rounding of P allows";
 }
 
 }  // namespace

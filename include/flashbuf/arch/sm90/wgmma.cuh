@@ -1,0 +1,65 @@
+// arch/sm90: warpgroup MMA plumbing — the shared-memory matrix descriptor and the fence /
+// commit / wait that order wgmma with ordinary register and shared-memory accesses. The MMA
+// instructions themselves are in wgmma_ops.cuh (generated). Needs sm_90a.
+#pragma once
+
+#include <cstdint>
+
+#include "flashbuf/arch/sm90/target.cuh"
+#include "flashbuf/arch/sm90/wgmma_ops.cuh"
+
+namespace flashbuf::sm90 {
+
+// The 64-bit shared-memory matrix descriptor of wgmma (PTX ISA, "Matrix Descriptor Format"):
+//   bits  0..13  start address >> 4
+//   bits 16..29  leading-dimension byte offset >> 4  (LBO)
+//   bits 32..45  stride-dimension byte offset >> 4   (SBO)
+//   bits 62..63  swizzle mode: 1 = 128-byte swizzle
+// For the 128-byte swizzle every 8-row x 128-byte atom must start 1024-byte aligned; moving
+// along K inside an atom only moves the start address (by 32 bytes per k16 step of 16-bit data).
+enum class SmemSwizzle : std::uint64_t { none = 0, b128 = 1, b64 = 2, b32 = 3 };
+
+__device__ __forceinline__ std::uint64_t make_smem_desc(std::uint32_t smem_addr, std::uint32_t lbo_bytes,
+                                                         std::uint32_t sbo_bytes, SmemSwizzle swizzle) {
+  std::uint64_t desc = 0;
+  desc |= static_cast<std::uint64_t>((smem_addr >> 4) & 0x3FFF);
+  desc |= static_cast<std::uint64_t>((lbo_bytes >> 4) & 0x3FFF) << 16;
+  desc |= static_cast<std::uint64_t>((sbo_bytes >> 4) & 0x3FFF) << 32;
+  desc |= static_cast<std::uint64_t>(swizzle) << 62;
+  return desc;
+}
+
+// Orders this warpgroup's register writes (accumulators, A fragments) before the next wgmma.
+__device__ __forceinline__ void wgmma_fence() {
+#ifndef FLASHBUF_NO_WGMMA
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wgmma_commit_group() {
+#ifndef FLASHBUF_NO_WGMMA
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+// Waits until at most `Pending` committed wgmma groups of this warpgroup are in flight.
+template <int Pending>
+__device__ __forceinline__ void wgmma_wait_group() {
+#ifndef FLASHBUF_NO_WGMMA
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(Pending) : "memory");
+#endif
+}
+
+// Makes this thread's generic-proxy shared-memory writes (st.shared, cp.async once waited
+// for) visible to the async proxy (wgmma operand reads, TMA). Each writing thread issues it
+// before the barrier that precedes the wgmma.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// Keeps the compiler from moving accumulator reads/writes across an in-flight wgmma.
+template <int N>
+__device__ __forceinline__ void fence_registers(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+}  // namespace flashbuf::sm90

@@ -1,0 +1,101 @@
+// buffers: the Hopper forms of KVBufferLDS and of the Q buffer. The tile goes from device
+// memory straight into a slab-major 128-byte-swizzled tile (cp.async here, one row address per
+// key, so paged and varlen sources work unchanged; a TMA fill can replace load_from_dram for
+// contiguous K/V without changing anything else). "Loading from shared" builds the wgmma
+// descriptor of one k16 step: the tensor core reads the operand itself.
+//
+//   K (KBufferConfig, K-major B of S = Q K^T):  start = slab(k) + (k % 4) * 32 B, SBO = 1024 B
+//   V (VBufferConfig, N-major B of O += P V):   start = k * 16 rows * 128 B, LBO = slab bytes,
+//                                                SBO = 1024 B, transpose bit set
+#pragma once
+
+#include <cstdint>
+
+#include "flashbuf/arch/sm80/cp_async.cuh"
+#include "flashbuf/arch/sm90/wgmma.cuh"
+#include "flashbuf/buffers/concepts.cuh"
+#include "flashbuf/buffers/kv_config.cuh"
+#include "flashbuf/buffers/kv_source.cuh"
+#include "flashbuf/buffers/smem_tile_sm90.cuh"
+#include "flashbuf/buffers/tensor_core_sm90.cuh"
+
+namespace flashbuf {
+
+namespace detail {
+// Descriptor of k16 step `k` of a K-major operand stored as a SlabTile (rows = M or N).
+template <class Tile>
+__device__ __forceinline__ std::uint64_t kmajor_desc(const void* tile, int first_row, int k) {
+  const std::uint32_t base = sm80::smem_u32(tile);
+  const std::uint32_t addr = base + (k * 16 / Tile::kSlabCols) * Tile::kSlabBytes + first_row * Tile::kRowBytes +
+                             (k * 16 % Tile::kSlabCols) * 2;
+  return sm90::make_smem_desc(addr, 16, Tile::kAtomBytes, sm90::SmemSwizzle::b128);
+}
+}  // namespace detail
+
+template <class Cfg, class TC, int NumThreads, int NumSmemStages = 2, bool TokenGen = false>
+struct KVBufferLDSSm90 {
+  using Config = Cfg;
+  using TensorCore = TC;
+  using In = typename TC::in_type;
+  using Tile = SlabTile<Cfg::kRows, Cfg::kCols>;
+  static constexpr bool kNMajor = Cfg::kIteratorAxis == IteratorAxis::keys;
+  static constexpr BMajor kMajor = kNMajor ? BMajor::n : BMajor::k;
+  static constexpr int kSmemBytes = Tile::kBytes * NumSmemStages;
+  static constexpr int kChunksPerRow = Cfg::kCols / 8;
+  static_assert(Tile::kBytes % 1024 == 0, "KVBufferLDSSm90: stages must stay 1024-byte aligned");
+
+  In* smem = nullptr;  // 1024-byte aligned
+  KVSource<In> src;
+  int write_stage = 0;
+  int read_stage = 0;
+  std::uint64_t desc = 0;
+
+  __device__ In* stage_ptr(int stage) const { return smem + stage * Tile::kElems; }
+
+  __device__ void load_from_dram(int tile_row, int rows_valid) {
+    In* tile = stage_ptr(write_stage);
+    for (int chunk = threadIdx.x; chunk < Cfg::kRows * kChunksPerRow; chunk += NumThreads) {
+      const int row = chunk / kChunksPerRow, col = chunk % kChunksPerRow * 8;
+      const bool valid = row < rows_valid;
+      sm80::cp_async_cg_16(tile + Tile::offset(row, col), src.row(tile_row + (valid ? row : 0)) + col, valid);
+    }
+    write_stage = (write_stage + 1) % NumSmemStages;
+  }
+  // The copy engine wrote the stage; the kernel waits on the cp.async group, fences the
+  // async proxy and synchronises (group counts are shared by every buffer of a thread).
+  template <int Stage>
+  __device__ void copy_to_shared() {}
+  template <int KMma>
+  __device__ void load_from_shared(int /*chunk: wgmma covers the whole warp tile*/) {
+    static_assert(KMma >= 0 && KMma < Cfg::kMmaKSteps, "load_from_shared: k-step out of range");
+    const In* tile = stage_ptr(read_stage);
+    if constexpr (kNMajor) {
+      const std::uint32_t addr = sm80::smem_u32(tile) + KMma * 16 * Tile::kRowBytes;
+      desc = sm90::make_smem_desc(addr, Tile::kSlabBytes, Tile::kAtomBytes, sm90::SmemSwizzle::b128);
+    } else {
+      desc = detail::kmajor_desc<Tile>(tile, 0, KMma);
+    }
+  }
+  __device__ std::uint64_t mma_tile() const { return desc; }
+};
+
+// Q for S = Q K^T on Hopper: in shared memory (wgmma's A from a descriptor); each warpgroup
+// reads its own 64 rows.
+template <class TC, int BM, int D>
+struct QSharedBufferSm90 {
+  using TensorCore = TC;
+  using Tile = SlabTile<BM, D>;
+  static constexpr int kRows = TC::kM;
+  static constexpr int kCols = D;
+  const typename TC::in_type* smem = nullptr;
+  int first_row = 0;  // 64 * warpgroup
+  template <int K>
+  __device__ std::uint64_t mma_tile() const {
+    return detail::kmajor_desc<Tile>(smem, first_row, K);
+  }
+};
+
+static_assert(KVBuffer<KVBufferLDSSm90<KBufferConfig<128, 128, 128>, WgmmaTensorCore<__nv_bfloat16>, 256>>);
+static_assert(KVBuffer<KVBufferLDSSm90<VBufferConfig<128, 128, 128, 128>, WgmmaTensorCore<__half>, 256>>);
+
+}  // namespace flashbuf

@@ -1,0 +1,265 @@
+// kernels: what the sm80 (mma.sync) and sm90 (wgmma) prefill kernels share — where a block's
+// work lies (PrefillBlock), K/V source binding, the online softmax over accumulators laid out
+// like mma.sync's C fragment (wgmma's accumulators are the same per warp), and the epilogue
+// that writes O through shared memory. Row ownership: lane l holds rows l/4 ("lo") and
+// l/4 + 8 ("hi") of each of its m16 tiles, columns 2*(l%4), +1 of each n8 tile.
+#pragma once
+
+#include <cstdint>
+
+#include "flashbuf/arch/sm80/cp_async.cuh"
+#include "flashbuf/arch/sm80/fast_math.cuh"
+#include "flashbuf/buffers/kv_source.cuh"
+#include "flashbuf/core/config.hpp"
+#include "flashbuf/core/fragment.hpp"
+#include "flashbuf/core/mask.hpp"
+#include "flashbuf/kernels/prefill_params.hpp"
+
+namespace flashbuf {
+
+// The (query block, head, sequence) a thread block computes, and what the mask lets it see.
+// Blocks are launched heaviest first: under a causal mask the last query block sees most keys.
+struct PrefillBlock {
+  int m_block, head, batch, head_kv;
+  int q_begin, seqlen_q, k_begin, seqlen_k;
+  int m0, rows_q;
+  MaskParams mask;
+  KeyRange keys;
+
+  __device__ static PrefillBlock make(const PrefillParams& p, int block_m) {
+    PrefillBlock b;
+    b.m_block = p.num_m_blocks - 1 - static_cast<int>(blockIdx.x);
+    b.head = blockIdx.y;
+    b.batch = blockIdx.z;
+    b.head_kv = b.head / p.group;
+    b.q_begin = p.cu_seqlens_q ? p.cu_seqlens_q[b.batch] : 0;
+    b.seqlen_q = p.cu_seqlens_q ? p.cu_seqlens_q[b.batch + 1] - b.q_begin : p.seqlen_q;
+    b.k_begin = p.cu_seqlens_k ? p.cu_seqlens_k[b.batch] : 0;
+    b.seqlen_k = p.cu_seqlens_k ? p.cu_seqlens_k[b.batch + 1] - b.k_begin
+                                : (p.seqlens_k ? p.seqlens_k[b.batch] : p.seqlen_k);
+    b.m0 = b.m_block * block_m;
+    b.rows_q = min(block_m, b.seqlen_q - b.m0);
+    b.mask = MaskParams{b.seqlen_q, b.seqlen_k, p.window_left, p.window_right};
+    b.keys = key_range(b.mask, b.m0, b.m0 + block_m);
+    return b;
+  }
+  __device__ bool empty() const { return m0 >= seqlen_q; }
+
+  template <class In>
+  __device__ const In* q_ptr(const PrefillParams& p) const {
+    return static_cast<const In*>(p.q) + batch * p.q_batch_stride +
+           std::int64_t(q_begin + m0) * p.q_row_stride + head * p.q_head_stride;
+  }
+  template <class In>
+  __device__ In* o_ptr(const PrefillParams& p) const {
+    return static_cast<In*>(p.o) + batch * p.o_batch_stride +
+           std::int64_t(q_begin + m0) * p.o_row_stride + head * p.o_head_stride;
+  }
+  // Where K (or V) rows of this sequence and KV head come from.
+  template <class In, bool Paged>
+  __device__ KVSource<In> kv_source(const PrefillParams& p, const void* base, std::int64_t batch_stride,
+                                    std::int64_t row_stride, std::int64_t head_stride) const {
+    KVSource<In> src;
+    const In* b = static_cast<const In*>(base) + head_kv * head_stride;
+    src.row_stride = row_stride;
+    if constexpr (Paged) {
+      src.base = b;
+      src.pages = p.page_table + batch * p.page_table_stride;
+      src.page_stride = batch_stride;
+      src.page_size = p.page_size;
+      src.num_pages = p.num_pages;
+    } else {
+      src.base = b + batch * batch_stride + std::int64_t(k_begin) * row_stride;
+    }
+    return src;
+  }
+};
+
+// Rows [0, rows) of a rows x Cols tile from device memory into a shared tile (any layout with
+// offset(row, col)); rows past `rows` are zero-filled.
+template <class Tile, int NumThreads, class In>
+__device__ void load_tile_async(In* smem, const In* src, std::int64_t row_stride, int rows) {
+  constexpr int kChunksPerRow = Tile::kCols / 8;
+  for (int chunk = threadIdx.x; chunk < Tile::kRows * kChunksPerRow; chunk += NumThreads) {
+    const int r = chunk / kChunksPerRow, c = chunk % kChunksPerRow * 8;
+    const bool valid = r < rows;
+    sm80::cp_async_cg_16(smem + Tile::offset(r, c), src + (valid ? r : 0) * row_stride + c, valid);
+  }
+}
+
+// Row reductions over the four lanes of a quad (they share a row of the accumulator).
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// Pairwise reduction of a register array (N a power of two): log2(N) dependent steps, not N
+// (Nsight Compute showed fixed-latency dependency stalls as the top stall reason).
+template <int N, class Op>
+__device__ __forceinline__ float tree_reduce(float (&x)[N], Op op) {
+  static_assert((N & (N - 1)) == 0, "tree_reduce: N must be a power of two");
+  if constexpr (N == 1) {
+    return x[0];
+  } else {
+    // Halving by recursion, not by a `stride /= 2` loop, which nvcc does not unroll (the
+    // array then went to local memory).
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) x[i] = op(x[i], x[i + N / 2]);
+    return tree_reduce(reinterpret_cast<float(&)[N / 2]>(x), op);
+  }
+}
+
+// The online softmax (base 2) of one thread's rows: MTiles m16 tiles x 2 rows each, over
+// score accumulators s[MTiles][NTiles][4] and outputs o[MTiles][OTiles][4].
+template <int MTiles, int NTiles>
+struct OnlineSoftmax {
+  float row_max[MTiles][2];
+  float row_sum[MTiles][2];  // this thread's partial sums; quad-reduced in finalize()
+
+  __device__ void init() {
+#pragma unroll
+    for (int mt = 0; mt < MTiles; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        row_max[mt][h] = kNegInf;
+        row_sum[mt][h] = 0.0f;
+      }
+  }
+
+  // softcap: scores become tanh(s * scale / softcap); the softcap factor is in scale_log2.
+  __device__ static void apply_softcap(float (&s)[MTiles][NTiles][4], float softcap_inv) {
+#pragma unroll
+    for (int mt = 0; mt < MTiles; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < NTiles; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) s[mt][nt][i] = tanhf(s[mt][nt][i] * softcap_inv);
+  }
+
+  // Scores the mask hides become -inf; q_row0 is the first query row of this warp's tiles.
+  __device__ static void apply_mask(float (&s)[MTiles][NTiles][4], const MaskParams& mask, int q_row0,
+                                    int key0) {
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int mt = 0; mt < MTiles; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < NTiles; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const RowCol rc = mma_m16n8k16::c_coord(lane, i);
+          if (!visible(mask, q_row0 + mt * 16 + rc.row, key0 + nt * 8 + rc.col)) s[mt][nt][i] = kNegInf;
+        }
+  }
+
+  // Exponentiates s in place (it becomes P) and rescales o. A row that has seen no visible
+  // key keeps max = -inf; its exponent base is taken as 0 so exp2(-inf - base) = 0, not NaN.
+  template <int OTiles>
+  __device__ void update(float (&s)[MTiles][NTiles][4], float (&o)[MTiles][OTiles][4], float scale_log2) {
+#pragma unroll
+    for (int mt = 0; mt < MTiles; ++mt) {
+      float correction[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float part[NTiles];
+#pragma unroll
+        for (int nt = 0; nt < NTiles; ++nt) part[nt] = fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]);
+        const float m =
+            quad_max(fmaxf(row_max[mt][h], tree_reduce(part, [](float a, float b) { return fmaxf(a, b); })));
+        const float base = m == kNegInf ? 0.0f : m * scale_log2;
+        correction[h] = sm80::ex2_approx_ftz(row_max[mt][h] * scale_log2 - base);
+        row_max[mt][h] = m;
+#pragma unroll
+        for (int nt = 0; nt < NTiles; ++nt) {
+          float& s0 = s[mt][nt][2 * h];
+          float& s1 = s[mt][nt][2 * h + 1];
+          s0 = sm80::ex2_approx_ftz(s0 * scale_log2 - base);
+          s1 = sm80::ex2_approx_ftz(s1 * scale_log2 - base);
+          part[nt] = s0 + s1;
+        }
+        row_sum[mt][h] = row_sum[mt][h] * correction[h] + tree_reduce(part, [](float a, float b) { return a + b; });
+      }
+#pragma unroll
+      for (int nt = 0; nt < OTiles; ++nt) {
+        o[mt][nt][0] *= correction[0];
+        o[mt][nt][1] *= correction[0];
+        o[mt][nt][2] *= correction[1];
+        o[mt][nt][3] *= correction[1];
+      }
+    }
+  }
+
+  // Divides o by the row sums (0 for rows with no key) and writes the natural-log LSE of the
+  // block's valid rows; row_in_block0 is the first block row of this warp's tiles.
+  template <int OTiles>
+  __device__ void finalize(float (&o)[MTiles][OTiles][4], const PrefillParams& p, const PrefillBlock& b,
+                           int row_in_block0) {
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int mt = 0; mt < MTiles; ++mt) {
+      float inv[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        row_sum[mt][h] = quad_sum(row_sum[mt][h]);
+        inv[h] = row_sum[mt][h] > 0.0f ? 1.0f / row_sum[mt][h] : 0.0f;
+      }
+#pragma unroll
+      for (int nt = 0; nt < OTiles; ++nt) {
+        o[mt][nt][0] *= inv[0];
+        o[mt][nt][1] *= inv[0];
+        o[mt][nt][2] *= inv[1];
+        o[mt][nt][3] *= inv[1];
+      }
+      if (p.lse != nullptr && lane % 4 == 0) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = row_in_block0 + mt * 16 + h * 8 + lane / 4;
+          if (b.m0 + r < b.seqlen_q) {
+            const float lse = (row_max[mt][h] == kNegInf || row_sum[mt][h] <= 0.0f)
+                                  ? kNegInf
+                                  : (row_max[mt][h] * p.scale_log2 + __log2f(row_sum[mt][h])) * kLn2;
+            p.lse[b.batch * p.lse_batch_stride + b.head * p.lse_head_stride + b.q_begin + b.m0 + r] = lse;
+          }
+        }
+      }
+    }
+  }
+};
+
+// The epilogue: O fragments (rows from row_in_block0) -> shared tile OTile (16-bit, converted
+// with TC::pack) -> whole 16-byte chunks of rows in device memory. The caller synchronises
+// before (the shared region must be free) and this function synchronises in between.
+template <class OTile, class TC, int NumThreads, int MTiles, int OTiles, class In>
+__device__ void store_output(const float (&o)[MTiles][OTiles][4], In* smem, int row_in_block0, In* dst,
+                             std::int64_t row_stride, int rows) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int mt = 0; mt < MTiles; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < OTiles; ++nt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = row_in_block0 + mt * 16 + h * 8 + lane / 4;
+        const int c = nt * 8 + (lane % 4) * 2;
+        *reinterpret_cast<std::uint32_t*>(smem + OTile::offset(r, c)) = TC::pack(o[mt][nt][2 * h], o[mt][nt][2 * h + 1]);
+      }
+  __syncthreads();
+  constexpr int kChunksPerRow = OTile::kCols / 8;
+  for (int chunk = threadIdx.x; chunk < OTile::kRows * kChunksPerRow; chunk += NumThreads) {
+    const int r = chunk / kChunksPerRow, c = chunk % kChunksPerRow * 8;
+    if (r < rows)
+      *reinterpret_cast<uint4*>(dst + r * row_stride + c) = *reinterpret_cast<const uint4*>(smem + OTile::offset(r, c));
+  }
+}
+
+template <int N, class F>
+__device__ __forceinline__ void static_for(F&& f) {
+  [&]<int... I>(std::integer_sequence<int, I...>) {
+    (f(std::integral_constant<int, I>{}), ...);
+  }(std::make_integer_sequence<int, N>{});
+}
+
+}  // namespace flashbuf
