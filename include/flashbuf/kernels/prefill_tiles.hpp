@@ -39,3 +39,16 @@ template <int D, int Dv, PrefillTile T = prefill_tile(D, Dv)>
 using TableTile = TileShape<T.block_m, T.block_n, T.warps, T.m_tiles, T.q_in_registers>;
 
 }  // namespace flashbuf
+
+namespace flashbuf {
+
+// Which prefill kernel the API picks on an H200 (compute capability 9.0), from the committed
+// measurements (bench/results/h200-prefill-sm80-20261130.json and -sm90-): the first Hopper
+// kernel (wgmma, no warp specialisation yet) beats the mma.sync kernel from head dim 192 up
+// (D 256: 1.03-1.26x FlashAttention-2 against 0.73-0.98x) and loses below it (D 64: 0.70-0.82x
+// against 0.80-0.95x; D 128 within a few percent either way).
+constexpr bool hopper_prefill_preferred(int head_dim, int head_dim_v) {
+  return (head_dim > head_dim_v ? head_dim : head_dim_v) > 128;
+}
+
+}  // namespace flashbuf
