@@ -55,6 +55,12 @@ struct PrefillBlock {
     return static_cast<In*>(p.o) + batch * p.o_batch_stride +
            std::int64_t(q_begin + m0) * p.o_row_stride + head * p.o_head_stride;
   }
+  // Binds both K/V buffers to this sequence's rows (contiguous, varlen or paged).
+  template <class In, bool Paged, class KBuf, class VBuf>
+  __device__ void bind_kv(KBuf& kbuf, VBuf& vbuf, const PrefillParams& p) const {
+    kbuf.src = kv_source<In, Paged>(p, p.k, p.k_batch_stride, p.k_row_stride, p.k_head_stride);
+    vbuf.src = kv_source<In, Paged>(p, p.v, p.v_batch_stride, p.v_row_stride, p.v_head_stride);
+  }
   // Where K (or V) rows of this sequence and KV head come from.
   template <class In, bool Paged>
   __device__ KVSource<In> kv_source(const PrefillParams& p, const void* base, std::int64_t batch_stride,

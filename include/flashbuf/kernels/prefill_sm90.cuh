@@ -71,8 +71,7 @@ struct PrefillSm90 {
     VBuf vbuf;
     kbuf.smem = reinterpret_cast<In*>(smem + kQBytes);
     vbuf.smem = reinterpret_cast<In*>(smem + kQBytes + KBuf::kSmemBytes);
-    kbuf.src = blk.kv_source<In, Paged>(p, p.k, p.k_batch_stride, p.k_row_stride, p.k_head_stride);
-    vbuf.src = blk.kv_source<In, Paged>(p, p.v, p.v_batch_stride, p.v_row_stride, p.v_head_stride);
+    blk.bind_kv<In, Paged>(kbuf, vbuf, p);
     QBuf qbuf;
     qbuf.smem = smem_q;
     qbuf.first_row = warpgroup * 64;
