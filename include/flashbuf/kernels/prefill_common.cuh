@@ -120,7 +120,7 @@ __device__ __forceinline__ float tree_reduce(float (&x)[N], Op op) {
 }
 
 // The online softmax (base 2) of one thread's rows: MTiles m16 tiles x 2 rows each, over
-// score accumulators s[MTiles][NTiles][4] and outputs o[MTiles][OTiles][4].
+// score accumulators s[MTiles][NTiles][4], rescaling an OutputRegisterBuffer.
 template <int MTiles, int NTiles>
 struct OnlineSoftmax {
   float row_max[MTiles][2];
@@ -161,10 +161,11 @@ struct OnlineSoftmax {
         }
   }
 
-  // Exponentiates s in place (it becomes P) and rescales o. A row that has seen no visible
-  // key keeps max = -inf; its exponent base is taken as 0 so exp2(-inf - base) = 0, not NaN.
-  template <int OTiles>
-  __device__ void update(float (&s)[MTiles][NTiles][4], float (&o)[MTiles][OTiles][4], float scale_log2) {
+  // Exponentiates s in place (it becomes P) and rescales the output buffer. A row that has
+  // seen no visible key keeps max = -inf; its exponent base is taken as 0 so exp2(-inf - base)
+  // = 0, not NaN.
+  template <class OBuf>
+  __device__ void update(float (&s)[MTiles][NTiles][4], OBuf& out, float scale_log2) {
 #pragma unroll
     for (int mt = 0; mt < MTiles; ++mt) {
       float correction[2];
@@ -188,37 +189,20 @@ struct OnlineSoftmax {
         }
         row_sum[mt][h] = row_sum[mt][h] * correction[h] + tree_reduce(part, [](float a, float b) { return a + b; });
       }
-#pragma unroll
-      for (int nt = 0; nt < OTiles; ++nt) {
-        o[mt][nt][0] *= correction[0];
-        o[mt][nt][1] *= correction[0];
-        o[mt][nt][2] *= correction[1];
-        o[mt][nt][3] *= correction[1];
-      }
+      out.rescale(mt, correction[0], correction[1]);
     }
   }
 
-  // Divides o by the row sums (0 for rows with no key) and writes the natural-log LSE of the
-  // block's valid rows; row_in_block0 is the first block row of this warp's tiles.
-  template <int OTiles>
-  __device__ void finalize(float (&o)[MTiles][OTiles][4], const PrefillParams& p, const PrefillBlock& b,
-                           int row_in_block0) {
+  // Divides the output by the row sums (0 for rows with no key) and writes the natural-log
+  // LSE of the block's valid rows; row_in_block0 is the first block row of this warp's tiles.
+  template <class OBuf>
+  __device__ void finalize(OBuf& out, const PrefillParams& p, const PrefillBlock& b, int row_in_block0) {
     const int lane = threadIdx.x % 32;
 #pragma unroll
     for (int mt = 0; mt < MTiles; ++mt) {
-      float inv[2];
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        row_sum[mt][h] = quad_sum(row_sum[mt][h]);
-        inv[h] = row_sum[mt][h] > 0.0f ? 1.0f / row_sum[mt][h] : 0.0f;
-      }
-#pragma unroll
-      for (int nt = 0; nt < OTiles; ++nt) {
-        o[mt][nt][0] *= inv[0];
-        o[mt][nt][1] *= inv[0];
-        o[mt][nt][2] *= inv[1];
-        o[mt][nt][3] *= inv[1];
-      }
+      for (int h = 0; h < 2; ++h) row_sum[mt][h] = quad_sum(row_sum[mt][h]);
+      out.apply_softmax_denominator(mt, row_sum[mt][0], row_sum[mt][1]);
       if (p.lse != nullptr && lane % 4 == 0) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {

@@ -103,7 +103,7 @@ struct PrefillSm80 {
         if (!tile_fully_visible(blk.mask, q_row0, q_row0 + 16 * kMTiles, key0, key0 + kBN)) {
           Softmax::apply_mask(pbuf.s, blk.mask, q_row0, key0);
         }
-        softmax.update(pbuf.s, out.o, p.scale_log2);
+        softmax.update(pbuf.s, out, p.scale_log2);
 
         sm80::cp_async_wait_group<0>();  // V(n) has landed
         __syncthreads();                 // ... for every thread; every warp is done with K(n)
@@ -116,7 +116,7 @@ struct PrefillSm80 {
     }
 
     // Epilogue: divide by the row sums, write LSE, stage O through shared memory (Q's tile).
-    softmax.finalize(out.o, p, blk, warp_row0);
+    softmax.finalize(out, p, blk, warp_row0);
     __syncthreads();  // the last tile's Q reads are done before O overwrites Q's tile
     store_output<OTile, TC, kThreads>(out.o, smem_q, warp_row0, blk.o_ptr<In>(p), p.o_row_stride, blk.rows_q);
   }

@@ -123,7 +123,7 @@ struct PrefillSm90 {
         if (!tile_fully_visible(blk.mask, q_row0, q_row0 + 16, key0, key0 + kBN)) {
           Softmax::apply_mask(pbuf.s, blk.mask, q_row0, key0);
         }
-        softmax.update(pbuf.s, out.o, p.scale_log2);
+        softmax.update(pbuf.s, out, p.scale_log2);
 
         // O += P V: P's A fragments straight from the accumulators, V through the transpose.
         float(&o)[Dv / 2] = reinterpret_cast<float(&)[Dv / 2]>(out.o);
@@ -150,7 +150,7 @@ struct PrefillSm90 {
       }
     }
 
-    softmax.finalize(out.o, p, blk, warp_row0);
+    softmax.finalize(out, p, blk, warp_row0);
     __syncthreads();  // Q's tile is free for the O epilogue
     store_output<OTile, TC, kThreads>(out.o, smem_q, warp_row0, blk.o_ptr<In>(p), p.o_row_stride, blk.rows_q);
 #endif
