@@ -61,8 +61,6 @@ __global__ void roundtrip_kernel(const __nv_bfloat16* src, std::int64_t row_stri
   }
 }
 
-std::uint16_t bits(__nv_bfloat16 x) { return *reinterpret_cast<std::uint16_t*>(&x); }
-
 template <class Buf, bool RegisterStaged>
 void check_roundtrip(int page_size) {
   using Cfg = typename Buf::Config;
