@@ -44,7 +44,8 @@ void time_variant(const char* name, int s, bool causal) {
   pr.window_right = causal ? 0 : -1;
   const PrefillParams p = detail::make_prefill_params(pr, Tile::value.block_m);
   auto launch = [&] {
-    detail::launch_prefill_sm80_variant<In, D, D, false, Tile>(p, p.num_m_blocks, h, b, nullptr);
+    detail::launch_prefill_kernel<PrefillSm80<In, D, D, false, Tile>>(&prefill_sm80_kernel<In, D, D, false, Tile>, p,
+                                                                      pr);
   };
   launch();
   cudaEvent_t e0, e1;

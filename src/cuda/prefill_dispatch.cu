@@ -1,4 +1,4 @@
-// Dispatch of the sm80-class prefill to its instantiations. The list of instantiations is
+// Dispatch of prefill (either kernel) to its instantiations. The list of instantiations is
 // generated from FLASHBUF_INSTANTIATIONS (cmake/instantiations.cmake); the kernels themselves
 // are compiled in the generated units, declared `extern template` here.
 #include <atomic>
@@ -19,31 +19,26 @@ bool prefill_instantiated(DType dtype, int head_dim, int head_dim_v) {
   return false;
 }
 
-void sm80_attention(const AttentionProblem& p) {
+namespace {
+
+template <PrefillKernel K>
+void run_prefill(const AttentionProblem& p) {
   FLASHBUF_CUDA_CHECK(cudaSetDevice(p.device_index));
-#define FLASHBUF_LAUNCH(dt, d, dv)                                              \
-  if (p.dtype == DType::dt && p.head_dim == d && p.head_dim_v == dv) {           \
-    launch_prefill_sm80<dt, d, dv>(p);                                           \
-    return;                                                                      \
+#define FLASHBUF_LAUNCH(dt, d, dv)                                    \
+  if (p.dtype == DType::dt && p.head_dim == d && p.head_dim_v == dv) { \
+    launch_prefill<K, dt, d, dv>(p);                                   \
+    return;                                                            \
   }
   FLASHBUF_FOR_EACH_INSTANTIATION(FLASHBUF_LAUNCH)
 #undef FLASHBUF_LAUNCH
-  throw RuntimeError("sm80_attention: no instantiation for this dtype/head dim "
-                     "(validation should have rejected it)");
+  throw RuntimeError("prefill: no instantiation for this dtype/head dim (validation should have rejected it)");
 }
 
-void sm90_attention(const AttentionProblem& p) {
-  FLASHBUF_CUDA_CHECK(cudaSetDevice(p.device_index));
-#define FLASHBUF_LAUNCH(dt, d, dv)                                              \
-  if (p.dtype == DType::dt && p.head_dim == d && p.head_dim_v == dv) {           \
-    launch_prefill_sm90<dt, d, dv>(p);                                           \
-    return;                                                                      \
-  }
-  FLASHBUF_FOR_EACH_INSTANTIATION(FLASHBUF_LAUNCH)
-#undef FLASHBUF_LAUNCH
-  throw RuntimeError("sm90_attention: no instantiation for this dtype/head dim "
-                     "(validation should have rejected it)");
-}
+}  // namespace
+
+void sm80_attention(const AttentionProblem& p) { run_prefill<PrefillKernel::mma_sync>(p); }
+
+void sm90_attention(const AttentionProblem& p) { run_prefill<PrefillKernel::wgmma>(p); }
 
 bool sm90_prefill_available(int device_index) {
   // Compute capability 9.0 and sm_90a code in this binary; probed once per device.

@@ -1,9 +1,11 @@
-// The prefill launcher: AttentionProblem -> PrefillParams -> kernel launch. Compiled once per
-// (dtype, D, Dv) in the generated units (cmake/instantiations.cmake); every other unit sees
+// The prefill launchers of both kernels: AttentionProblem -> PrefillParams -> kernel launch.
+// Compiled once per (dtype, D, Dv) in the generated units (cmake/instantiations.cmake); every other unit sees
 // only the declaration, so no kernel is compiled twice.
 #pragma once
 
 #include <cuda_runtime.h>
+
+#include <atomic>
 
 #include "api/problem.hpp"
 #include "cuda/check.cuh"
@@ -12,18 +14,28 @@
 
 namespace flashbuf::detail {
 
-template <class In, int D, int Dv>
-void launch_prefill_sm80(const AttentionProblem& pr);
+// Which prefill kernel: the mma.sync one (sm80 class) or the Hopper wgmma one (sm_90a).
+enum class PrefillKernel { mma_sync, wgmma };
 
-template <class In, int D, int Dv, bool Paged, class Tile = TableTile<D, Dv>>
-void launch_prefill_sm80_variant(const PrefillParams& params, int grid_m, int heads, int batch,
-                                 cudaStream_t stream) {
-  using Kernel = PrefillSm80<In, D, Dv, Paged, Tile>;
-  auto* kernel = &prefill_sm80_kernel<In, D, Dv, Paged, Tile>;
-  FLASHBUF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+// Raises a kernel's dynamic shared-memory limit once per device, not on every launch: the
+// flags are keyed on the kernel's class, so every instantiation has its own.
+template <class Kernel>
+void raise_smem_limit_once(const void* kernel_fn, int device) {
+  static std::atomic<bool> raised[64] = {};
+  std::atomic<bool>& done = raised[device & 63];
+  if (done.load(std::memory_order_acquire)) return;
+  FLASHBUF_CUDA_CHECK(cudaFuncSetAttribute(kernel_fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            Kernel::kSmemBytes));
-  const dim3 grid(grid_m, heads, batch);
-  kernel<<<grid, Kernel::kThreads, Kernel::kSmemBytes, stream>>>(params);
+  done.store(true, std::memory_order_release);
+}
+
+// One launch of `kernel` (a __global__ of class Kernel) over the problem's grid.
+template <class Kernel>
+void launch_prefill_kernel(void (*kernel)(PrefillParams), const PrefillParams& params,
+                           const AttentionProblem& pr) {
+  raise_smem_limit_once<Kernel>(reinterpret_cast<const void*>(kernel), pr.device_index);
+  kernel<<<dim3(params.num_m_blocks, pr.heads_q, pr.batch), Kernel::kThreads, Kernel::kSmemBytes,
+           static_cast<cudaStream_t>(pr.stream)>>>(params);
   FLASHBUF_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -69,39 +81,25 @@ inline PrefillParams make_prefill_params(const AttentionProblem& pr, int block_m
   return p;
 }
 
-template <class In, int D, int Dv>
-void launch_prefill_sm80(const AttentionProblem& pr) {
-  const PrefillParams p = make_prefill_params(pr, prefill_tile(D, Dv).block_m);
-  if (pr.batch == 0 || p.num_m_blocks == 0) return;
-  auto stream = static_cast<cudaStream_t>(pr.stream);
-  if (pr.paged()) {
-    launch_prefill_sm80_variant<In, D, Dv, true>(p, p.num_m_blocks, pr.heads_q, pr.batch, stream);
+template <PrefillKernel K, class In, int D, int Dv, bool Paged>
+void launch_prefill_variant(const PrefillParams& params, const AttentionProblem& pr) {
+  if constexpr (K == PrefillKernel::mma_sync) {
+    launch_prefill_kernel<PrefillSm80<In, D, Dv, Paged>>(&prefill_sm80_kernel<In, D, Dv, Paged>, params, pr);
   } else {
-    launch_prefill_sm80_variant<In, D, Dv, false>(p, p.num_m_blocks, pr.heads_q, pr.batch, stream);
+    launch_prefill_kernel<PrefillSm90<In, D, Dv, Paged>>(&prefill_sm90_kernel<In, D, Dv, Paged>, params, pr);
   }
 }
 
-// The Hopper kernel (wgmma): built into every unit, runnable where the sm_90a image exists.
-template <class In, int D, int Dv, bool Paged>
-void launch_prefill_sm90_variant(const PrefillParams& params, int grid_m, int heads, int batch,
-                                 cudaStream_t stream) {
-  using Kernel = PrefillSm90<In, D, Dv, Paged>;
-  auto* kernel = &prefill_sm90_kernel<In, D, Dv, Paged>;
-  FLASHBUF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           Kernel::kSmemBytes));
-  kernel<<<dim3(grid_m, heads, batch), Kernel::kThreads, Kernel::kSmemBytes, stream>>>(params);
-  FLASHBUF_CUDA_CHECK(cudaGetLastError());
-}
-
-template <class In, int D, int Dv>
-void launch_prefill_sm90(const AttentionProblem& pr) {
-  const PrefillParams p = make_prefill_params(pr, PrefillSm90<In, D, Dv, false>::kBM);
+template <PrefillKernel K, class In, int D, int Dv>
+void launch_prefill(const AttentionProblem& pr) {
+  constexpr int block_m =
+      K == PrefillKernel::mma_sync ? PrefillSm80<In, D, Dv, false>::kBM : PrefillSm90<In, D, Dv, false>::kBM;
+  const PrefillParams p = make_prefill_params(pr, block_m);
   if (pr.batch == 0 || p.num_m_blocks == 0) return;
-  auto stream = static_cast<cudaStream_t>(pr.stream);
   if (pr.paged()) {
-    launch_prefill_sm90_variant<In, D, Dv, true>(p, p.num_m_blocks, pr.heads_q, pr.batch, stream);
+    launch_prefill_variant<K, In, D, Dv, true>(p, pr);
   } else {
-    launch_prefill_sm90_variant<In, D, Dv, false>(p, p.num_m_blocks, pr.heads_q, pr.batch, stream);
+    launch_prefill_variant<K, In, D, Dv, false>(p, pr);
   }
 }
 
@@ -120,13 +118,13 @@ bool prefill_sm90_image_present() {
 using bf16 = __nv_bfloat16;
 using fp16 = __half;
 
-#define FLASHBUF_INSTANTIATE_PREFILL(dtype, d, dv)                           \
-  template void launch_prefill_sm80<dtype, d, dv>(const AttentionProblem&); \
-  template void launch_prefill_sm90<dtype, d, dv>(const AttentionProblem&); \
+#define FLASHBUF_INSTANTIATE_PREFILL(dtype, d, dv)                                              \
+  template void launch_prefill<PrefillKernel::mma_sync, dtype, d, dv>(const AttentionProblem&); \
+  template void launch_prefill<PrefillKernel::wgmma, dtype, d, dv>(const AttentionProblem&);    \
   template bool prefill_sm90_image_present<dtype, d, dv>();
-#define FLASHBUF_DECLARE_PREFILL(dtype, d, dv)                                     \
-  extern template void launch_prefill_sm80<dtype, d, dv>(const AttentionProblem&); \
-  extern template void launch_prefill_sm90<dtype, d, dv>(const AttentionProblem&); \
+#define FLASHBUF_DECLARE_PREFILL(dtype, d, dv)                                                         \
+  extern template void launch_prefill<PrefillKernel::mma_sync, dtype, d, dv>(const AttentionProblem&); \
+  extern template void launch_prefill<PrefillKernel::wgmma, dtype, d, dv>(const AttentionProblem&);    \
   extern template bool prefill_sm90_image_present<dtype, d, dv>();
 
 }  // namespace flashbuf::detail

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "flashbuf/arch/sm80/ldmatrix.cuh"
 #include "flashbuf/buffers/concepts.cuh"
@@ -15,6 +16,19 @@
 #include "flashbuf/buffers/tensor_core.cuh"
 
 namespace flashbuf {
+
+// Sets every element of a (nested) register array; fully unrolled, so it stays in registers.
+template <class T, int N, class V>
+__device__ __forceinline__ void fill_registers(T (&a)[N], V value) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    if constexpr (std::is_array_v<T>) {
+      fill_registers(a[i], value);
+    } else {
+      a[i] = static_cast<T>(value);
+    }
+  }
+}
 
 // Q: loaded once per block into shared memory (by the kernel's cp.async), then either kept
 // in registers for every k-step (InRegisters, when the register budget allows) or re-read
@@ -32,14 +46,7 @@ struct QRegisterBuffer {
   int warp_row0 = 0;
   std::uint32_t frag[InRegisters ? MTiles : 1][InRegisters ? kKSteps : 1][4];
 
-  __device__ void zero() {
-#pragma unroll
-    for (auto& m : frag)
-#pragma unroll
-      for (auto& k : m)
-#pragma unroll
-        for (auto& r : k) r = 0;
-  }
+  __device__ void zero() { fill_registers(frag, 0); }
   __device__ void load_fragment(std::uint32_t (&r)[4], int mt, int k) const {
     const RowCol a = ldmatrix_x4::a_tile_row_address(threadIdx.x % 32);
     sm80::ldmatrix_x4(r, smem + Tile::offset(warp_row0 + mt * TC::kM + a.row, k * TC::kK + a.col));
@@ -75,14 +82,7 @@ struct PRegisterBuffer {
   static constexpr PFragmentOrder kOrder = PFragmentOrder::accumulator_as_a;
   float s[MTiles][kNTiles][4];
 
-  __device__ void zero() {
-#pragma unroll
-    for (auto& m : s)
-#pragma unroll
-      for (auto& n : m)
-#pragma unroll
-        for (auto& x : n) x = 0.0f;
-  }
+  __device__ void zero() { fill_registers(s, 0.0f); }
   template <int K>
   __device__ void mma_tile(int mt, std::uint32_t (&a)[4]) const {
     a[0] = TC::pack(s[mt][2 * K][0], s[mt][2 * K][1]);
@@ -110,14 +110,7 @@ struct OutputRegisterBuffer {
   static constexpr int kNTiles = Dv / TC::kN;
   float o[MTiles][kNTiles][4];
 
-  __device__ void zero() {
-#pragma unroll
-    for (auto& m : o)
-#pragma unroll
-      for (auto& n : m)
-#pragma unroll
-        for (auto& x : n) x = 0.0f;
-  }
+  __device__ void zero() { fill_registers(o, 0.0f); }
   // Multiply row lo / hi of m-tile mt by the online-softmax correction exp2(m_old - m_new).
   __device__ void rescale(int mt, float lo, float hi) {
 #pragma unroll
