@@ -56,8 +56,13 @@ Capabilities capabilities(Device device) {
       c.dims.push_back(d);
     }
   }
-  c.decode_dims = {{64, 64}, {128, 128}, {256, 256}};  // the decode kernels' list (src/cuda/decode_*.cu)
+  for (int d : {64, 128, 256}) {
+    if (detail::decode_instantiated(DType::bf16, d) && detail::decode_instantiated(DType::fp16, d)) {
+      c.decode_dims.push_back({d, d});
+    }
+  }
   if (c.dims.empty()) c.dims = {{128, 128}};
+  if (c.decode_dims.empty()) c.decode_dims = {{128, 128}};
   return c;
 }
 
