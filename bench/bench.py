@@ -187,7 +187,7 @@ def bench_prefill(d: int, s: int, causal: bool, args) -> dict:
 
     impls = {}
     if flashbuf is not None:
-        impls["flashbuf"] = lambda q, k, v: flashbuf.attention(q, k, v, causal=causal)
+        impls["flashbuf"] = lambda q, k, v: flashbuf.attention(q, k, v, causal=causal, backend=args.backend)
     for name, backend in ANCHORS.items():
         impls[name] = (lambda be: lambda q, k, v: sdpa(q, k, v, causal, be))(backend)
 
@@ -452,6 +452,8 @@ def main(argv=None) -> int:
     p.add_argument("--b", type=int_list, default=list(DECODE_B), help="decode batch sizes (1,8,32,128)")
     p.add_argument("--kv", type=int_list, default=list(DECODE_KV), help="decode KV lengths (512,...,128k)")
     p.add_argument("--pages", type=int_list, default=list(DECODE_PAGES), help="decode page sizes, 0 = contiguous")
+    p.add_argument("--backend", choices=("auto", "sm80", "sm90"), default="auto",
+                   help="flashbuf prefill kernel (auto: the one the library picks for the device and head dim)")
     p.add_argument("--iters", type=int, default=9, help="graph replays per measurement (>= 7; median)")
     p.add_argument("--target-ms", type=float, default=20.0, help="length of one replayed graph")
     p.add_argument("--out", help="results JSON (default: $OUT or bench/results, <gpu>-<what>-<date>.json)")

@@ -2,7 +2,9 @@
 # One whole GPU cycle on the device machine (an H200): configure, build with every core, run
 # the GPU tests, compute-sanitizer on small cases, install the Python package, benchmark, and
 # print a short table last. Logs and results go to $OUT (default ./gpu-out).
-#   scripts/gpu_cycle.sh [--tests-only] [--bench-args "..."]
+#   scripts/gpu_cycle.sh [--tests-only] [--no-sanitize] [--bench-args "..."]
+# Narrower iterations: GTEST_FILTER (GPU tests to run, default all), PYTEST_FILES (default
+# test_gpu.py; "none" skips), SANITIZE_FILTER (small cases under compute-sanitizer).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -33,7 +35,7 @@ cmake --build build-gpu -j"$JOBS" >"$OUT/build.log" 2>&1 || { grep -E "error|Err
 summary+=("build: $(( $(date +%s) - start )) s on $JOBS cores")
 
 step gpu tests
-./build-gpu/tests/flashbuf_gpu_tests --gtest_brief=1 2>&1 | tee "$OUT/gpu_tests.log" | tail -40
+./build-gpu/tests/flashbuf_gpu_tests --gtest_brief=1 --gtest_filter="${GTEST_FILTER:-*}" 2>&1 | tee "$OUT/gpu_tests.log" | tail -40
 summary+=("gpu tests: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/gpu_tests.log" | tr '\n' ' ')")
 step host tests
 ctest --test-dir build-gpu -L host -j"$JOBS" --output-on-failure >"$OUT/host_tests.log" 2>&1
@@ -43,7 +45,7 @@ if [ "$SANITIZE" = 1 ]; then
   step compute-sanitizer
   for tool in memcheck racecheck synccheck; do
     compute-sanitizer --tool $tool --error-exitcode 9 ./build-gpu/tests/flashbuf_gpu_tests \
-      --gtest_filter='*Sanitizer*:BuffersRoundTrip.*:WgmmaBuffers.*' --gtest_brief=1 >"$OUT/sanitize_$tool.log" 2>&1
+      --gtest_filter="${SANITIZE_FILTER:-*Sanitizer*:BuffersRoundTrip.*:WgmmaBuffers.*}" --gtest_brief=1 >"$OUT/sanitize_$tool.log" 2>&1
     summary+=("sanitizer $tool: exit $? ($(grep -c 'ERROR SUMMARY: 0' "$OUT/sanitize_$tool.log") clean summaries)")
   done
 fi
@@ -54,7 +56,9 @@ if [ "$TESTS_ONLY" = 0 ]; then
   step python package
   FLASHBUF_COMMIT=${FLASHBUF_COMMIT:-unknown} CMAKE_ARGS="-DFLASHBUF_CUDA_ARCHS=${FLASHBUF_CUDA_ARCHS:-90a}" \
     python3 -m pip install --no-build-isolation --no-deps . >"$OUT/pip.log" 2>&1 || tail -30 "$OUT/pip.log"
-  (cd /tmp && python3 -m pytest -q -x "$OLDPWD/python/tests" 2>&1 | tail -15 | tee "$OUT/pytest.log")
+  if [ "${PYTEST_FILES:-test_gpu.py}" != none ]; then
+    FILES="${PYTEST_FILES:-test_gpu.py}" bench/gpu_pytest.sh -q 2>&1 | tail -15 | tee "$OUT/pytest.log"
+  fi
   step benchmark
   PYTHONUNBUFFERED=1 python3 bench/bench.py --out "$OUT/bench.json" --plot "$OUT/bench.png" $BENCH_ARGS 2>&1 | tee "$OUT/bench.log" | tail -60
 fi

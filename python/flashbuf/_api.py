@@ -85,7 +85,7 @@ def _max_seqlen(name: str, cu_seqlens) -> int:
 
 def attention(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, scale=None, cu_seqlens_q=None,
               cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, seqlens_k=None, page_table=None,
-              return_lse=False, out=None):
+              return_lse=False, out=None, backend="auto"):
     """Exact softmax attention, softmax(scale * q k^T + mask) v, in FlashAttention's layout.
 
     Batch:  q (B, Sq, Hq, D), k (B, Sk, Hkv, D), v (B, Sk, Hkv, Dv) -> o (B, Sq, Hq, Dv),
@@ -104,8 +104,11 @@ def attention(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, scale=None
     Tensors: torch tensors on CUDA (run on the current stream, no copies) or the CPU, or NumPy
     arrays (bfloat16 through ml_dtypes). Returns o, or (o, lse) with return_lse. out, if given,
     receives o. max_seqlen_q/k are computed from cu_seqlens when omitted, which synchronises on
-    CUDA; pass them for CUDA-graph capture.
+    CUDA; pass them for CUDA-graph capture. backend: "auto" (the fastest kernel for the device
+    and head dims), or "cpu", "sm80" (mma.sync kernel), "sm90" (Hopper wgmma kernel) explicitly.
     """
+    if not isinstance(backend, str):
+        raise TypeError(f"backend: expected a string ('auto', 'cpu', 'sm80', 'sm90'), got {type(backend).__name__}")
     window_left, window_right = window_pair(window)
     scale = softmax_scale(scale)
     softcap = float(softcap)
@@ -118,7 +121,7 @@ def attention(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, scale=None
         if out is None:
             o, lse = torch.ops.flashbuf.attention(q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table,
                                                   max_seqlen_q, max_seqlen_k, scale, causal, window_left,
-                                                  window_right, softcap, return_lse)
+                                                  window_right, softcap, return_lse, backend)
             return (o, lse) if return_lse else o
         lse = None
         if return_lse:
@@ -126,7 +129,7 @@ def attention(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, scale=None
             lse = q.new_empty(lse_shape, dtype=torch.float32)
         torch.ops.flashbuf.attention_out(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table,
                                          max_seqlen_q, max_seqlen_k, scale, causal, window_left, window_right,
-                                         softcap)
+                                         softcap, backend)
         return (out, lse) if return_lse else out
 
     q_in = _np_in("q", q)
@@ -136,7 +139,7 @@ def attention(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, scale=None
     last.name = _C.attention(
         q_in, _np_in("k", k), _np_in("v", v), _np_in("o", o), lse, _np_in("cu_seqlens_q", cu_seqlens_q),
         _np_in("cu_seqlens_k", cu_seqlens_k), _np_in("seqlens_k", seqlens_k), _np_in("page_table", page_table),
-        max_seqlen_q, max_seqlen_k, scale, causal, window_left, window_right, softcap, 0)
+        max_seqlen_q, max_seqlen_k, scale, causal, window_left, window_right, softcap, 0, backend)
     return (o, lse) if return_lse else o
 
 

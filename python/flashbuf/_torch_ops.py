@@ -47,28 +47,28 @@ def _attention_outputs(q: Tensor, v: Tensor, return_lse: bool) -> tuple[Tensor, 
 
 
 def _run_attention(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table, max_seqlen_q,
-                   max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap):
+                   max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap, backend):
     with _on_device(q):
         last.name = _C.attention(
             _arg(q), _arg(k), _arg(v), _arg(out), _arg(lse), _arg(cu_seqlens_q), _arg(cu_seqlens_k),
             _arg(seqlens_k), _arg(page_table), max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
-            window_right, softcap, _stream(q))
+            window_right, softcap, _stream(q), backend)
 
 
 @torch.library.custom_op("flashbuf::attention", mutates_args=())
 def attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor],
               seqlens_k: Optional[Tensor], page_table: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int,
               softmax_scale: float, causal: bool, window_left: int, window_right: int, softcap: float,
-              return_lse: bool) -> tuple[Tensor, Tensor]:
+              return_lse: bool, backend: str = "auto") -> tuple[Tensor, Tensor]:
     o, lse = _attention_outputs(q, v, return_lse)
     _run_attention(q, k, v, o, lse if return_lse else None, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table,
-                   max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap)
+                   max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap, backend)
     return o, lse
 
 
 @attention.register_fake
 def _(q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table, max_seqlen_q, max_seqlen_k, softmax_scale,
-      causal, window_left, window_right, softcap, return_lse):
+      causal, window_left, window_right, softcap, return_lse, backend="auto"):
     return _attention_outputs(q, v, return_lse)
 
 
@@ -76,14 +76,14 @@ def _(q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table, max_seqlen_q, 
 def attention_out(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Optional[Tensor],
                   cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor], seqlens_k: Optional[Tensor],
                   page_table: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int, softmax_scale: float,
-                  causal: bool, window_left: int, window_right: int, softcap: float) -> None:
+                  causal: bool, window_left: int, window_right: int, softcap: float, backend: str = "auto") -> None:
     _run_attention(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table, max_seqlen_q,
-                   max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap)
+                   max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap, backend)
 
 
 @attention_out.register_fake
 def _(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table, max_seqlen_q, max_seqlen_k,
-      softmax_scale, causal, window_left, window_right, softcap):
+      softmax_scale, causal, window_left, window_right, softcap, backend="auto"):
     return None
 
 

@@ -215,6 +215,18 @@ def test_error_heads_not_a_multiple():
         flashbuf.attention(q, k, v)
 
 
+def test_backend_argument():
+    q, k, v = qkv()
+    flashbuf.attention(q, k, v, backend="cpu")
+    assert flashbuf.last_backend() == "cpu"
+    with pytest.raises(ValueError, match=r"^backend: sm90 was requested but the tensors are CPU tensors"):
+        flashbuf.attention(q, k, v, backend="sm90")
+    with pytest.raises(ValueError, match=r"^backend: unknown backend 'fastest'"):
+        flashbuf.attention(q, k, v, backend="fastest")
+    with pytest.raises(TypeError, match=r"^backend: expected a string"):
+        flashbuf.attention(q, k, v, backend=90)
+
+
 def test_error_dtype_mismatch_is_type_error():
     q, k, v = qkv()
     with pytest.raises(TypeError, match=r"^k: "):

@@ -161,14 +161,14 @@ struct OnlineSoftmax {
         }
   }
 
-  // Exponentiates s in place (it becomes P) and rescales the output buffer. A row that has
-  // seen no visible key keeps max = -inf; its exponent base is taken as 0 so exp2(-inf - base)
-  // = 0, not NaN.
-  template <class OBuf>
-  __device__ void update(float (&s)[MTiles][NTiles][4], OBuf& out, float scale_log2) {
+  // Exponentiates s in place (it becomes P) and returns per row the factor exp2(m_old - m_new)
+  // the output must be scaled by (the caller may do it later, once O is not in flight). A row
+  // that has seen no visible key keeps max = -inf; its exponent base is taken as 0 so
+  // exp2(-inf - base) = 0, not NaN.
+  __device__ void update_scores(float (&s)[MTiles][NTiles][4], float scale_log2,
+                                float (&correction)[MTiles][2]) {
 #pragma unroll
     for (int mt = 0; mt < MTiles; ++mt) {
-      float correction[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         float part[NTiles];
@@ -177,7 +177,7 @@ struct OnlineSoftmax {
         const float m =
             quad_max(fmaxf(row_max[mt][h], tree_reduce(part, [](float a, float b) { return fmaxf(a, b); })));
         const float base = m == kNegInf ? 0.0f : m * scale_log2;
-        correction[h] = sm80::ex2_approx_ftz(row_max[mt][h] * scale_log2 - base);
+        correction[mt][h] = sm80::ex2_approx_ftz(row_max[mt][h] * scale_log2 - base);
         row_max[mt][h] = m;
 #pragma unroll
         for (int nt = 0; nt < NTiles; ++nt) {
@@ -187,10 +187,22 @@ struct OnlineSoftmax {
           s1 = sm80::ex2_approx_ftz(s1 * scale_log2 - base);
           part[nt] = s0 + s1;
         }
-        row_sum[mt][h] = row_sum[mt][h] * correction[h] + tree_reduce(part, [](float a, float b) { return a + b; });
+        row_sum[mt][h] =
+            row_sum[mt][h] * correction[mt][h] + tree_reduce(part, [](float a, float b) { return a + b; });
       }
-      out.rescale(mt, correction[0], correction[1]);
     }
+  }
+  // The same, rescaling the output buffer at once.
+  template <class OBuf>
+  __device__ void update(float (&s)[MTiles][NTiles][4], OBuf& out, float scale_log2) {
+    float correction[MTiles][2];
+    update_scores(s, scale_log2, correction);
+    rescale(out, correction);
+  }
+  template <class OBuf>
+  __device__ static void rescale(OBuf& out, const float (&correction)[MTiles][2]) {
+#pragma unroll
+    for (int mt = 0; mt < MTiles; ++mt) out.rescale(mt, correction[mt][0], correction[mt][1]);
   }
 
   // Divides the output by the row sums (0 for rows with no key) and writes the natural-log
@@ -221,11 +233,12 @@ struct OnlineSoftmax {
 
 // The epilogue: O fragments (rows from row_in_block0) -> shared tile OTile (16-bit, converted
 // with TC::pack) -> whole 16-byte chunks of rows in device memory. The caller synchronises
-// before (the shared region must be free) and this function synchronises in between.
-template <class OTile, class TC, int NumThreads, int MTiles, int OTiles, class In>
+// before (the shared region must be free); `sync` synchronises the NumThreads writers in
+// between, `thread` is this thread's index among them.
+template <class OTile, class TC, int NumThreads, int MTiles, int OTiles, class In, class Sync>
 __device__ void store_output(const float (&o)[MTiles][OTiles][4], In* smem, int row_in_block0, In* dst,
-                             std::int64_t row_stride, int rows) {
-  const int lane = threadIdx.x % 32;
+                             std::int64_t row_stride, int rows, int thread, Sync&& sync) {
+  const int lane = thread % 32;
 #pragma unroll
   for (int mt = 0; mt < MTiles; ++mt)
 #pragma unroll
@@ -236,13 +249,20 @@ __device__ void store_output(const float (&o)[MTiles][OTiles][4], In* smem, int 
         const int c = nt * 8 + (lane % 4) * 2;
         *reinterpret_cast<std::uint32_t*>(smem + OTile::offset(r, c)) = TC::pack(o[mt][nt][2 * h], o[mt][nt][2 * h + 1]);
       }
-  __syncthreads();
+  sync();
   constexpr int kChunksPerRow = OTile::kCols / 8;
-  for (int chunk = threadIdx.x; chunk < OTile::kRows * kChunksPerRow; chunk += NumThreads) {
+  for (int chunk = thread; chunk < OTile::kRows * kChunksPerRow; chunk += NumThreads) {
     const int r = chunk / kChunksPerRow, c = chunk % kChunksPerRow * 8;
     if (r < rows)
       *reinterpret_cast<uint4*>(dst + r * row_stride + c) = *reinterpret_cast<const uint4*>(smem + OTile::offset(r, c));
   }
+}
+// Every thread of the block writes.
+template <class OTile, class TC, int NumThreads, int MTiles, int OTiles, class In>
+__device__ void store_output(const float (&o)[MTiles][OTiles][4], In* smem, int row_in_block0, In* dst,
+                             std::int64_t row_stride, int rows) {
+  store_output<OTile, TC, NumThreads>(o, smem, row_in_block0, dst, row_stride, rows, static_cast<int>(threadIdx.x),
+                                      [] { __syncthreads(); });
 }
 
 template <int N, class F>

@@ -1,60 +1,103 @@
-// kernels: the Hopper prefill kernel (sm_90a), the same buffer concepts in their wgmma forms:
-//   Q  : cp.async into a slab-major 128B-swizzled tile; QSharedBufferSm90 hands each warpgroup
-//        the descriptor of its 64 rows (A of S = Q K^T from shared memory)
-//   K  : KVBufferLDSSm90<KBufferConfig>  (K-major B of S = Q K^T), two shared stages
+// kernels: the Hopper prefill kernel (sm_90a), the same buffer concepts in their wgmma forms,
+// warp-specialised:
+//   Q  : cp.async into a slab-major 128B-swizzled tile; QSharedBufferSm90 hands each consumer
+//        warpgroup the descriptor of its 64 rows (A of S = Q K^T from shared memory)
+//   K  : KVBufferLDSSm90<KBufferConfig>  (K-major B of S = Q K^T), a StageRing of stages
 //   V  : KVBufferLDSSm90<VBufferConfig>  (N-major B of O += P V, the descriptor's transpose)
 //   S/P: PRegisterBuffer over the wgmma accumulators (per warp the mma.sync C layout), packed
 //        into A fragments of O += P V straight from registers (wgmma's register-A form)
 //   O  : OutputRegisterBuffer, same epilogue as the sm80 kernel
 //
-// Block: two consumer warpgroups of 64 query rows each (block_m = 128). Tiles K(n+1), V(n+1)
-// load (cp.async, every thread) while tile n is computed. This first Hopper form has no
-// producer warp, no ping-pong between warpgroups and no TMA yet (see the tile table).
+// Block = 3 warpgroups:
+//   WG 0  producer  (setmaxnreg down): Q, then K(i), V(i) for every key tile into the rings;
+//                    each stage is handed over on mbarriers (StageRing)
+//   WG 1  consumer  query rows   0..63  of the block  (setmaxnreg up)
+//   WG 2  consumer  query rows  64..127
+//
+// A consumer overlaps its softmax with its own matrix products and with the other's:
+//
+//   issue S(i) = Q K(i)^T  and  O += P(i-1) V(i-1)     <- in turn with the other consumer
+//   wait S(i); softmax of S(i) (max, exp, sum)          (the tensor cores run O += P V, then the
+//   wait O; rescale O; P(i) = pack(S(i))                 other warpgroup's two products)
+//
+// "In turn" (ping-pong): two named barriers order the issue phases WG1, WG2, WG1, ... so one
+// warpgroup's softmax runs while the other's products occupy the tensor cores.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "flashbuf/arch/sm80/cp_async.cuh"
+#include "flashbuf/arch/sm90/named_barrier.cuh"
+#include "flashbuf/arch/sm90/setmaxnreg.cuh"
 #include "flashbuf/arch/sm90/wgmma.cuh"
 #include "flashbuf/buffers/kv_buffer_sm90.cuh"
 #include "flashbuf/buffers/register_buffers.cuh"
 #include "flashbuf/buffers/smem_tile.cuh"
+#include "flashbuf/buffers/stage_ring_sm90.cuh"
 #include "flashbuf/buffers/tensor_core.cuh"
 #include "flashbuf/kernels/prefill_common.cuh"
 #include "flashbuf/kernels/prefill_params.hpp"
 
 namespace flashbuf {
 
-// Tile table of the Hopper kernel. block_n: 128 keys while S (block_n / 2 registers) and O
-// (Dv / 2) fit beside each other; 64 from D = 192, where O alone takes 96..128 registers.
+// Tile table of the Hopper kernel. block_n: 128 keys while S (block_n / 2 registers), the P
+// fragments of the previous tile (block_n / 4) and O (Dv / 2) fit in a consumer's registers;
+// 64 from D = 192, where O alone takes 96..128 registers.
 constexpr int prefill_sm90_block_n(int head_dim, int head_dim_v) {
   return (head_dim > head_dim_v ? head_dim : head_dim_v) <= 128 ? 128 : 64;
+}
+// Stages per ring: as many K+V stages as shared memory holds beside Q, at most 4.
+constexpr int prefill_sm90_stages(int q_bytes, int kv_stage_bytes) {
+  constexpr int kUsable = 227 * 1024 - 2048;  // opt-in limit less alignment and barriers
+  const int fit = (kUsable - q_bytes) / kv_stage_bytes;
+  return fit < 4 ? fit : 4;
 }
 
 template <class In, int D, int Dv, bool Paged>
 struct PrefillSm90 {
-  static constexpr int kWarpGroups = 2;
-  static constexpr int kBM = 64 * kWarpGroups;
+  static constexpr int kConsumers = 2;  // consumer warpgroups
+  static constexpr int kBM = 64 * kConsumers;
   static constexpr int kBN = prefill_sm90_block_n(D, Dv);
-  static constexpr int kThreads = 128 * kWarpGroups;
-  static constexpr int kStages = 2;
+  static constexpr int kProducerThreads = 128;
+  static constexpr int kConsumerThreads = 128 * kConsumers;
+  static constexpr int kThreads = kProducerThreads + kConsumerThreads;
+  // Launched at 168 registers per thread (65536 / 384, rounded down to 8): the producer keeps
+  // 40, the consumers take 232 (40 + 2 * 232 = 3 * 168).
+  static constexpr int kProducerRegisters = 40;
+  static constexpr int kConsumerRegisters = 232;
 
-  using TC = TiledTensorCore<In>;      // P packing and the epilogue's conversion
+  using TC = TiledTensorCore<In>;  // P packing and the epilogue's conversion
   using WG = WgmmaTensorCore<In>;
   using QBuf = QSharedBufferSm90<WG, kBM, D>;
   using QTile = typename QBuf::Tile;
-  using KBuf = KVBufferLDSSm90<KBufferConfig<kBN, D, kBN>, WG, kThreads, kStages>;
-  using VBuf = KVBufferLDSSm90<VBufferConfig<kBN, kBN, Dv, Dv>, WG, kThreads, kStages>;
+  using KTile = SlabTile<kBN, D>;
+  using VTile = SlabTile<kBN, Dv>;
+  static constexpr int kAlign = 1024;  // 128-byte swizzle atoms must start 1024-byte aligned
+  using OTile = SwizzledTile<kBM, Dv>;
+  static constexpr int kQBytes = round_up(QTile::kBytes > OTile::kBytes ? QTile::kBytes : OTile::kBytes, kAlign);
+  static constexpr int kStages = prefill_sm90_stages(kQBytes, KTile::kBytes + VTile::kBytes);
+  static_assert(kStages >= 2, "prefill_sm90: shared memory must hold two K+V stages beside Q");
+
+  using KBuf = KVBufferLDSSm90<KBufferConfig<kBN, D, kBN>, WG, kProducerThreads, kStages>;
+  using VBuf = KVBufferLDSSm90<VBufferConfig<kBN, kBN, Dv, Dv>, WG, kProducerThreads, kStages>;
+  using Ring = StageRing<kStages>;
   using PBuf = PRegisterBuffer<TC, 1, kBN>;
   using OBuf = OutputRegisterBuffer<TC, 1, Dv>;
-  using OTile = SwizzledTile<kBM, Dv>;
   using Softmax = OnlineSoftmax<1, PBuf::kNTiles>;
   static_assert(KVBuffer<KBuf> && KVBuffer<VBuf>);
+  static_assert(std::is_same_v<typename KBuf::Tile, KTile> && std::is_same_v<typename VBuf::Tile, VTile>);
 
-  static constexpr int kAlign = 1024;  // 128-byte swizzle atoms must start 1024-byte aligned
-  static constexpr int kQBytes = round_up(QTile::kBytes > OTile::kBytes ? QTile::kBytes : OTile::kBytes, kAlign);
-  static constexpr int kSmemBytes = kAlign + kQBytes + KBuf::kSmemBytes + VBuf::kSmemBytes;
+  // Shared memory: [Q / O epilogue][K stages][V stages][barriers: Q, K ring, V ring].
+  static constexpr int kBarrierBytes = sizeof(std::uint64_t) + 2 * Ring::kBarrierBytes;
+  static constexpr int kSmemBytes = kAlign + kQBytes + KBuf::kSmemBytes + VBuf::kSmemBytes + kBarrierBytes;
+
+  // Named barriers (0 is __syncthreads).
+  enum Barrier : int {
+    kConsumersSync = 1,  // both consumer warpgroups (the epilogue)
+    kIssueTurn0 = 2,     // consumer c waits on kIssueTurn0 + c for its turn to issue wgmma
+  };
 
   __device__ static void run(const PrefillParams& p, char* smem_raw) {
 #ifdef FLASHBUF_NO_WGMMA
@@ -62,8 +105,6 @@ struct PrefillSm90 {
 #else
     const PrefillBlock blk = PrefillBlock::make(p, kBM);
     if (blk.empty()) return;
-    const int warpgroup = threadIdx.x / 128;
-    const int warp_row0 = warpgroup * 64 + (threadIdx.x % 128) / 32 * 16;
 
     char* smem = reinterpret_cast<char*>(round_up(reinterpret_cast<std::uintptr_t>(smem_raw), std::uintptr_t(kAlign)));
     In* smem_q = reinterpret_cast<In*>(smem);
@@ -71,88 +112,152 @@ struct PrefillSm90 {
     VBuf vbuf;
     kbuf.smem = reinterpret_cast<In*>(smem + kQBytes);
     vbuf.smem = reinterpret_cast<In*>(smem + kQBytes + KBuf::kSmemBytes);
-    blk.bind_kv<In, Paged>(kbuf, vbuf, p);
+    auto* barriers = reinterpret_cast<std::uint64_t*>(smem + kQBytes + KBuf::kSmemBytes + VBuf::kSmemBytes);
+    std::uint64_t* q_full = barriers;
+    Ring kring, vring;
+    kring.init(barriers + 1, kProducerThreads, kConsumerThreads / 32);
+    vring.init(barriers + 1 + 2 * kStages, kProducerThreads, kConsumerThreads / 32);
+    if (threadIdx.x == 0) sm90::mbarrier_init(q_full, kProducerThreads);
+    __syncthreads();  // barriers initialised before anyone arrives or waits
+
+    const int num_tiles = blk.keys.empty() ? 0 : (blk.keys.end - 1) / kBN - blk.keys.begin / kBN + 1;
+    const int n_first = blk.keys.empty() ? 0 : blk.keys.begin / kBN;
+
+    if (threadIdx.x < kProducerThreads) {
+      sm90::setmaxnreg_dec<kProducerRegisters>();
+      if (num_tiles == 0) return;  // no keys: the consumers write O = 0 without Q
+      blk.bind_kv<In, Paged>(kbuf, vbuf, p);
+      load_tile_async<QTile, kProducerThreads>(smem_q, blk.q_ptr<In>(p), p.q_row_stride, blk.rows_q);
+      sm90::cp_async_mbarrier_arrive_noinc(q_full);
+      for (int i = 0; i < num_tiles; ++i) {
+        const int key0 = (n_first + i) * kBN;
+        kring.acquire(i);
+        kbuf.write_stage = Ring::stage(i);
+        kbuf.load_from_dram(key0, blk.seqlen_k - key0);
+        kring.commit_cp_async(i);
+        vring.acquire(i);
+        vbuf.write_stage = Ring::stage(i);
+        vbuf.load_from_dram(key0, blk.seqlen_k - key0);
+        vring.commit_cp_async(i);
+      }
+      sm80::cp_async_wait_group<0>();  // leave no copy of this thread in flight at exit
+      return;
+    }
+
+    sm90::setmaxnreg_inc<kConsumerRegisters>();
+    const int consumer_thread = threadIdx.x - kProducerThreads;
+    const int consumer = consumer_thread / 128;
+    const int warp_row0 = consumer * 64 + consumer_thread % 128 / 32 * 16;
     QBuf qbuf;
     qbuf.smem = smem_q;
-    qbuf.first_row = warpgroup * 64;
+    qbuf.first_row = consumer * 64;
 
     OBuf out;
     out.zero();
     Softmax softmax;
     softmax.init();
 
-    if (!blk.keys.empty()) {
-      const int n_first = blk.keys.begin / kBN;
-      const int n_last = (blk.keys.end - 1) / kBN;
-      const int seqlen_k = blk.seqlen_k;
-      auto load_kv = [&](int n) {
-        kbuf.load_from_dram(n * kBN, seqlen_k - n * kBN);
-        vbuf.load_from_dram(n * kBN, seqlen_k - n * kBN);
+    if (num_tiles > 0) {
+      float(&o)[Dv / 2] = reinterpret_cast<float(&)[Dv / 2]>(out.o);
+      PBuf pbuf;  // S(i), exponentiated in place
+      float(&s)[kBN / 2] = reinterpret_cast<float(&)[kBN / 2]>(pbuf.s);
+      std::uint32_t p_frag[kBN / 16][4];  // P(i - 1) as the A fragments of O += P V
+
+      // Issue turns: consumer c waits on kIssueTurn0 + c, then passes the turn to the other.
+      // Every consumer has num_tiles + 1 turns; consumer 1 grants consumer 0 its first turn
+      // and does not pass on its last, so no arrival is left over.
+      const auto take_turn = [&] { sm90::named_barrier_sync(kIssueTurn0 + consumer, kConsumerThreads); };
+      const auto pass_turn = [&](bool last) {
+        if (!(last && consumer == 1)) sm90::named_barrier_arrive(kIssueTurn0 + 1 - consumer, kConsumerThreads);
       };
-      // Prologue: Q and tile n_first (one group), tile n_first + 1 (the next group, maybe empty).
-      load_tile_async<QTile, kThreads>(smem_q, blk.q_ptr<In>(p), p.q_row_stride, blk.rows_q);
-      load_kv(n_first);
-      sm80::cp_async_commit_group();
-      if (n_first + 1 <= n_last) load_kv(n_first + 1);
-      sm80::cp_async_commit_group();
+      if (consumer == 1) sm90::named_barrier_arrive(kIssueTurn0, kConsumerThreads);
 
-      for (int n = n_first; n <= n_last; ++n) {
-        const int key0 = n * kBN;
-        const int stage = (n - n_first) % kStages;
-        kbuf.read_stage = stage;
-        vbuf.read_stage = stage;
-        sm80::cp_async_wait_group<1>();   // tile n (and Q) landed for this thread ...
-        sm90::fence_proxy_async_shared();  // ... visible to the tensor cores' async proxy ...
-        __syncthreads();                   // ... for every thread
-
-        // S = Q K^T: D/16 wgmma steps, the first one overwriting the accumulators.
-        PBuf pbuf;
-        float(&s)[kBN / 2] = reinterpret_cast<float(&)[kBN / 2]>(pbuf.s);
-        sm90::wgmma_fence();
+      const auto issue_scores = [&](int i) {
+        kbuf.read_stage = Ring::stage(i);
         static_for<D / 16>([&](auto kc) {
           constexpr int k = decltype(kc)::value;
           kbuf.template load_from_shared<k>(0);
           WG::template mma_ss<kBN, BMajor::k>(s, qbuf.template mma_tile<k>(), kbuf.mma_tile(), k > 0);
         });
         sm90::wgmma_commit_group();
-        sm90::wgmma_wait_group<0>();
+      };
+      const auto issue_pv = [&](int i) {
+        vbuf.read_stage = Ring::stage(i);
+        static_for<kBN / 16>([&](auto kc) {
+          constexpr int k = decltype(kc)::value;
+          vbuf.template load_from_shared<k>(0);
+          WG::template mma_rs<Dv, BMajor::n>(o, p_frag[k], vbuf.mma_tile(), true);
+        });
+        sm90::wgmma_commit_group();
+      };
+      // S(i) landed in registers: mask it, exponentiate it, return the O correction.
+      const auto softmax_scores = [&](int i, float(&correction)[1][2]) {
         sm90::fence_registers(s);
-
+        const int key0 = (n_first + i) * kBN;
         if (p.softcap_inv > 0.0f) Softmax::apply_softcap(pbuf.s, p.softcap_inv);
         const int q_row0 = blk.m0 + warp_row0;
         if (!tile_fully_visible(blk.mask, q_row0, q_row0 + 16, key0, key0 + kBN)) {
           Softmax::apply_mask(pbuf.s, blk.mask, q_row0, key0);
         }
-        softmax.update(pbuf.s, out, p.scale_log2);
+        softmax.update_scores(pbuf.s, p.scale_log2, correction);
+      };
+      const auto pack_p = [&] {
+        static_for<kBN / 16>([&](auto kc) {
+          constexpr int k = decltype(kc)::value;
+          pbuf.template mma_tile<k>(0, p_frag[k]);
+        });
+      };
 
-        // O += P V: P's A fragments straight from the accumulators, V through the transpose.
-        float(&o)[Dv / 2] = reinterpret_cast<float(&)[Dv / 2]>(out.o);
-        std::uint32_t a[kBN / 16][4];
-        static_for<kBN / 16>([&](auto kc) {
-          constexpr int k = decltype(kc)::value;
-          pbuf.template mma_tile<k>(0, a[k]);
-        });
+      sm90::mbarrier_wait_parity(q_full, 0);
+      kring.wait(0);
+      sm90::fence_proxy_async_shared();  // cp.async wrote Q and K(0): visible to wgmma
+      take_turn();
+      sm90::wgmma_fence();
+      issue_scores(0);
+      pass_turn(false);
+      sm90::wgmma_wait_group<0>();
+      kring.release(0);
+      float correction[1][2];
+      softmax_scores(0, correction);  // O is still zero: no rescale
+      pack_p();
+
+      for (int i = 1; i < num_tiles; ++i) {
+        kring.wait(i);
+        vring.wait(i - 1);
+        sm90::fence_proxy_async_shared();
+        take_turn();
         sm90::wgmma_fence();
-        static_for<kBN / 16>([&](auto kc) {
-          constexpr int k = decltype(kc)::value;
-          vbuf.template load_from_shared<k>(0);
-          WG::template mma_rs<Dv, BMajor::n>(o, a[k], vbuf.mma_tile(), true);
-        });
-        sm90::wgmma_commit_group();
+        issue_scores(i);
+        issue_pv(i - 1);
+        pass_turn(false);
+        sm90::wgmma_wait_group<1>();  // S(i) done; O += P(i-1) V(i-1) may still run
+        kring.release(i);
+        softmax_scores(i, correction);
         sm90::wgmma_wait_group<0>();
         sm90::fence_registers(o);
-
-        __syncthreads();  // every warpgroup is done with this stage: refill it with tile n + 2
-        kbuf.write_stage = stage;
-        vbuf.write_stage = stage;
-        if (n + 2 <= n_last) load_kv(n + 2);
-        sm80::cp_async_commit_group();  // possibly empty: keeps "the newest group = next tile"
+        sm90::fence_registers(p_frag);
+        vring.release(i - 1);
+        Softmax::rescale(out, correction);
+        pack_p();
       }
+
+      vring.wait(num_tiles - 1);
+      sm90::fence_proxy_async_shared();
+      take_turn();
+      sm90::wgmma_fence();
+      issue_pv(num_tiles - 1);
+      pass_turn(true);
+      sm90::wgmma_wait_group<0>();
+      sm90::fence_registers(o);
+      sm90::fence_registers(p_frag);
+      vring.release(num_tiles - 1);
     }
 
     softmax.finalize(out, p, blk, warp_row0);
-    __syncthreads();  // Q's tile is free for the O epilogue
-    store_output<OTile, TC, kThreads>(out.o, smem_q, warp_row0, blk.o_ptr<In>(p), p.o_row_stride, blk.rows_q);
+    const auto consumers_sync = [] { sm90::named_barrier_sync(kConsumersSync, kConsumerThreads); };
+    consumers_sync();  // both consumers are done with Q's tile: it takes the O epilogue
+    store_output<OTile, TC, kConsumerThreads>(out.o, smem_q, warp_row0, blk.o_ptr<In>(p), p.o_row_stride,
+                                              blk.rows_q, consumer_thread, consumers_sync);
 #endif
   }
 };

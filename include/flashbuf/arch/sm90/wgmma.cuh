@@ -61,5 +61,13 @@ __device__ __forceinline__ void fence_registers(float (&d)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
+// The same for register-A fragments, which wgmma reads until the group completes.
+template <int N>
+__device__ __forceinline__ void fence_registers(std::uint32_t (&a)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(a[i][j])::"memory");
+}
 
 }  // namespace flashbuf::sm90
