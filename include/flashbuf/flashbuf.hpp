@@ -124,7 +124,7 @@ struct DecodePlan {
   DecodeProblem problem{};
   int num_splits = 1;           // KV splits per (sequence, kv head)
   int keys_per_split = 0;       // multiple of the kernel's key tile
-  std::size_t workspace_bytes = 0;  // partial O (fp32) and LSE of every split; 0 if unsplit
+  std::size_t workspace_bytes = 0;  // partial O (fp32) and LSE of every split; 0 if unsplit or merged in thread-block clusters (sm_90)
 };
 
 DecodePlan plan_decode(const DecodeProblem& problem);

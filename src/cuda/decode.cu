@@ -2,14 +2,16 @@
 // number of splits, workspace size) and cuda_decode (no synchronisation, no allocation, a
 // launch shape from the plan only: graph-capturable). The kernels are compiled in the units
 // cmake/instantiations.cmake generates from FLASHBUF_DECODE_INSTANTIATIONS (one per dtype_D,
-// listed in generated/decode_instantiation_list.hpp); the combine is the merge_states kernel
-// (kernels/combine.cuh).
+// listed in generated/decode_instantiation_list.hpp); several splits merge in the kernel's
+// thread-block clusters, or through the workspace and the merge_states kernel
+// (kernels/combine.cuh) — decode_config.cuh's SplitMerge.
 #include <cuda_runtime.h>
 
 #include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <string>
 
 #include "api/backends.hpp"
@@ -156,13 +158,24 @@ cudaError_t launch_kernel(const DecodeProblem& pr, int mtiles, const dk::DecodeP
 // are bounded so split * keys_per_split cannot overflow and the grid stays modest).
 constexpr int kMaxDecodeSplits = 1024;
 
-// FLASHBUF_DECODE_SPLITS=n forces n splits in every plan (a tuning knob for benchmarks; the
-// tests edit a plan's num_splits with kernels/decode_config.cuh's arithmetic). Unset, empty or < 1: the heuristic.
+// Tuning knobs for benchmarks, read at plan time (unset or empty: the heuristic).
+//   FLASHBUF_DECODE_SPLITS=n (n >= 1) forces n splits in every plan.
+//   FLASHBUF_DECODE_MERGE=cluster|workspace forces how several splits merge: `cluster` caps
+//   the heuristic's splits at the cluster limit (a forced n above it falls back to the
+//   workspace), `workspace` never uses clusters (the merge before clusters existed).
+// The tests edit a plan's num_splits and workspace_bytes with decode_config.cuh's arithmetic.
 int forced_splits() {
   const char* env = std::getenv("FLASHBUF_DECODE_SPLITS");
   if (env == nullptr || *env == '\0') return 0;
   const int n = std::atoi(env);
   return n >= 1 ? (n > kMaxDecodeSplits ? kMaxDecodeSplits : n) : 0;
+}
+
+dk::SplitMerge forced_merge() {
+  const char* env = std::getenv("FLASHBUF_DECODE_MERGE");
+  if (env == nullptr) return dk::SplitMerge::none;
+  const std::string v = env;
+  return v == "cluster" ? dk::SplitMerge::cluster : v == "workspace" ? dk::SplitMerge::workspace : dk::SplitMerge::none;
 }
 
 // Compute capability major of a device, asked once (decode runs may be inside a graph
@@ -177,15 +190,18 @@ int compute_major(int device) {
   return major;
 }
 
-// A plan with `num_splits` splits: keys_per_split and the workspace consistent with it.
-DecodePlan plan_with_splits(const DecodeProblem& pr, int num_splits) {
+// A plan with `num_splits` splits merged by `merge`: keys_per_split and the workspace
+// consistent with it (the cluster merge needs none: that is how a run tells the two apart).
+DecodePlan plan_with_splits(const DecodeProblem& pr, int num_splits, dk::SplitMerge merge) {
   const DecodeShape shape = decode_shape(pr);
   DecodePlan plan;
   plan.problem = pr;
   plan.num_splits = num_splits < 1 ? 1 : num_splits;
   plan.keys_per_split = dk::split_keys(pr.max_seqlen_k, plan.num_splits, shape.block_n);
-  plan.workspace_bytes =
-      dk::workspace_layout(plan.num_splits, pr.batch, pr.q_per_seq, pr.heads_q, pr.head_dim_v).bytes;
+  if (plan.num_splits > 1 && merge != dk::SplitMerge::cluster) {
+    plan.workspace_bytes =
+        dk::workspace_layout(plan.num_splits, pr.batch, pr.q_per_seq, pr.heads_q, pr.head_dim_v).bytes;
+  }
   return plan;
 }
 
@@ -203,14 +219,21 @@ void cuda_plan_decode(const DecodeProblem& pr, DecodePlan& plan) {
     if (pr.dtype == DType::bf16) ck::prepare_combine<float, __nv_bfloat16>(pr.device_index);
     else ck::prepare_combine<float, __half>(pr.device_index);
   }
-  int num_splits = forced_splits();
-  if (num_splits == 0) {
+  const dk::SplitMerge merge = forced_merge();
+  const int max_cluster = merge == dk::SplitMerge::workspace ? 0 : info.max_cluster;
+  dk::SplitChoice choice;
+  choice.num_splits = forced_splits();
+  if (choice.num_splits == 0) {
     const DeviceInfo device = cuda_query_device(pr.device_index);
     const std::int64_t work = static_cast<std::int64_t>(pr.batch) * pr.heads_kv * shape.row_chunks;
-    num_splits = dk::choose_decode_splits(device.sm_count * info.blocks_per_sm, work, pr.max_seqlen_k,
-                                          shape.block_n);
+    const int cluster_max_tiles =
+        merge == dk::SplitMerge::cluster ? std::numeric_limits<int>::max() : dk::kClusterMaxTilesPerSplit;
+    choice = dk::choose_decode_splits(device.sm_count * info.blocks_per_sm, work, pr.max_seqlen_k, shape.block_n,
+                                      max_cluster, cluster_max_tiles);
+  } else if (choice.num_splits > 1) {
+    choice.merge = choice.num_splits <= max_cluster ? dk::SplitMerge::cluster : dk::SplitMerge::workspace;
   }
-  plan = plan_with_splits(pr, num_splits);
+  plan = plan_with_splits(pr, choice.num_splits, choice.merge);
 }
 
 void cuda_decode(const DecodePlan& plan, const AttentionProblem& p, void* workspace) {
@@ -222,20 +245,34 @@ void cuda_decode(const DecodePlan& plan, const AttentionProblem& p, void* worksp
     throw ArgumentError("plan.num_splits", "expected 1.." + std::to_string(kMaxDecodeSplits) + ", got " +
                                                std::to_string(num_splits) + " (use plan_decode)");
   }
-  const dk::WorkspaceLayout ws =
-      dk::workspace_layout(num_splits, pr.batch, pr.q_per_seq, pr.heads_q, pr.head_dim_v);
+  // A split plan without workspace merges in clusters (plan_with_splits).
+  const dk::SplitMerge merge = num_splits == 1            ? dk::SplitMerge::none
+                               : plan.workspace_bytes == 0 ? dk::SplitMerge::cluster
+                                                           : dk::SplitMerge::workspace;
+  const dk::WorkspaceLayout ws = merge == dk::SplitMerge::workspace
+                                     ? dk::workspace_layout(num_splits, pr.batch, pr.q_per_seq, pr.heads_q, pr.head_dim_v)
+                                     : dk::WorkspaceLayout{};
   if (plan.workspace_bytes < ws.bytes) {
     throw ArgumentError("plan.workspace_bytes", std::to_string(plan.workspace_bytes) + " bytes, but " +
                                                     std::to_string(num_splits) + " splits need " +
                                                     std::to_string(ws.bytes) + " (use plan_decode)");
   }
-  if (num_splits > 1 && workspace == nullptr) {
+  if (merge == dk::SplitMerge::workspace && workspace == nullptr) {
     throw ArgumentError("workspace", "null, but the plan needs " + std::to_string(ws.bytes) + " bytes");
   }
   if (pr.batch == 0 || pr.heads_kv == 0) return;  // nothing to launch (graph capture sees no node)
   if (p.seqlens_k == nullptr) throw ArgumentError("seqlens_k", "required by the GPU decode");
 
   DecodeDeviceScope scope(pr.device_index);
+  if (merge == dk::SplitMerge::cluster) {
+    const int max_cluster = kernel_info(pr, shape.mtiles).max_cluster;  // cached by the plan
+    if (num_splits > max_cluster) {
+      throw ArgumentError("plan.workspace_bytes",
+                          "0 with " + std::to_string(num_splits) + " splits asks for the cluster merge, which this "
+                          "kernel and device take up to " + std::to_string(max_cluster) +
+                          " splits (0: none); give the plan its workspace (use plan_decode)");
+    }
+  }
   const cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
 
   dk::DecodeParams params;
@@ -286,7 +323,8 @@ void cuda_decode(const DecodePlan& plan, const AttentionProblem& p, void* worksp
   }
   params.window_left = p.window_left;
   params.window_right = p.window_right;
-  if (num_splits > 1) {
+  params.merge = merge;
+  if (merge == dk::SplitMerge::workspace) {
     auto* base = static_cast<unsigned char*>(workspace);
     params.o_parts = reinterpret_cast<float*>(base + ws.o_parts_offset);
     params.lse_parts = reinterpret_cast<float*>(base + ws.lse_parts_offset);
@@ -299,7 +337,7 @@ void cuda_decode(const DecodePlan& plan, const AttentionProblem& p, void* worksp
     throw RuntimeError(std::string("flashbuf decode: launching the kernel failed: ") + cudaGetErrorName(launched) +
                        " (" + cudaGetErrorString(launched) + ")");
   }
-  if (num_splits == 1) return;
+  if (merge != dk::SplitMerge::workspace) return;
 
   // The combine: the merge_states kernel over the workspace, with the two-level token index
   // of the decode outputs (token = b * q_per_seq + i).

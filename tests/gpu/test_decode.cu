@@ -325,15 +325,62 @@ void reference(const Case& c, const Inputs& in, const std::vector<int>& lens, st
 
 // ---- one decode run on the device --------------------------------------------------------
 
-DecodePlan with_splits(DecodePlan plan, int splits) {
-  namespace dk = flashbuf::kernels::decode;
+namespace dk = flashbuf::kernels::decode;
+using Merge = dk::SplitMerge;
+
+// A plan edited to `splits` splits merged by `merge` (a split plan without workspace merges
+// in thread-block clusters).
+DecodePlan with_splits(DecodePlan plan, int splits, Merge merge) {
   const DecodeProblem& pr = plan.problem;
   const int bn = dk::block_n_for(pr.head_dim, pr.q_per_seq * (pr.heads_q / pr.heads_kv));
   plan.num_splits = splits;
   plan.keys_per_split = dk::split_keys(pr.max_seqlen_k, splits, bn);
-  plan.workspace_bytes = dk::workspace_layout(splits, pr.batch, pr.q_per_seq, pr.heads_q, pr.head_dim_v).bytes;
+  plan.workspace_bytes = merge == Merge::cluster ? 0
+                         : dk::workspace_layout(splits, pr.batch, pr.q_per_seq, pr.heads_q, pr.head_dim_v).bytes;
   return plan;
 }
+
+// Sets an environment variable for a scope and restores it.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (had_) setenv(name_, old_.c_str(), 1);
+    else unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+// The most splits the cluster merge takes for this problem's kernel on this device (16, 8 or
+// 0: before sm_90, or an sm_80 build), asked through plan_decode: a forced split count the
+// cluster can take gets a plan without workspace.
+int cluster_limit(const DecodeProblem& pr) {
+  ScopedEnv merge("FLASHBUF_DECODE_MERGE", "cluster");
+  for (int n : {dk::kMaxClusterSplits, 8}) {
+    ScopedEnv splits("FLASHBUF_DECODE_SPLITS", std::to_string(n).c_str());
+    const DecodePlan plan = plan_decode(pr);
+    if (plan.num_splits == n && plan.workspace_bytes == 0) return n;
+  }
+  return 0;
+}
+
+// One forced split count with its merge; the cluster ones are skipped where clusters are not.
+struct SplitRun {
+  int splits;  // 0: the plan's heuristic
+  Merge merge = Merge::workspace;
+  std::string describe() const {
+    return "splits " + std::to_string(splits) + (merge == Merge::cluster && splits > 1 ? " (cluster)" : "");
+  }
+};
 
 // Device copies of one case's tensors, in the contiguous or the paged layout, with guarded,
 // poisoned outputs.
@@ -417,11 +464,15 @@ struct DeviceCase {
     return pr;
   }
 
-  void make_plan(int splits) {
+  // False (and no plan) for a cluster merge this device or build cannot run.
+  bool make_plan(int splits, Merge merge = Merge::workspace) {
     plan = plan_decode(problem());
-    if (splits > 0) plan = with_splits(plan, splits);
+    if (splits > 1 && merge == Merge::cluster && cluster_limit(problem()) < splits) return false;
+    if (splits > 0) plan = with_splits(plan, splits, merge);
     ws = std::make_unique<DevMem>(plan.workspace_bytes);
+    return true;
   }
+  bool make_plan(const SplitRun& run) { return make_plan(run.splits, run.merge); }
 
   void poison() {
     cudaMemset(o.get(), 0xFF, o.bytes());  // 0xFFFF: NaN in bf16 and fp16
@@ -549,7 +600,8 @@ Tolerance tolerance(DType dt) { return dt == DType::bf16 ? Tolerance{2e-2, 1e-2}
   }
   if (bad || overwritten || bad_lse || lse_overwritten) {
     return ::testing::AssertionFailure() << c.describe() << (dc.paged ? " paged" : " contiguous") << " splits "
-                                         << dc.plan.num_splits << ": " << bad << " bad outputs, " << bad_lse
+                                         << dc.plan.num_splits << (dc.plan.num_splits > 1 && dc.plan.workspace_bytes == 0 ? " (cluster)" : "")
+                                         << ": " << bad << " bad outputs, " << bad_lse
                                          << " bad LSEs, " << overwritten + lse_overwritten
                                          << " guard/padding elements overwritten (max |err| " << max_err
                                          << ", tolerance " << tol.atol << " + " << tol.rtol << "|ref|)" << msg.str();
@@ -620,7 +672,6 @@ std::vector<Case> feature_cases() {
 
 // Host-only checks of the decode's plan arithmetic (run without a GPU).
 TEST(DecodeHost, FastDivmodIsExact) {
-  namespace dk = flashbuf::kernels::decode;
   long bad = 0;
   for (int d = 1; d <= 256; ++d) {
     const dk::FastDivmod f(d);
@@ -633,14 +684,33 @@ TEST(DecodeHost, FastDivmodIsExact) {
 }
 
 TEST(DecodeHost, SplitHeuristicAndWorkspace) {
-  namespace dk = flashbuf::kernels::decode;
   const int slots = 132 * 2;  // H200, two D = 128 blocks per SM
-  EXPECT_EQ(dk::choose_decode_splits(slots, 128 * 8, 2048, 64), 1) << "a full grid does not split";
-  EXPECT_EQ(dk::choose_decode_splits(slots, 32 * 8, 8192, 64), 1) << "256 items already fill one wave";
-  EXPECT_EQ(dk::choose_decode_splits(slots, 8 * 8, 32768, 64), 4) << "64 items x 4 splits = 256 <= 264 slots";
-  EXPECT_EQ(dk::choose_decode_splits(slots, 8, 131072, 64), 33);
-  EXPECT_EQ(dk::choose_decode_splits(slots, 8, 100, 64), 1) << "too few keys to split";
-  EXPECT_EQ(dk::choose_decode_splits(slots, 8, 0, 64), 1);
+  auto choose = [&](std::int64_t items, int keys, int max_cluster,
+                    int cluster_max_tiles = dk::kClusterMaxTilesPerSplit) {
+    const dk::SplitChoice c = dk::choose_decode_splits(slots, items, keys, 64, max_cluster, cluster_max_tiles);
+    return std::make_pair(c.num_splits, c.merge);
+  };
+  using P = std::pair<int, Merge>;
+  EXPECT_EQ(choose(128 * 8, 2048, 16), P(1, Merge::none)) << "a full grid does not split";
+  EXPECT_EQ(choose(32 * 8, 8192, 16), P(1, Merge::none)) << "256 items already fill one wave";
+  // Latency-bound: every tile in flight at once, merged in clusters.
+  EXPECT_EQ(choose(8, 512, 16), P(8, Merge::cluster)) << "B=1 Hkv=8 L=512: 64 blocks of one tile";
+  EXPECT_EQ(choose(8, 2048, 16), P(16, Merge::cluster)) << "B=1 Hkv=8 L=2k: 128 blocks of two tiles";
+  EXPECT_EQ(choose(8, 8192, 16), P(16, Merge::cluster)) << "B=1 Hkv=8 L=8k: 8 tiles per split";
+  EXPECT_EQ(choose(64, 512, 16), P(4, Merge::cluster)) << "B=8 Hkv=8 L=512: 64 items x 4 = 256 <= 264";
+  EXPECT_EQ(choose(64, 32768, 16), P(4, Merge::cluster)) << "the wave, not the cluster, caps the splits";
+  EXPECT_EQ(choose(32, 2048, 16), P(8, Merge::cluster)) << "B=1 Hkv=32 L=2k";
+  EXPECT_EQ(choose(8, 100, 16), P(2, Merge::cluster)) << "two tiles: one each";
+  EXPECT_EQ(choose(8, 64, 16), P(1, Merge::none)) << "one tile cannot split";
+  // Long contexts: the whole wave with the workspace merge beats 16 long cluster splits.
+  EXPECT_EQ(choose(8, 32768, 16), P(32, Merge::workspace));
+  EXPECT_EQ(choose(8, 131072, 16), P(33, Merge::workspace));
+  EXPECT_EQ(choose(8, 131072, 16, 1 << 30), P(16, Merge::cluster)) << "FLASHBUF_DECODE_MERGE=cluster";
+  // No clusters (sm_80, or FLASHBUF_DECODE_MERGE=workspace): >= max(2 tiles, 256 keys) per split.
+  EXPECT_EQ(choose(8, 512, 0), P(2, Merge::workspace));
+  EXPECT_EQ(choose(64, 32768, 0), P(4, Merge::workspace));
+  EXPECT_EQ(choose(8, 100, 0), P(1, Merge::none)) << "too few keys to split";
+  EXPECT_EQ(choose(8, 0, 16), P(1, Merge::none));
   const auto w = dk::workspace_layout(3, 2, 4, 8, 128);
   EXPECT_EQ(w.o_parts_offset, 0u);
   EXPECT_EQ(w.lse_parts_offset, std::size_t(3) * 2 * 4 * 8 * 128 * 4);
@@ -658,7 +728,8 @@ TEST(DecodeHost, SplitHeuristicAndWorkspace) {
 
 
 // Every feature case, contiguous and paged, with the plan's splits and with forced splits
-// (1 = the direct-output path, 3 and 7 = the workspace + combine path), against float64.
+// (1 = the direct-output path, 3 and 7 = the workspace + combine path and the cluster merge),
+// against float64.
 TEST(DecodeGpu, FeaturesAgainstReference) {
   DECODE_REQUIRE_GPU();
   std::uint32_t seed = 1234;
@@ -673,12 +744,15 @@ TEST(DecodeGpu, FeaturesAgainstReference) {
     std::vector<double> ref_o, ref_lse;
     reference(base, in, base.lens, ref_o, ref_lse);
     for (bool paged : {false, true}) {
-      for (int splits : {0, 1, 3, 7}) {
+      for (const SplitRun run : {SplitRun{0}, SplitRun{1}, SplitRun{3}, SplitRun{7}, SplitRun{3, Merge::cluster},
+                                 SplitRun{7, Merge::cluster}}) {
         Case c = base;
-        c.splits = splits;
-        SCOPED_TRACE(c.describe() + (paged ? " paged" : " contiguous"));
+        c.splits = run.splits;
+        SCOPED_TRACE(c.describe() + (paged ? " paged " : " contiguous ") + run.describe());
         DeviceCase dc(c, in, paged, seed);
-        ASSERT_NO_THROW(dc.make_plan(splits));
+        bool planned = false;
+        ASSERT_NO_THROW(planned = dc.make_plan(run));
+        if (!planned) continue;
         ASSERT_TRUE(dc.run());
         EXPECT_TRUE(check_outputs(dc, c.lens, ref_o, ref_lse));
       }
@@ -689,17 +763,20 @@ TEST(DecodeGpu, FeaturesAgainstReference) {
 
 // Small cases for compute-sanitizer (memcheck, racecheck, synccheck, initcheck): every
 // stage of the kernel (Q load, the cp.async ring, the epilogue's aliased buffers, the
-// direct and the workspace outputs, the programmatic-launch combine) at tiny sizes.
+// direct and the workspace outputs, the programmatic-launch combine, the cluster merge's
+// distributed shared memory) at tiny sizes.
 //   compute-sanitizer --tool racecheck ./flashbuf_gpu_tests --gtest_filter='DecodeSanitizer.*:MergeStatesGpu.*'
 void sanitizer_case(const Case& c, std::uint32_t seed) {
   const Inputs in = make_inputs(c, seed);
   std::vector<double> ref_o, ref_lse;
   reference(c, in, c.lens, ref_o, ref_lse);
   for (bool paged : {false, true}) {
-    for (int splits : {1, 3}) {
-      SCOPED_TRACE(c.describe() + (paged ? " paged" : " contiguous") + " splits " + std::to_string(splits));
+    for (const SplitRun run : {SplitRun{1}, SplitRun{3}, SplitRun{3, Merge::cluster}}) {
+      SCOPED_TRACE(c.describe() + (paged ? " paged " : " contiguous ") + run.describe());
       DeviceCase dc(c, in, paged, seed + 1);
-      ASSERT_NO_THROW(dc.make_plan(splits));
+      bool planned = false;
+      ASSERT_NO_THROW(planned = dc.make_plan(run));
+      if (!planned) continue;
       ASSERT_TRUE(dc.run());
       EXPECT_TRUE(check_outputs(dc, c.lens, ref_o, ref_lse));
     }
@@ -755,10 +832,12 @@ TEST(DecodeGpu, EveryKernelShapePlansAndRuns) {
         const Inputs in = make_inputs(c, seed++);
         std::vector<double> ref_o, ref_lse;
         reference(c, in, c.lens, ref_o, ref_lse);
-        for (int splits : {1, 2}) {
-          SCOPED_TRACE(c.describe() + " splits " + std::to_string(splits));
+        for (const SplitRun run : {SplitRun{1}, SplitRun{2}, SplitRun{2, Merge::cluster}}) {
+          SCOPED_TRACE(c.describe() + " " + run.describe());
           DeviceCase dc(c, in, false, seed);
-          ASSERT_NO_THROW(dc.make_plan(splits));
+          bool planned = false;
+          ASSERT_NO_THROW(planned = dc.make_plan(run));
+          if (!planned) continue;
           ASSERT_TRUE(dc.run());
           EXPECT_TRUE(check_outputs(dc, c.lens, ref_o, ref_lse));
           ++ran;
@@ -777,11 +856,13 @@ TEST(DecodeGpu, PagedMatchesContiguousBitExactly) {
     if (!decode_built(base.dtype, base.d)) continue;
     ++ran;
     const Inputs in = make_inputs(base, 99);
-    for (int splits : {1, 4}) {
-      SCOPED_TRACE(base.describe() + " splits " + std::to_string(splits));
+    for (const SplitRun run : {SplitRun{1}, SplitRun{4}, SplitRun{4, Merge::cluster}}) {
+      SCOPED_TRACE(base.describe() + " " + run.describe());
       DeviceCase contiguous(base, in, false, 5), paged(base, in, true, 5);
-      ASSERT_NO_THROW(contiguous.make_plan(splits));
-      ASSERT_NO_THROW(paged.make_plan(splits));
+      bool planned = false;
+      ASSERT_NO_THROW(planned = contiguous.make_plan(run));
+      if (!planned) continue;
+      ASSERT_NO_THROW(paged.make_plan(run));
       ASSERT_TRUE(contiguous.run());
       ASSERT_TRUE(paged.run());
       const auto oc = contiguous.o.download<std::uint16_t>(), op = paged.o.download<std::uint16_t>();
@@ -806,20 +887,27 @@ TEST(DecodeGpu, SplitMatchesUnsplit) {
   const Inputs in = make_inputs(c, 7);
   std::vector<double> ref_o, ref_lse;
   reference(c, in, c.lens, ref_o, ref_lse);
-  DeviceCase one(c, in, false, 1), many(c, in, false, 1);
+  DeviceCase one(c, in, false, 1);
   ASSERT_NO_THROW(one.make_plan(1));
-  ASSERT_NO_THROW(many.make_plan(16));
   ASSERT_TRUE(one.run());
-  ASSERT_TRUE(many.run());
   EXPECT_TRUE(check_outputs(one, c.lens, ref_o, ref_lse));
-  EXPECT_TRUE(check_outputs(many, c.lens, ref_o, ref_lse));
-  const auto a = one.o.download<std::uint16_t>(), b = many.o.download<std::uint16_t>();
-  double max_diff = 0.0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (a[i] == kPoison16 || b[i] == kPoison16) continue;
-    max_diff = std::max(max_diff, double(std::fabs(from16(a[i], c.dtype) - from16(b[i], c.dtype))));
+  const auto a = one.o.download<std::uint16_t>();
+  for (const SplitRun run : {SplitRun{16}, SplitRun{16, Merge::cluster}, SplitRun{8, Merge::cluster}}) {
+    SCOPED_TRACE(run.describe());
+    DeviceCase many(c, in, false, 1);
+    bool planned = false;
+    ASSERT_NO_THROW(planned = many.make_plan(run));
+    if (!planned) continue;
+    ASSERT_TRUE(many.run());
+    EXPECT_TRUE(check_outputs(many, c.lens, ref_o, ref_lse));
+    const auto b = many.o.download<std::uint16_t>();
+    double max_diff = 0.0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      if (a[i] == kPoison16 || b[i] == kPoison16) continue;
+      max_diff = std::max(max_diff, double(std::fabs(from16(a[i], c.dtype) - from16(b[i], c.dtype))));
+    }
+    EXPECT_LE(max_diff, 2 * tolerance(c.dtype).atol) << "split and unsplit outputs differ by " << max_diff;
   }
-  EXPECT_LE(max_diff, 2 * tolerance(c.dtype).atol) << "split (16) and unsplit outputs differ by " << max_diff;
 }
 
 // Sequences whose length changes from 0 and 1 to more, and queries that see nothing.
@@ -833,10 +921,12 @@ TEST(DecodeGpu, EmptyAndSingleKeySequences) {
   std::vector<double> ref_o, ref_lse;
   reference(c, in, c.lens, ref_o, ref_lse);
   for (bool paged : {false, true}) {
-    for (int splits : {1, 5}) {
-      SCOPED_TRACE(std::string(paged ? "paged" : "contiguous") + " splits " + std::to_string(splits));
+    for (const SplitRun run : {SplitRun{1}, SplitRun{5}, SplitRun{5, Merge::cluster}}) {
+      SCOPED_TRACE(std::string(paged ? "paged " : "contiguous ") + run.describe());
       DeviceCase dc(c, in, paged, 3);
-      ASSERT_NO_THROW(dc.make_plan(splits));
+      bool planned = false;
+      ASSERT_NO_THROW(planned = dc.make_plan(run));
+      if (!planned) continue;
       ASSERT_TRUE(dc.run());
       EXPECT_TRUE(check_outputs(dc, c.lens, ref_o, ref_lse));
     }
@@ -847,15 +937,17 @@ TEST(DecodeGpu, EmptyAndSingleKeySequences) {
 TEST(DecodeGpu, GraphReplayWithChangedLengths) {
   DECODE_REQUIRE_GPU();
   DECODE_REQUIRE_KERNEL(DType::bf16, 128);
-  for (int splits : {1, 6}) {
+  for (const SplitRun run : {SplitRun{1}, SplitRun{6}, SplitRun{6, Merge::cluster}}) {
     for (bool paged : {false, true}) {
       Case c{"graph"};
       c.hq = 16, c.hkv = 4, c.t = 2, c.lens = {100, 7, 0, 513};
       c.capacity = 900, c.page = 16, c.mask = Mask::causal();
-      SCOPED_TRACE(std::string(paged ? "paged" : "contiguous") + " splits " + std::to_string(splits));
+      SCOPED_TRACE(std::string(paged ? "paged " : "contiguous ") + run.describe());
       const Inputs in = make_inputs(c, 21, /*poison_tail=*/false);  // longer lengths later
       DeviceCase dc(c, in, paged, 8);
-      ASSERT_NO_THROW(dc.make_plan(splits));
+      bool planned = false;
+      ASSERT_NO_THROW(planned = dc.make_plan(run));
+      if (!planned) continue;
       // Owned handles: an early return (a failed assertion) ends the capture and frees them,
       // so no stream is left capturing (later tests' legacy-stream work would then fail).
       struct Graph {
@@ -1008,7 +1100,7 @@ TEST(DecodeGpu, PlanRejectsUnsupportedShapes) {
   DecodePlan plan;
   ASSERT_NO_THROW(plan = plan_decode(pr));
   EXPECT_GE(plan.num_splits, 1);
-  EXPECT_EQ(plan.workspace_bytes == 0, plan.num_splits == 1);
+  if (plan.num_splits == 1) EXPECT_EQ(plan.workspace_bytes, 0u);
 }
 
 // The heuristic: few (sequence, head) items split into many, a full grid does not split.
@@ -1028,6 +1120,16 @@ TEST(DecodeGpu, PlanSplitsSmallBatchesOnly) {
   EXPECT_GT(small.num_splits, 8);
   EXPECT_EQ(big.num_splits, 1);
   EXPECT_EQ(big.workspace_bytes, 0u);
+  // Latency-bound: one tile per split, merged in clusters where the device has them.
+  pr.batch = 1, pr.max_seqlen_k = 512;
+  DecodePlan short_plan;
+  ASSERT_NO_THROW(short_plan = plan_decode(pr));
+  std::printf("[ plan     ] B=1 Hkv=8 L=512: %d splits, %zu workspace bytes\n", short_plan.num_splits,
+              short_plan.workspace_bytes);
+  if (cluster_limit(pr) >= 8) {
+    EXPECT_EQ(short_plan.num_splits, 8);
+    EXPECT_EQ(short_plan.workspace_bytes, 0u) << "the cluster merge needs no workspace";
+  }
 }
 
 TEST(DecodeGpu, EmptyBatchDoesNothing) {

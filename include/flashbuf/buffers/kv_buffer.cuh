@@ -38,22 +38,48 @@ struct KVSharedTiles {
   static_assert(kNTiles % 2 == 0, "KV buffer: ldmatrix.x4 reads two n8 tiles at a time");
   static constexpr int kSmemBytes = Tile::kBytes * NumSmemStages;
 
+  using Fragments = std::uint32_t[kNTiles][2];  // b0, b1 of each n8 tile
+
   In* smem = nullptr;
   int read_stage = 0;
-  std::uint32_t frag[kNTiles][2];  // b0, b1 of each n8 tile
+  Fragments frag;
 
   __device__ In* stage_ptr(int stage) const { return smem + stage * Tile::kElems; }
 
-  // The chunk (row, column) that iteration i of thread t moves: consecutive threads take
-  // consecutive 16-byte chunks of a row, so each warp reads whole 128-byte lines.
+  // Thread t moves chunks t, t + NumThreads, ...: consecutive threads take consecutive
+  // 16-byte chunks of a row, so each warp reads whole 128-byte lines. When the threads cover
+  // whole rows per pass, pass i is pass 0 moved down by i * kRowsPerPass rows; if that is a
+  // multiple of 8 the swizzle is the same too, so a chunk's shared offset is pass 0's plus a
+  // constant: one live register, not one per chunk (those were spilled at D = 128).
+  static constexpr bool kWholeRowPasses = NumThreads % Tile::kChunksPerRow == 0;
+  static constexpr int kRowsPerPass = NumThreads / Tile::kChunksPerRow;
+  static constexpr bool kSwizzleFixedPerPass = kWholeRowPasses && kRowsPerPass % Tile::kAtomRows == 0;
+
   __device__ static void chunk_coord(int i, int& row, int& col) {
-    const int chunk = i * NumThreads + static_cast<int>(threadIdx.x);
-    row = chunk / Tile::kChunksPerRow;
-    col = chunk % Tile::kChunksPerRow * Tile::kChunkElems;
+    const int t = static_cast<int>(threadIdx.x);
+    if constexpr (kWholeRowPasses) {
+      row = t / Tile::kChunksPerRow + i * kRowsPerPass;
+      col = t % Tile::kChunksPerRow * Tile::kChunkElems;
+    } else {
+      const int chunk = i * NumThreads + t;
+      row = chunk / Tile::kChunksPerRow;
+      col = chunk % Tile::kChunksPerRow * Tile::kChunkElems;
+    }
+  }
+  // Shared offset of chunk i, which chunk_coord placed at (row, col).
+  __device__ static int chunk_offset(int i, int row, int col) {
+    if constexpr (kSwizzleFixedPerPass) {
+      const int t = static_cast<int>(threadIdx.x);
+      return Tile::offset(t / Tile::kChunksPerRow, col) + i * kRowsPerPass * Tile::kPitch;
+    } else {
+      return Tile::offset(row, col);
+    }
   }
 
+  // The B fragments of MMA k-step KMma, warp-tile chunk `chunk`, into `dst` (a kernel that
+  // software-pipelines keeps two sets and fills one while the MMAs read the other).
   template <int KMma>
-  __device__ void read_fragments(int chunk) {
+  __device__ void load_fragments(int chunk, Fragments& dst) const {
     static_assert(KMma >= 0 && KMma < Config::kMmaKSteps, "load_from_shared: k-step out of range");
     const In* tile = stage_ptr(read_stage);
     const int lane = threadIdx.x % 32;
@@ -64,15 +90,15 @@ struct KVSharedTiles {
       if constexpr (kTransposedReads) {
         // 16 keys x 16 depth columns: lane l -> key l%16, column 8*(l/16) (same map as A).
         const RowCol a = ldmatrix_x4::a_tile_row_address(lane);
-        sm80::ldmatrix_x4_trans(r, tile + Tile::offset(KMma * 16 + a.row, n0 + p * 16 + a.col));
+        sm80::ldmatrix_x4_trans(r, tile + SwizzledCursor<Tile>(a.row, a.col).at(KMma * 16, n0 + p * 16));
       } else {
         const RowCol b = ldmatrix_x4::b_tile_row_address_nk(lane);
-        sm80::ldmatrix_x4(r, tile + Tile::offset(n0 + p * 16 + b.row, KMma * 16 + b.col));
+        sm80::ldmatrix_x4(r, tile + SwizzledCursor<Tile>(b.row, b.col).at(n0 + p * 16, KMma * 16));
       }
-      frag[2 * p][0] = r[0];
-      frag[2 * p][1] = r[1];
-      frag[2 * p + 1][0] = r[2];
-      frag[2 * p + 1][1] = r[3];
+      dst[2 * p][0] = r[0];
+      dst[2 * p][1] = r[1];
+      dst[2 * p + 1][0] = r[2];
+      dst[2 * p + 1][1] = r[3];
     }
   }
 };
@@ -102,7 +128,7 @@ struct KVBufferLDS : detail::KVSharedTiles<Cfg, TC, NumThreads, NumSmemStages> {
       Base::chunk_coord(i, row, col);
       const bool valid = row < rows_valid;
       const In* g = src.row(tile_row + (valid ? row : 0)) + col;
-      sm80::cp_async_cg_16(tile + Base::Tile::offset(row, col), g, valid);
+      sm80::cp_async_cg_16(tile + Base::chunk_offset(i, row, col), g, valid);
     }
     write_stage = (write_stage + 1) % NumSmemStages;
   }
@@ -110,7 +136,7 @@ struct KVBufferLDS : detail::KVSharedTiles<Cfg, TC, NumThreads, NumSmemStages> {
   __device__ void copy_to_shared() {}
   template <int KMma>
   __device__ void load_from_shared(int chunk) {
-    this->template read_fragments<KMma>(chunk);
+    this->template load_fragments<KMma>(chunk, this->frag);
   }
   __device__ auto& mma_tile() { return this->frag; }
 };
@@ -155,13 +181,13 @@ struct KVBufferImpl : detail::KVSharedTiles<Cfg, TC, NumThreads, NumSmemStages> 
     for (int i = 0; i < Base::kChunksPerThread; ++i) {
       int row, col;
       Base::chunk_coord(i, row, col);
-      *reinterpret_cast<uint4*>(tile + Base::Tile::offset(row, col)) = staged[Stage][i];
+      *reinterpret_cast<uint4*>(tile + Base::chunk_offset(i, row, col)) = staged[Stage][i];
     }
     write_stage = (write_stage + 1) % NumSmemStages;
   }
   template <int KMma>
   __device__ void load_from_shared(int chunk) {
-    this->template read_fragments<KMma>(chunk);
+    this->template load_fragments<KMma>(chunk, this->frag);
   }
   __device__ auto& mma_tile() { return this->frag; }
 };

@@ -18,9 +18,11 @@ struct KVSource {
 
   __device__ __forceinline__ const T* row(int key) const {
     if (pages == nullptr) return base + key * row_stride;
-    int page = __ldg(pages + key / page_size);
-    page = page < 0 ? 0 : (page >= num_pages ? num_pages - 1 : page);
-    return base + page * page_stride + (key % page_size) * row_stride;
+    const int page_in_seq = key / page_size;
+    const int in_page = key - page_in_seq * page_size;
+    // One unsigned min clamps both ways (a negative index wraps to a large one).
+    const unsigned page = min(static_cast<unsigned>(__ldg(pages + page_in_seq)), static_cast<unsigned>(num_pages - 1));
+    return base + page * page_stride + in_page * row_stride;
   }
 };
 

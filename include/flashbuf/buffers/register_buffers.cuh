@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "flashbuf/arch/sm80/ldmatrix.cuh"
 #include "flashbuf/buffers/concepts.cuh"
@@ -42,6 +43,10 @@ struct QRegisterBuffer {
   static constexpr int kCols = D;
   static constexpr int kKSteps = D / TC::kK;
 
+  // The A fragments of one k-step for every m-tile, as a kernel stages them when it loads
+  // k-step k + 1 while the MMAs of k-step k run (empty when Q stays in registers).
+  using Stage = std::uint32_t[InRegisters ? 1 : MTiles][4];
+
   const In* smem = nullptr;
   int warp_row0 = 0;
   std::uint32_t frag[InRegisters ? MTiles : 1][InRegisters ? kKSteps : 1][4];
@@ -49,7 +54,7 @@ struct QRegisterBuffer {
   __device__ void zero() { fill_registers(frag, 0); }
   __device__ void load_fragment(std::uint32_t (&r)[4], int mt, int k) const {
     const RowCol a = ldmatrix_x4::a_tile_row_address(threadIdx.x % 32);
-    sm80::ldmatrix_x4(r, smem + Tile::offset(warp_row0 + mt * TC::kM + a.row, k * TC::kK + a.col));
+    sm80::ldmatrix_x4(r, smem + SwizzledCursor<Tile>(warp_row0 + a.row, a.col).at(mt * TC::kM, k * TC::kK));
   }
   // Call after Q has landed in shared memory.
   __device__ void load_from_shared() {
@@ -69,6 +74,23 @@ struct QRegisterBuffer {
       return frag[0][0];
     }
   }
+  // The pipelined form of mma_tile: load_stage<K> reads k-step K into a stage, a_tile<K>
+  // returns m-tile mt's fragment of it (or the resident one).
+  template <int K>
+  __device__ void load_stage(Stage& st) const {
+    if constexpr (!InRegisters) {
+#pragma unroll
+      for (int mt = 0; mt < MTiles; ++mt) load_fragment(st[mt], mt, K);
+    }
+  }
+  template <int K>
+  __device__ const std::uint32_t (&a_tile(const Stage& st, int mt) const)[4] {
+    if constexpr (InRegisters) {
+      return frag[mt][K];
+    } else {
+      return st[mt];
+    }
+  }
 };
 
 // P: the fp32 S accumulators of MTiles x BN, masked and exponentiated in place; the A operand
@@ -79,7 +101,11 @@ struct PRegisterBuffer {
   static constexpr int kRows = MTiles * TC::kM;
   static constexpr int kCols = BN;
   static constexpr int kNTiles = BN / TC::kN;
+  static constexpr int kKSteps = BN / TC::kK;
   static constexpr PFragmentOrder kOrder = PFragmentOrder::accumulator_as_a;
+  // P converted to 16-bit A fragments for every k-step: half the registers of s, so packing
+  // all of it before O += P V frees registers for double-buffered V fragments.
+  using Packed = std::uint32_t[MTiles][kKSteps][4];
   float s[MTiles][kNTiles][4];
 
   __device__ void zero() { fill_registers(s, 0.0f); }
@@ -95,6 +121,12 @@ struct PRegisterBuffer {
     struct A { std::uint32_t r[4]; } a;
     mma_tile<K>(mt, a.r);
     return a;
+  }
+  __device__ void pack(Packed& a) const {
+    [&]<int... K>(std::integer_sequence<int, K...>) {
+#pragma unroll
+      for (int mt = 0; mt < MTiles; ++mt) (mma_tile<K>(mt, a[mt][K]), ...);
+    }(std::make_integer_sequence<int, kKSteps>{});
   }
   // The V buffer that consumes P states the order it needs; check it here.
   template <class VBuf>

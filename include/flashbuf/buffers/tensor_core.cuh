@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "flashbuf/arch/sm80/mma.cuh"
+#include "flashbuf/buffers/smem_tile.cuh"
 #include "flashbuf/core/fragment.hpp"
 
 namespace flashbuf {
@@ -54,5 +55,38 @@ struct TiledTensorCore {
     }
   }
 };
+
+// A lane's ldmatrix address in a SwizzledTile, moved by whole MMA steps without re-deriving
+// the swizzle, so a buffer keeps one address register instead of one per (k-step, n-tile)
+// (those were hoisted out of the key loop and spilled). Moving by a multiple of 8 rows keeps
+// row % 8, hence the swizzle: an add. Moving by 16-column steps inside a 64-column slab
+// changes only chunk bits 4..5 of the element offset, which the swizzle XORs: an XOR.
+//   offset(row + dr, col + dc) == (offset(row, col) ^ dc % 64) + dc / 64 * 64 + dr * pitch
+// when dr % 8 == 0, dc % 16 == 0 and col % 64 is 0 or 8 (the start is in chunk 0 or 1).
+template <class Tile>
+struct SwizzledCursor {
+  int base = 0;  // Tile::offset(row, col) of the lane's first read
+
+  FLASHBUF_HOST_DEVICE constexpr SwizzledCursor(int row, int col) : base(Tile::offset(row, col)) {}
+  FLASHBUF_HOST_DEVICE constexpr int at(int dr, int dc) const {
+    return (base ^ dc % Tile::kAtomCols) + dc / Tile::kAtomCols * Tile::kAtomCols + dr * Tile::kPitch;
+  }
+};
+
+namespace detail {
+// Checks the identity above on every start row of an m16 tile, start chunk and step.
+template <class Tile>
+constexpr bool swizzled_cursor_matches() {
+  for (int row = 0; row < 16; ++row)
+    for (int col = 0; col < 16; col += 8)
+      for (int dr = 0; dr + row < Tile::kRows; dr += 8)
+        for (int dc = 0; dc + col < Tile::kCols; dc += 16)
+          if (SwizzledCursor<Tile>(row, col).at(dr, dc) != Tile::offset(row + dr, col + dc)) return false;
+  return true;
+}
+static_assert(swizzled_cursor_matches<SwizzledTile<64, 128>>());
+static_assert(swizzled_cursor_matches<SwizzledTile<32, 96>>());
+static_assert(swizzled_cursor_matches<SwizzledTile<16, 256>>());
+}  // namespace detail
 
 }  // namespace flashbuf

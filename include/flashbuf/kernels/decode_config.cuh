@@ -72,10 +72,12 @@ struct DecodeTile {
   // accumulators take 128 registers, so Q fragments are re-read from shared memory.
   static constexpr bool kQInRegisters = HeadDim <= 128;
   // Epilogue: every warp's O (fp32, rows padded by 8 floats against bank conflicts) and its
-  // (max, sum) per row, aliased over the pipeline buffers once the last tile is consumed.
+  // (max, sum) per row, aliased over the pipeline buffers once the last tile is consumed;
+  // then the block's LSE per row (the cluster merge reads it, with the block's normalised O
+  // written over warp 0's O).
   static constexpr int kOPad = 8;
   static constexpr int kEpilogueOBytes = kWarpsN * kRows * (HeadDim + kOPad) * 4;
-  static constexpr int kEpilogueBytes = kEpilogueOBytes + kWarpsN * kRows * 2 * 4;
+  static constexpr int kEpilogueBytes = kEpilogueOBytes + kWarpsN * kRows * 2 * 4 + kRows * 4;
   static constexpr int kMainBytes = kStages * kStageBytes + kQBytes;
   static constexpr int kSmemBytes = kMainBytes > kEpilogueBytes ? kMainBytes : kEpilogueBytes;
   // Tile loads: threads cover a tile row by row, kChunksPerRow threads per key row.
@@ -121,8 +123,9 @@ struct FastDivmod {
   }
 };
 
-// The workspace: partial O of every split, then their LSEs (natural log), laid out as the
-// public merge_states parts so the combine is merge_states itself:
+// The workspace (workspace merge only; the cluster merge needs none): partial O of every
+// split, then their LSEs (natural log), laid out as the public merge_states parts so the
+// combine is merge_states itself:
 //   o_parts   fp32 (num_splits, batch * q_per_seq, heads_q, head_dim_v)
 //   lse_parts fp32 (num_splits, batch * q_per_seq, heads_q), starting 256-byte aligned.
 inline constexpr std::size_t kWorkspaceAlignment = 256;
@@ -162,27 +165,61 @@ FLASHBUF_HOST_DEVICE constexpr int split_keys(int visible_keys, int num_splits, 
   return round_up(ceil_div(visible_keys, num_splits < 1 ? 1 : num_splits), block_n);
 }
 
-// Number of splits. Unlike core's choose_num_splits (which aims at 2 blocks per SM whatever
-// the kernel's occupancy), this counts the blocks that are resident at once (`slots` =
-// SMs x blocks per SM from the occupancy of the kernel that will run) and keeps the grid to
-// ONE wave of them: a second partial wave of long splits would run at a fraction of the
-// read bandwidth (too few blocks in flight) and cost up to ~20% on long contexts.
-//   1 when the (sequence, kv head, row chunk) items alone fill more than half the slots;
-//   else as many splits as fit in the slots, at least max(2 tiles, 256 keys) per split,
-//   at most max_splits, reduced to the count whole-tile splits of max_seqlen_k fill.
-constexpr int choose_decode_splits(int slots, std::int64_t work_items, int max_seqlen_k, int block_n,
-                                   int max_splits = split_kv::kDefaultMaxSplits) {
-  if (slots <= 0 || work_items <= 0 || max_seqlen_k <= 0 || block_n <= 0 || max_splits <= 1) return 1;
-  if (2 * work_items > slots) return 1;
+// How the partial results of several splits become O.
+//   cluster:   the splits of one (sequence, kv head, row chunk) form one thread-block cluster
+//              (sm_90+, <= 16 blocks) and merge through distributed shared memory in the same
+//              kernel: one launch, no workspace. A plan says so with num_splits > 1 and
+//              workspace_bytes == 0.
+//   workspace: fp32 partials in the workspace, folded by the combine kernel (merge_states)
+//              launched after the decode (programmatic dependent launch on sm_90): any split
+//              count, any architecture, but a second launch (~2 us of the latency-bound rows).
+// An in-kernel "last block merges" form needs arrival counters that start at zero; the
+// workspace is caller memory (torch.empty), so that would change the API's contract.
+enum class SplitMerge { none, cluster, workspace };
+
+inline constexpr int kMaxClusterSplits = 16;  // H100/H200 non-portable cluster limit
+// The longest split (in key tiles) that still uses the cluster merge when capping the split
+// count at the cluster size costs parallelism: beyond it the full wave of splits plus the
+// combine launch wins (long contexts, where the launch is a few % of the time).
+inline constexpr int kClusterMaxTilesPerSplit = 16;
+
+struct SplitChoice {
+  int num_splits = 1;
+  SplitMerge merge = SplitMerge::none;
+};
+
+// Number of splits and their merge. Counts the blocks resident at once (`slots` = SMs x
+// blocks per SM of the kernel that will run) and keeps the grid to ONE wave: a second
+// partial wave of long splits would run at a fraction of the read bandwidth.
+//   1 when the (sequence, kv head, row chunk) items alone fill more than half the slots.
+//   Latency-bound problems (short splits) want every tile in flight at once: as many splits
+//   as fit in the wave, down to ONE tile each, merged in a cluster (`max_cluster` = the
+//   largest cluster the kernel can be scheduled with on the device, 0 = none), as long as a
+//   split stays <= `cluster_max_tiles` tiles or the cluster cap does not bind.
+//   Otherwise (long contexts, or no clusters) the workspace merge with >= max(2 tiles,
+//   256 keys) per split, as many as fit in the wave, at most max_splits.
+// The count is then reduced to the number whole-tile splits of max_seqlen_k fill evenly.
+constexpr SplitChoice choose_decode_splits(int slots, std::int64_t work_items, int max_seqlen_k, int block_n,
+                                           int max_cluster, int cluster_max_tiles = kClusterMaxTilesPerSplit,
+                                           int max_splits = split_kv::kDefaultMaxSplits) {
+  if (slots <= 0 || work_items <= 0 || max_seqlen_k <= 0 || block_n <= 0 || max_splits <= 1) return {};
+  if (2 * work_items > slots) return {};
   const int tiles = ceil_div(max_seqlen_k, block_n);
+  auto balanced = [tiles](std::int64_t n) { return ceil_div(tiles, ceil_div(tiles, static_cast<int>(n))); };
+  std::int64_t wave = slots / work_items;  // splits of >= 1 tile that fit in one wave
+  if (wave > tiles) wave = tiles;
+  if (wave > max_splits) wave = max_splits;
+  if (wave > 1 && max_cluster > 1) {
+    const std::int64_t c = wave < max_cluster ? wave : max_cluster;
+    if (c == wave || ceil_div(tiles, static_cast<int>(c)) <= cluster_max_tiles) {
+      return {balanced(c), SplitMerge::cluster};
+    }
+  }
   int min_tiles = ceil_div(split_kv::kMinKeysPerSplit, block_n);
   if (min_tiles < split_kv::kMinTilesPerSplit) min_tiles = split_kv::kMinTilesPerSplit;
-  std::int64_t splits = slots / work_items;
-  if (splits > tiles / min_tiles) splits = tiles / min_tiles;
-  if (splits > max_splits) splits = max_splits;
-  if (splits <= 1) return 1;
-  const int n = static_cast<int>(splits);
-  return ceil_div(tiles, ceil_div(tiles, n));
+  std::int64_t splits = wave < tiles / min_tiles ? wave : tiles / min_tiles;
+  if (splits <= 1) return {};
+  return {balanced(splits), SplitMerge::workspace};
 }
 
 }  // namespace flashbuf::kernels::decode

@@ -1,9 +1,11 @@
 // Kernels layer, decode: the split-KV token-generation kernel (mma.sync m16n8k16, cp.async
 // pipeline; runs on sm80 and sm90). One block computes the packed query rows of one
 // (sequence, kv head, row chunk) against one split of that sequence's keys, streaming K and V
-// tiles through a kStages-deep cp.async ring in shared memory. It writes either the final O
-// and LSE (one split) or a partial O (fp32, normalised) and its LSE to the workspace, which
-// the combine (combine.cuh, the public merge_states) folds together.
+// tiles through a kStages-deep cp.async ring in shared memory. It writes the final O and LSE
+// (one split), or merges its split with the others of its thread-block cluster through
+// distributed shared memory (sm_90), or writes a partial O (fp32, normalised) and its LSE to
+// the workspace, which the combine (combine.cuh, the public merge_states) folds together
+// (decode_config.cuh's SplitMerge says when each).
 //
 // The launch shape depends only on the plan (max sizes): lengths come from seqlens_k on the
 // device, so a captured CUDA graph replays correctly for any lengths <= max_seqlen_k.
@@ -27,6 +29,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -67,6 +70,7 @@ struct DecodeParams {
   int batch = 0, q_per_seq = 1, group = 1, heads_kv = 1, heads_q = 1;
   int kv_capacity = 0;  // every seqlens_k entry is clamped to [0, kv_capacity]
   int num_splits = 1;
+  SplitMerge merge = SplitMerge::none;  // num_splits > 1: cluster (grid x = one cluster) or workspace
 
   // Scores in base 2: s = x * score_scale (no softcap), or
   //                   s = tanh(x * score_scale) * softcap_log2 (softcap > 0).
@@ -102,6 +106,22 @@ struct ElemTraits<__half> {
 template <int kRowBytes>
 __device__ __forceinline__ int swizzled_offset(int row, int chunk) {
   return row * kRowBytes + ((chunk ^ (row & 7)) << 4);
+}
+
+// The final O (8 channels from column 8c) and LSE of one (token, head) row; lse2 is base 2.
+template <class Elem>
+__device__ __forceinline__ void store_output(const DecodeParams& p, int b, int token, int head, int c,
+                                             const float (&acc)[8], float lse2) {
+  uint4 packed;
+  packed.x = ElemTraits<Elem>::pack(acc[0], acc[1]);
+  packed.y = ElemTraits<Elem>::pack(acc[2], acc[3]);
+  packed.z = ElemTraits<Elem>::pack(acc[4], acc[5]);
+  packed.w = ElemTraits<Elem>::pack(acc[6], acc[7]);
+  Elem* const dst = static_cast<Elem*>(p.o) + b * p.o_batch_stride + token * p.o_row_stride + head * p.o_head_stride + c * 8;
+  *reinterpret_cast<uint4*>(dst) = packed;
+  if (c == 0 && p.lse != nullptr) {
+    p.lse[b * p.lse_batch_stride + head * p.lse_head_stride + token] = lse2 * kLn2;  // -inf stays -inf
+  }
 }
 
 template <class Elem, int D, int MT>
@@ -429,7 +449,8 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
 
   constexpr int kOutChunks = D / 8;  // 8 outputs per thread and step: one 16-byte store
   constexpr int kOutPasses = ceil_div(kRows * kOutChunks, kThreads);
-  const bool final_output = p.num_splits == 1;
+  const SplitMerge merge = p.num_splits == 1 ? SplitMerge::none : p.merge;
+  float* const sxl = sml + Tile::kWarpsN * kRows * 2;  // the block's LSE (base 2) per row
 #pragma unroll
   for (int i = 0; i < kOutPasses; ++i) {
     const int idx = i * kThreads + tid;
@@ -456,28 +477,66 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
     const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
 #pragma unroll
     for (int e = 0; e < 8; ++e) acc[e] *= inv;
-    const float lse = sum > 0.0f ? (mx + __log2f(sum)) * kLn2 : kNegInfF;
+    const float lse2 = sum > 0.0f ? mx + __log2f(sum) : kNegInfF;
     const int token = gr / G;
     const int head = hkv * G + (gr - token * G);
-    if (final_output) {
-      uint4 packed;
-      packed.x = ElemTraits<Elem>::pack(acc[0], acc[1]);
-      packed.y = ElemTraits<Elem>::pack(acc[2], acc[3]);
-      packed.z = ElemTraits<Elem>::pack(acc[4], acc[5]);
-      packed.w = ElemTraits<Elem>::pack(acc[6], acc[7]);
-      Elem* const dst = static_cast<Elem*>(p.o) + b * p.o_batch_stride + token * p.o_row_stride +
-                        head * p.o_head_stride + c * 8;
-      *reinterpret_cast<uint4*>(dst) = packed;
-      if (c == 0 && p.lse != nullptr) p.lse[b * p.lse_batch_stride + head * p.lse_head_stride + token] = lse;
+    if (merge == SplitMerge::none) {
+      store_output<Elem>(p, b, token, head, c, acc, lse2);
+    } else if (merge == SplitMerge::cluster) {
+      // Over warp 0's O: only this thread reads or writes these 8 floats of row r.
+      float4* const dst = reinterpret_cast<float4*>(so + r * kOStride + c * 8);
+      dst[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+      dst[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+      if (c == 0) sxl[r] = lse2;
     } else {
       const std::int64_t part_row =
           (static_cast<std::int64_t>(split) * p.batch * T + static_cast<std::int64_t>(b) * T + token) * p.heads_q + head;
       float4* const dst = reinterpret_cast<float4*>(p.o_parts + part_row * D + c * 8);
       dst[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
       dst[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
-      if (c == 0) p.lse_parts[part_row] = lse;
+      if (c == 0) p.lse_parts[part_row] = lse2 * kLn2;
     }
   }
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Cluster merge: the num_splits blocks of this (sequence, kv head, row chunk) are one
+  // cluster (rank = split). Each merges a 1/num_splits share of the (row, 8-column) pieces
+  // across every block's normalised O and LSE, read from the peers' shared memory.
+  if (merge == SplitMerge::cluster) {
+    namespace cg = cooperative_groups;
+    const cg::cluster_group cluster = cg::this_cluster();
+    cluster.sync();  // every block's partial is in its shared memory
+    const int n = p.num_splits;
+    const int pieces = min(kRows, rows_total - row0) * kOutChunks;
+    for (int idx = split * kThreads + tid; idx < pieces; idx += n * kThreads) {
+      const int r = idx / kOutChunks;
+      const int c = idx % kOutChunks;
+      float mx = kNegInfF;
+#pragma unroll 4
+      for (int s = 0; s < n; ++s) mx = fmaxf(mx, *cluster.map_shared_rank(sxl + r, s));
+      float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      float sum = 0.0f;
+      if (mx != kNegInfF) {
+#pragma unroll 4
+        for (int s = 0; s < n; ++s) {
+          const float f = sm80::ex2_approx_ftz(*cluster.map_shared_rank(sxl + r, s) - mx);  // 0: empty split
+          sum += f;
+          const float4* src = reinterpret_cast<const float4*>(cluster.map_shared_rank(so + r * kOStride + c * 8, s));
+          const float4 lo = src[0], hi = src[1];
+          acc[0] += f * lo.x; acc[1] += f * lo.y; acc[2] += f * lo.z; acc[3] += f * lo.w;
+          acc[4] += f * hi.x; acc[5] += f * hi.y; acc[6] += f * hi.z; acc[7] += f * hi.w;
+        }
+      }
+      const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[e] *= inv;
+      const int gr = row0 + r;
+      const int token = gr / G;
+      store_output<Elem>(p, b, token, hkv * G + (gr - token * G), c, acc, sum > 0.0f ? mx + __log2f(sum) : kNegInfF);
+    }
+    cluster.sync();  // keep this block's shared memory alive until the peers have read it
+  }
+#endif
 }
 
 // ---- host side: one launcher per (Elem, D), instantiated in one generated unit each ----
@@ -489,6 +548,7 @@ struct DecodeKernelInfo {
   int smem_bytes = 0;       // dynamic shared memory per block
   int blocks_per_sm = 0;    // resident blocks per SM on the device; 0: the kernel cannot run there
   int block_n = 0;
+  int max_cluster = 0;      // the most splits the cluster merge can take here (0: none, before sm_90)
   int smem_optin_max = 0;   // the device's opt-in limit of shared memory per block (0: unknown)
   cudaError_t error = cudaSuccess;  // the runtime call that failed, when one did
   const char* failed_call = nullptr;
@@ -506,7 +566,41 @@ inline constexpr int kCachedDevices = 64;
 template <class Elem, int D, int MT>
 struct KernelState {
   static inline std::atomic<int> blocks_per_sm[kCachedDevices] = {};
+  static inline std::atomic<int> max_cluster[kCachedDevices] = {};  // stored before blocks_per_sm
 };
+
+// The largest cluster (16, else the portable 8) of `kernel` that the device can schedule at
+// least one of, or 0: before sm_90, or when the kernel's code was compiled for an older
+// target (an sm_80 build JIT-compiled on Hopper has no cluster merge in it).
+inline int max_cluster_size(const void* kernel, int device, int threads, int smem_bytes) {
+  int major = 0;
+  cudaFuncAttributes attributes{};
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess || major < 9 ||
+      cudaFuncGetAttributes(&attributes, kernel) != cudaSuccess || attributes.ptxVersion < 90) {
+    cudaGetLastError();
+    return 0;
+  }
+  // Sizes above 8 need the non-portable opt-in; if it fails, 16 simply does not schedule.
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  cudaGetLastError();
+  for (int size : {kMaxClusterSplits, 8}) {
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(size);
+    config.blockDim = dim3(threads);
+    config.dynamicSmemBytes = smem_bytes;
+    cudaLaunchAttribute attribute[1];
+    attribute[0].id = cudaLaunchAttributeClusterDimension;
+    attribute[0].val.clusterDim.x = size;
+    attribute[0].val.clusterDim.y = 1;
+    attribute[0].val.clusterDim.z = 1;
+    config.attrs = attribute;
+    config.numAttrs = 1;
+    int clusters = 0;
+    if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess) cudaGetLastError();
+    if (clusters > 0) return size;
+  }
+  return 0;
+}
 
 // Prepares decode_split_kv_kernel<Elem, D, MT> on `device` (which must be current) and reports
 // its occupancy. Order matters: cudaFuncAttributeMaxDynamicSharedMemorySize must be raised
@@ -527,6 +621,7 @@ DecodeKernelInfo prepare(int device) {
     const int n = cached->load(std::memory_order_acquire);
     if (n > 0) {
       info.blocks_per_sm = n;
+      info.max_cluster = KernelState<Elem, D, MT>::max_cluster[device].load(std::memory_order_relaxed);
       return info;
     }
   }
@@ -546,7 +641,11 @@ DecodeKernelInfo prepare(int device) {
   err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, Tile::kThreads, Tile::kSmemBytes);
   if (err != cudaSuccess) return fail(err, "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
   info.blocks_per_sm = blocks;
-  if (blocks > 0 && cached != nullptr) cached->store(blocks, std::memory_order_release);
+  if (blocks > 0) info.max_cluster = max_cluster_size(reinterpret_cast<const void*>(kernel), device, Tile::kThreads, Tile::kSmemBytes);
+  if (blocks > 0 && cached != nullptr) {
+    KernelState<Elem, D, MT>::max_cluster[device].store(info.max_cluster, std::memory_order_relaxed);
+    cached->store(blocks, std::memory_order_release);
+  }
   return info;
 }
 
@@ -567,8 +666,13 @@ cudaError_t launch(int device, const DecodeParams& params, dim3 grid, cudaStream
   config.blockDim = dim3(Tile::kThreads);
   config.dynamicSmemBytes = Tile::kSmemBytes;
   config.stream = stream;
-  config.attrs = nullptr;
-  config.numAttrs = 0;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeClusterDimension;  // the splits of one item: one cluster
+  attribute[0].val.clusterDim.x = static_cast<unsigned>(params.num_splits);
+  attribute[0].val.clusterDim.y = 1;
+  attribute[0].val.clusterDim.z = 1;
+  config.attrs = attribute;
+  config.numAttrs = params.num_splits > 1 && params.merge == SplitMerge::cluster ? 1 : 0;
   return cudaLaunchKernelEx(&config, kernel, params);  // reports this launch's own error
 }
 
