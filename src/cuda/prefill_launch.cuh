@@ -9,6 +9,7 @@
 
 #include "api/problem.hpp"
 #include "cuda/check.cuh"
+#include "cuda/tensor_map.hpp"
 #include "flashbuf/kernels/prefill_sm80.cuh"
 #include "flashbuf/kernels/prefill_sm90.cuh"
 
@@ -30,13 +31,28 @@ void raise_smem_limit_once(const void* kernel_fn, int device) {
 }
 
 // One launch of `kernel` (a __global__ of class Kernel) over the problem's grid.
-template <class Kernel>
-void launch_prefill_kernel(void (*kernel)(PrefillParams), const PrefillParams& params,
-                           const AttentionProblem& pr) {
+template <class Kernel, class... Extra>
+void launch_prefill_kernel(void (*kernel)(PrefillParams, Extra...), const PrefillParams& params,
+                           const AttentionProblem& pr, const Extra&... extra) {
   raise_smem_limit_once<Kernel>(reinterpret_cast<const void*>(kernel), pr.device_index);
   kernel<<<dim3(params.num_m_blocks, pr.heads_q, pr.batch), Kernel::kThreads, Kernel::kSmemBytes,
-           static_cast<cudaStream_t>(pr.stream)>>>(params);
+           static_cast<cudaStream_t>(pr.stream)>>>(params, extra...);
   FLASHBUF_CUDA_CHECK(cudaGetLastError());
+}
+
+// The Hopper kernel's K/V tensor maps: batch-form K/V only (every row below seqlen_k is a
+// key of the sequence, rows past it read as zeros); paged, varlen and seqlens_k inputs, or
+// strides TMA cannot describe, keep maps.enabled = 0 and the cp.async gather.
+template <int BlockN>
+PrefillTmaMaps make_prefill_tma_maps(const AttentionProblem& pr) {
+  PrefillTmaMaps maps{};
+  if (pr.paged() || pr.cu_seqlens_k != nullptr || pr.seqlens_k != nullptr) return maps;
+  const SlabTensor k{pr.k, pr.dtype, pr.head_dim, pr.seqlen_k, pr.heads_kv, pr.batch,
+                     pr.k_row_stride, pr.k_head_stride, pr.k_batch_stride};
+  const SlabTensor v{pr.v, pr.dtype, pr.head_dim_v, pr.seqlen_k, pr.heads_kv, pr.batch,
+                     pr.v_row_stride, pr.v_head_stride, pr.v_batch_stride};
+  maps.enabled = make_slab_tensor_map(&maps.k, k, BlockN) && make_slab_tensor_map(&maps.v, v, BlockN);
+  return maps;
 }
 
 inline PrefillParams make_prefill_params(const AttentionProblem& pr, int block_m) {
@@ -86,7 +102,9 @@ void launch_prefill_variant(const PrefillParams& params, const AttentionProblem&
   if constexpr (K == PrefillKernel::mma_sync) {
     launch_prefill_kernel<PrefillSm80<In, D, Dv, Paged>>(&prefill_sm80_kernel<In, D, Dv, Paged>, params, pr);
   } else {
-    launch_prefill_kernel<PrefillSm90<In, D, Dv, Paged>>(&prefill_sm90_kernel<In, D, Dv, Paged>, params, pr);
+    using Kernel = PrefillSm90<In, D, Dv, Paged>;
+    launch_prefill_kernel<Kernel>(&prefill_sm90_kernel<In, D, Dv, Paged>, params, pr,
+                                  make_prefill_tma_maps<Kernel::kBN>(pr));
   }
 }
 

@@ -693,16 +693,15 @@ TEST(DecodeHost, SplitHeuristicAndWorkspace) {
   using P = std::pair<int, Merge>;
   EXPECT_EQ(choose(128 * 8, 2048, 16), P(1, Merge::none)) << "a full grid does not split";
   EXPECT_EQ(choose(32 * 8, 8192, 16), P(1, Merge::none)) << "256 items already fill one wave";
-  // Latency-bound: every tile in flight at once, merged in clusters.
+  // Latency-bound: small grids of short splits, merged in clusters of <= 8 (measured).
   EXPECT_EQ(choose(8, 512, 16), P(8, Merge::cluster)) << "B=1 Hkv=8 L=512: 64 blocks of one tile";
-  EXPECT_EQ(choose(8, 2048, 16), P(16, Merge::cluster)) << "B=1 Hkv=8 L=2k: 128 blocks of two tiles";
-  EXPECT_EQ(choose(8, 8192, 16), P(16, Merge::cluster)) << "B=1 Hkv=8 L=8k: 8 tiles per split";
-  EXPECT_EQ(choose(64, 512, 16), P(4, Merge::cluster)) << "B=8 Hkv=8 L=512: 64 items x 4 = 256 <= 264";
-  EXPECT_EQ(choose(64, 32768, 16), P(4, Merge::cluster)) << "the wave, not the cluster, caps the splits";
-  EXPECT_EQ(choose(32, 2048, 16), P(8, Merge::cluster)) << "B=1 Hkv=32 L=2k";
+  EXPECT_EQ(choose(8, 2048, 16), P(8, Merge::cluster)) << "B=1 Hkv=8 L=2k: 64 blocks of four tiles";
   EXPECT_EQ(choose(8, 100, 16), P(2, Merge::cluster)) << "two tiles: one each";
   EXPECT_EQ(choose(8, 64, 16), P(1, Merge::none)) << "one tile cannot split";
-  // Long contexts: the whole wave with the workspace merge beats 16 long cluster splits.
+  // Larger grids or longer splits: the whole wave with the workspace merge.
+  EXPECT_EQ(choose(8, 8192, 16), P(32, Merge::workspace)) << "B=1 Hkv=8 L=8k: 16 tiles per cluster split";
+  EXPECT_EQ(choose(64, 512, 16), P(2, Merge::workspace)) << "B=8 Hkv=8: 256 blocks in clusters ran slower";
+  EXPECT_EQ(choose(32, 2048, 16), P(8, Merge::workspace)) << "B=1 Hkv=32: 256 blocks";
   EXPECT_EQ(choose(8, 32768, 16), P(32, Merge::workspace));
   EXPECT_EQ(choose(8, 131072, 16), P(33, Merge::workspace));
   EXPECT_EQ(choose(8, 131072, 16, 1 << 30), P(16, Merge::cluster)) << "FLASHBUF_DECODE_MERGE=cluster";

@@ -1,8 +1,10 @@
 // buffers: the Hopper forms of KVBufferLDS and of the Q buffer. The tile goes from device
-// memory straight into a slab-major 128-byte-swizzled tile (cp.async here, one row address per
-// key, so paged and varlen sources work unchanged; a TMA fill can replace load_from_dram for
-// contiguous K/V without changing anything else). "Loading from shared" builds the wgmma
-// descriptor of one k16 step: the tensor core reads the operand itself.
+// memory straight into a slab-major 128-byte-swizzled tile, by one of two engines:
+//   load_from_dram  cp.async, one row address per key: paged and varlen sources (a gather)
+//   load_tile_tma   the bulk tensor copy engine, one box per 64-column slab, issued by one
+//                   thread: batch-form K/V, where a tensor map describes the whole tensor
+// "Loading from shared" builds the wgmma descriptor of one k16 step: the tensor core reads the
+// operand itself.
 //
 //   K (KBufferConfig, K-major B of S = Q K^T):  start = slab(k) + (k % 4) * 32 B, SBO = 1024 B
 //   V (VBufferConfig, N-major B of O += P V):   start = k * 16 rows * 128 B, LBO = slab bytes,
@@ -12,6 +14,7 @@
 #include <cstdint>
 
 #include "flashbuf/arch/sm80/cp_async.cuh"
+#include "flashbuf/arch/sm90/tma.cuh"
 #include "flashbuf/arch/sm90/wgmma.cuh"
 #include "flashbuf/buffers/concepts.cuh"
 #include "flashbuf/buffers/kv_config.cuh"
@@ -58,6 +61,17 @@ struct KVBufferLDSSm90 {
       const int row = chunk / kChunksPerRow, col = chunk % kChunksPerRow * 8;
       const bool valid = row < rows_valid;
       sm80::cp_async_cg_16(tile + Tile::offset(row, col), src.row(tile_row + (valid ? row : 0)) + col, valid);
+    }
+    write_stage = (write_stage + 1) % NumSmemStages;
+  }
+  // Rows [tile_row, tile_row + kRows) of (head, batch) through TMA, completing on `full` (which
+  // the caller armed with Tile::kBytes); rows and columns past the tensor arrive as zeros.
+  __device__ void load_tile_tma(const CUtensorMap* map, int tile_row, int head, int batch, std::uint64_t* full) {
+    In* tile = stage_ptr(write_stage);
+#pragma unroll
+    for (int slab = 0; slab < Tile::kSlabs; ++slab) {
+      sm90::cp_async_bulk_tensor_4d_g2s(tile + slab * Tile::kSlabElems, map, slab * Tile::kSlabCols, tile_row, head,
+                                        batch, full);
     }
     write_stage = (write_stage + 1) % NumSmemStages;
   }

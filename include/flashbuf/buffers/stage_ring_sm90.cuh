@@ -2,17 +2,20 @@
 // that fills them and the consumer warps that read them, on two mbarriers per stage:
 //
 //   producer:  acquire(i) -- wait "empty[s]"     fill stage s     commit_cp_async(i) -> "full[s]"
+//                                               (or TMA:  expect_bytes(i, n) before the copy)
 //   consumer:  wait(i)    -- wait "full[s]"      wgmma reads s    release(i)         -> "empty[s]"
 //
 // i counts tiles from 0; stage s = i % NumStages and round i / NumStages picks the parity (see
-// arch/sm90/mbarrier.cuh). "full" expects one arrival per producer thread (each arrives when
-// its own cp.async copies land), "empty" one per consumer warp (lane 0, after the warp's wgmma
-// that read the stage completed).
+// arch/sm90/mbarrier.cuh). "full" expects one arrival per copying producer thread (cp.async:
+// each thread arrives when its own copies land; TMA: the one issuing thread arrives and the
+// phase also waits for the bytes), "empty" one per consumer warp (lane 0, after the warp's
+// wgmma that read the stage completed).
 #pragma once
 
 #include <cstdint>
 
 #include "flashbuf/arch/sm90/mbarrier.cuh"
+#include "flashbuf/arch/sm90/tma.cuh"
 
 namespace flashbuf {
 
@@ -40,6 +43,10 @@ struct StageRing {
   }
   __device__ void acquire(int i) const { sm90::mbarrier_wait_parity(&empty[stage(i)], parity(i) ^ 1); }
   __device__ void commit_cp_async(int i) const { sm90::cp_async_mbarrier_arrive_noinc(&full[stage(i)]); }
+  __device__ std::uint64_t* expect_bytes(int i, std::uint32_t bytes) const {
+    sm90::mbarrier_arrive_expect_tx(&full[stage(i)], bytes);
+    return &full[stage(i)];
+  }
   __device__ void wait(int i) const { sm90::mbarrier_wait_parity(&full[stage(i)], parity(i)); }
   __device__ void release(int i) const {
     if (threadIdx.x % 32 == 0) sm90::mbarrier_arrive(&empty[stage(i)]);

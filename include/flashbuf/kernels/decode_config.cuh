@@ -178,10 +178,14 @@ FLASHBUF_HOST_DEVICE constexpr int split_keys(int visible_keys, int num_splits, 
 enum class SplitMerge { none, cluster, workspace };
 
 inline constexpr int kMaxClusterSplits = 16;  // H100/H200 non-portable cluster limit
-// The longest split (in key tiles) that still uses the cluster merge when capping the split
-// count at the cluster size costs parallelism: beyond it the full wave of splits plus the
-// combine launch wins (long contexts, where the launch is a few % of the time).
-inline constexpr int kClusterMaxTilesPerSplit = 16;
+// Where the cluster merge pays, measured on the H200 (bench/results/h200-decode-20261130.json
+// at cae9305, where it was used far more widely): 64 blocks of one tile in clusters of 8 ran
+// 1.3x faster than the workspace path; grids of 128-256 blocks in clusters of 4..16 ran 10-30%
+// slower (cluster co-scheduling leaves SMs idle). So: at most 8 splits per cluster, a grid of
+// at most a quarter of the slots, and short splits (longer ones want the full wave of splits).
+inline constexpr int kClusterMaxSplitsUsed = 8;
+inline constexpr int kClusterMaxTilesPerSplit = 4;
+inline constexpr int kClusterMaxSlotFraction = 4;  // grid <= slots / 4
 
 struct SplitChoice {
   int num_splits = 1;
@@ -192,10 +196,11 @@ struct SplitChoice {
 // blocks per SM of the kernel that will run) and keeps the grid to ONE wave: a second
 // partial wave of long splits would run at a fraction of the read bandwidth.
 //   1 when the (sequence, kv head, row chunk) items alone fill more than half the slots.
-//   Latency-bound problems (short splits) want every tile in flight at once: as many splits
-//   as fit in the wave, down to ONE tile each, merged in a cluster (`max_cluster` = the
-//   largest cluster the kernel can be scheduled with on the device, 0 = none), as long as a
-//   split stays <= `cluster_max_tiles` tiles or the cluster cap does not bind.
+//   Latency-bound problems (few blocks, short splits) want every tile in flight at once and
+//   no second launch: up to 8 splits merged in a cluster (`max_cluster` = the largest cluster
+//   the kernel can be scheduled with on the device, 0 = none) when the grid stays within a
+//   quarter of the slots and a split within `cluster_max_tiles` tiles (see above; a larger
+//   `cluster_max_tiles`, FLASHBUF_DECODE_MERGE=cluster, lifts both limits up to max_cluster).
 //   Otherwise (long contexts, or no clusters) the workspace merge with >= max(2 tiles,
 //   256 keys) per split, as many as fit in the wave, at most max_splits.
 // The count is then reduced to the number whole-tile splits of max_seqlen_k fill evenly.
@@ -210,8 +215,11 @@ constexpr SplitChoice choose_decode_splits(int slots, std::int64_t work_items, i
   if (wave > tiles) wave = tiles;
   if (wave > max_splits) wave = max_splits;
   if (wave > 1 && max_cluster > 1) {
-    const std::int64_t c = wave < max_cluster ? wave : max_cluster;
-    if (c == wave || ceil_div(tiles, static_cast<int>(c)) <= cluster_max_tiles) {
+    std::int64_t c = wave < max_cluster ? wave : max_cluster;
+    if (c > kClusterMaxSplitsUsed && cluster_max_tiles <= kClusterMaxTilesPerSplit) c = kClusterMaxSplitsUsed;
+    const bool small_grid = work_items * c * kClusterMaxSlotFraction <= slots;
+    if ((small_grid || cluster_max_tiles > kClusterMaxTilesPerSplit) &&
+        ceil_div(tiles, static_cast<int>(c)) <= cluster_max_tiles) {
       return {balanced(c), SplitMerge::cluster};
     }
   }

@@ -10,7 +10,9 @@
 //
 // Block = 3 warpgroups:
 //   WG 0  producer  (setmaxnreg down): Q, then K(i), V(i) for every key tile into the rings;
-//                    each stage is handed over on mbarriers (StageRing)
+//                    each stage is handed over on mbarriers (StageRing). Batch-form K/V: one
+//                    thread issues TMA boxes (tensor maps from the host); paged, varlen or
+//                    seqlens_k: all 128 threads gather rows with cp.async.
 //   WG 1  consumer  query rows   0..63  of the block  (setmaxnreg up)
 //   WG 2  consumer  query rows  64..127
 //
@@ -31,6 +33,7 @@
 #include "flashbuf/arch/sm80/cp_async.cuh"
 #include "flashbuf/arch/sm90/named_barrier.cuh"
 #include "flashbuf/arch/sm90/setmaxnreg.cuh"
+#include "flashbuf/arch/sm90/tma.cuh"
 #include "flashbuf/arch/sm90/wgmma.cuh"
 #include "flashbuf/buffers/kv_buffer_sm90.cuh"
 #include "flashbuf/buffers/register_buffers.cuh"
@@ -54,6 +57,13 @@ constexpr int prefill_sm90_stages(int q_bytes, int kv_stage_bytes) {
   const int fit = (kUsable - q_bytes) / kv_stage_bytes;
   return fit < 4 ? fit : 4;
 }
+
+// Tensor maps of K and V for the TMA producer (valid when `enabled`; see cuda/tensor_map.hpp).
+struct PrefillTmaMaps {
+  CUtensorMap k;
+  CUtensorMap v;
+  int enabled;
+};
 
 template <class In, int D, int Dv, bool Paged>
 struct PrefillSm90 {
@@ -99,7 +109,7 @@ struct PrefillSm90 {
     kIssueTurn0 = 2,     // consumer c waits on kIssueTurn0 + c for its turn to issue wgmma
   };
 
-  __device__ static void run(const PrefillParams& p, char* smem_raw) {
+  __device__ static void run(const PrefillParams& p, const PrefillTmaMaps& maps, char* smem_raw) {
 #ifdef FLASHBUF_NO_WGMMA
     __trap();  // never launched on a device pass without wgmma (see arch/sm90/target.cuh)
 #else
@@ -114,9 +124,11 @@ struct PrefillSm90 {
     vbuf.smem = reinterpret_cast<In*>(smem + kQBytes + KBuf::kSmemBytes);
     auto* barriers = reinterpret_cast<std::uint64_t*>(smem + kQBytes + KBuf::kSmemBytes + VBuf::kSmemBytes);
     std::uint64_t* q_full = barriers;
+    const bool use_tma = !Paged && maps.enabled;
+    const int copiers = use_tma ? 1 : kProducerThreads;
     Ring kring, vring;
-    kring.init(barriers + 1, kProducerThreads, kConsumerThreads / 32);
-    vring.init(barriers + 1 + 2 * kStages, kProducerThreads, kConsumerThreads / 32);
+    kring.init(barriers + 1, copiers, kConsumerThreads / 32);
+    vring.init(barriers + 1 + 2 * kStages, copiers, kConsumerThreads / 32);
     if (threadIdx.x == 0) sm90::mbarrier_init(q_full, kProducerThreads);
     __syncthreads();  // barriers initialised before anyone arrives or waits
 
@@ -129,16 +141,30 @@ struct PrefillSm90 {
       blk.bind_kv<In, Paged>(kbuf, vbuf, p);
       load_tile_async<QTile, kProducerThreads>(smem_q, blk.q_ptr<In>(p), p.q_row_stride, blk.rows_q);
       sm90::cp_async_mbarrier_arrive_noinc(q_full);
-      for (int i = 0; i < num_tiles; ++i) {
-        const int key0 = (n_first + i) * kBN;
-        kring.acquire(i);
-        kbuf.write_stage = Ring::stage(i);
-        kbuf.load_from_dram(key0, blk.seqlen_k - key0);
-        kring.commit_cp_async(i);
-        vring.acquire(i);
-        vbuf.write_stage = Ring::stage(i);
-        vbuf.load_from_dram(key0, blk.seqlen_k - key0);
-        vring.commit_cp_async(i);
+      if (use_tma) {
+        if (threadIdx.x == 0) {
+          for (int i = 0; i < num_tiles; ++i) {
+            const int key0 = (n_first + i) * kBN;
+            kring.acquire(i);
+            kbuf.write_stage = Ring::stage(i);
+            kbuf.load_tile_tma(&maps.k, key0, blk.head_kv, blk.batch, kring.expect_bytes(i, KTile::kBytes));
+            vring.acquire(i);
+            vbuf.write_stage = Ring::stage(i);
+            vbuf.load_tile_tma(&maps.v, key0, blk.head_kv, blk.batch, vring.expect_bytes(i, VTile::kBytes));
+          }
+        }
+      } else {
+        for (int i = 0; i < num_tiles; ++i) {
+          const int key0 = (n_first + i) * kBN;
+          kring.acquire(i);
+          kbuf.write_stage = Ring::stage(i);
+          kbuf.load_from_dram(key0, blk.seqlen_k - key0);
+          kring.commit_cp_async(i);
+          vring.acquire(i);
+          vbuf.write_stage = Ring::stage(i);
+          vbuf.load_from_dram(key0, blk.seqlen_k - key0);
+          vring.commit_cp_async(i);
+        }
       }
       sm80::cp_async_wait_group<0>();  // leave no copy of this thread in flight at exit
       return;
@@ -224,7 +250,7 @@ struct PrefillSm90 {
       for (int i = 1; i < num_tiles; ++i) {
         kring.wait(i);
         vring.wait(i - 1);
-        sm90::fence_proxy_async_shared();
+        if (!use_tma) sm90::fence_proxy_async_shared();  // TMA writes through the async proxy
         take_turn();
         sm90::wgmma_fence();
         issue_scores(i);
@@ -242,7 +268,7 @@ struct PrefillSm90 {
       }
 
       vring.wait(num_tiles - 1);
-      sm90::fence_proxy_async_shared();
+      if (!use_tma) sm90::fence_proxy_async_shared();
       take_turn();
       sm90::wgmma_fence();
       issue_pv(num_tiles - 1);
@@ -264,9 +290,9 @@ struct PrefillSm90 {
 
 template <class In, int D, int Dv, bool Paged>
 __global__ void __launch_bounds__(PrefillSm90<In, D, Dv, Paged>::kThreads, 1)
-    prefill_sm90_kernel(const __grid_constant__ PrefillParams params) {
+    prefill_sm90_kernel(const __grid_constant__ PrefillParams params, const __grid_constant__ PrefillTmaMaps maps) {
   extern __shared__ __align__(128) char smem[];
-  PrefillSm90<In, D, Dv, Paged>::run(params, smem);
+  PrefillSm90<In, D, Dv, Paged>::run(params, maps, smem);
 }
 
 }  // namespace flashbuf

@@ -1,0 +1,42 @@
+// arch/sm90: the bulk tensor copy engine (TMA) — one thread asks for a whole box of a tensor
+// (described by a CUtensorMap made on the host) to be written into shared memory, swizzled as
+// the map says; completion is counted in bytes on an mbarrier (expect_tx). Rows or columns
+// outside the tensor arrive as zeros. Needs sm_90.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "flashbuf/arch/sm80/cp_async.cuh"
+#include "flashbuf/arch/sm90/target.cuh"
+
+namespace flashbuf::sm90 {
+
+// Arrives on `bar` (one of its expected arrivals) and adds `bytes` to the transaction count
+// the current phase waits for.
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(std::uint64_t* bar, std::uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(sm80::smem_u32(bar)), "r"(bytes)
+               : "memory");
+}
+
+// cp.async.bulk.tensor.4d global -> shared: the box at coordinates (c0 innermost .. c3).
+__device__ __forceinline__ void cp_async_bulk_tensor_4d_g2s(void* smem_dst, const CUtensorMap* map, int c0, int c1,
+                                                            int c2, int c3, std::uint64_t* bar) {
+#ifndef FLASHBUF_NO_WGMMA
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
+      "[%6];\n" ::"r"(sm80::smem_u32(smem_dst)),
+      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(sm80::smem_u32(bar))
+      : "memory");
+#endif
+}
+
+// Fetches the descriptor into the cache ahead of its first use.
+__device__ __forceinline__ void prefetch_tensormap(const CUtensorMap* map) {
+#ifndef FLASHBUF_NO_WGMMA
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<std::uint64_t>(map)) : "memory");
+#endif
+}
+
+}  // namespace flashbuf::sm90

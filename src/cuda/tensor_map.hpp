@@ -1,0 +1,26 @@
+// Host side of the TMA copies: the CUtensorMap that describes K or V of a batch-form tensor
+// (batch, rows, heads, cols) in boxes of 64 columns x box_rows rows with the 128-byte swizzle,
+// which is exactly a SlabTile slab (buffers/smem_tile_sm90.cuh).
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "flashbuf/flashbuf.hpp"
+
+namespace flashbuf::detail {
+
+struct SlabTensor {
+  const void* base;
+  DType dtype;  // bf16 or fp16
+  int cols, rows, heads, batch;
+  std::int64_t row_stride, head_stride, batch_stride;  // elements
+};
+
+// Fills `map` and returns true, or returns false when TMA cannot describe the tensor (base or
+// strides not 16-byte multiples, sizes out of range, no driver entry point): the kernel then
+// copies with cp.async instead, so every valid input still runs.
+bool make_slab_tensor_map(CUtensorMap* map, const SlabTensor& t, int box_rows);
+
+}  // namespace flashbuf::detail
