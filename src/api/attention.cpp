@@ -9,15 +9,16 @@ namespace flashbuf {
 namespace {
 
 // Automatic: CPU tensors run on the CPU backend; CUDA tensors on the Hopper (wgmma) path on
-// compute capability 9.0 when this binary holds its sm_90a code and the head dim is one where
-// it is measured faster (kernels/prefill_tiles.hpp), else on the mma.sync path.
+// compute capability 9.0 when this binary holds its sm_90a code and the input form and head dim
+// are ones where it is measured faster (kernels/prefill_tiles.hpp), else on the mma.sync path.
 // An explicit backend must match where the tensors are and what the device can run.
 Backend choose_backend(Backend requested, const detail::AttentionProblem& p) {
   const bool on_gpu = p.device == DeviceKind::cuda;
   switch (requested) {
     case Backend::automatic:
       if (!on_gpu) return Backend::cpu;
-      return hopper_prefill_preferred(p.head_dim, p.head_dim_v) && detail::sm90_prefill_available(p.device_index)
+      return hopper_prefill_preferred(p.head_dim, p.head_dim_v, detail::batch_form_kv(p)) &&
+                     detail::sm90_prefill_available(p.device_index)
                  ? Backend::sm90
                  : Backend::sm80;
     case Backend::cpu:

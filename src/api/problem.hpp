@@ -53,6 +53,11 @@ inline int q_start(const AttentionProblem& p, int b) { return p.cu_seqlens_q ? p
 inline int q_len(const AttentionProblem& p, int b) {
   return p.cu_seqlens_q ? p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b] : p.seqlen_q;
 }
+// K/V as one (batch, seqlen_k, heads, dim) tensor per operand, every row a key of its
+// sequence: what a TMA tensor map can describe (no pages, no per-sequence lengths).
+inline bool batch_form_kv(const AttentionProblem& p) {
+  return !p.paged() && p.cu_seqlens_k == nullptr && p.seqlens_k == nullptr;
+}
 inline int k_start(const AttentionProblem& p, int b) { return p.cu_seqlens_k ? p.cu_seqlens_k[b] : 0; }
 inline int k_len(const AttentionProblem& p, int b) {
   if (p.cu_seqlens_k) return p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b];

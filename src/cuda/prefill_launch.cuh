@@ -46,7 +46,7 @@ void launch_prefill_kernel(void (*kernel)(PrefillParams, Extra...), const Prefil
 template <int BlockN>
 PrefillTmaMaps make_prefill_tma_maps(const AttentionProblem& pr) {
   PrefillTmaMaps maps{};
-  if (pr.paged() || pr.cu_seqlens_k != nullptr || pr.seqlens_k != nullptr) return maps;
+  if (!batch_form_kv(pr)) return maps;
   const SlabTensor k{pr.k, pr.dtype, pr.head_dim, pr.seqlen_k, pr.heads_kv, pr.batch,
                      pr.k_row_stride, pr.k_head_stride, pr.k_batch_stride};
   const SlabTensor v{pr.v, pr.dtype, pr.head_dim_v, pr.seqlen_k, pr.heads_kv, pr.batch,
