@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 
 #include "flashbuf/arch/sm80/cp_async.cuh"
 #include "flashbuf/arch/sm80/fast_math.cuh"

@@ -102,6 +102,7 @@ struct PrefillSm90 {
   // Shared memory: [Q / O epilogue][K stages][V stages][barriers: Q, K ring, V ring].
   static constexpr int kBarrierBytes = sizeof(std::uint64_t) + 2 * Ring::kBarrierBytes;
   static constexpr int kSmemBytes = kAlign + kQBytes + KBuf::kSmemBytes + VBuf::kSmemBytes + kBarrierBytes;
+  static_assert(kSmemBytes <= 227 * 1024, "prefill_sm90: over the 227 KB a block may opt into on sm_90");
 
   // Named barriers (0 is __syncthreads).
   enum Barrier : int {
@@ -129,7 +130,10 @@ struct PrefillSm90 {
     Ring kring, vring;
     kring.init(barriers + 1, copiers, kConsumerThreads / 32);
     vring.init(barriers + 1 + 2 * kStages, copiers, kConsumerThreads / 32);
-    if (threadIdx.x == 0) sm90::mbarrier_init(q_full, kProducerThreads);
+    if (threadIdx.x == 0) {
+      sm90::mbarrier_init(q_full, kProducerThreads);
+      sm90::fence_mbarrier_init();  // the TMA unit completes transactions on these barriers
+    }
     __syncthreads();  // barriers initialised before anyone arrives or waits
 
     const int num_tiles = blk.keys.empty() ? 0 : (blk.keys.end - 1) / kBN - blk.keys.begin / kBN + 1;
@@ -166,7 +170,7 @@ struct PrefillSm90 {
           vring.commit_cp_async(i);
         }
       }
-      sm80::cp_async_wait_group<0>();  // leave no copy of this thread in flight at exit
+      sm80::cp_async_wait_all();  // leave no copy of this thread in flight at exit
       return;
     }
 
@@ -198,6 +202,14 @@ struct PrefillSm90 {
       };
       if (consumer == 1) sm90::named_barrier_arrive(kIssueTurn0, kConsumerThreads);
 
+      // Register writes (softmax, rescale, packing) must stay above wgmma.fence: the compiler
+      // sees wgmma_fence as a memory barrier only, so the operands are pinned first.
+      const auto fence_operands = [&] {
+        sm90::fence_registers(s);
+        sm90::fence_registers(o);
+        sm90::fence_registers(p_frag);
+        sm90::wgmma_fence();
+      };
       const auto issue_scores = [&](int i) {
         kbuf.read_stage = Ring::stage(i);
         static_for<D / 16>([&](auto kc) {
@@ -238,7 +250,7 @@ struct PrefillSm90 {
       kring.wait(0);
       sm90::fence_proxy_async_shared();  // cp.async wrote Q and K(0): visible to wgmma
       take_turn();
-      sm90::wgmma_fence();
+      fence_operands();
       issue_scores(0);
       pass_turn(false);
       sm90::wgmma_wait_group<0>();
@@ -252,7 +264,7 @@ struct PrefillSm90 {
         vring.wait(i - 1);
         if (!use_tma) sm90::fence_proxy_async_shared();  // TMA writes through the async proxy
         take_turn();
-        sm90::wgmma_fence();
+        fence_operands();
         issue_scores(i);
         issue_pv(i - 1);
         pass_turn(false);
@@ -270,7 +282,7 @@ struct PrefillSm90 {
       vring.wait(num_tiles - 1);
       if (!use_tma) sm90::fence_proxy_async_shared();
       take_turn();
-      sm90::wgmma_fence();
+      fence_operands();
       issue_pv(num_tiles - 1);
       pass_turn(true);
       sm90::wgmma_wait_group<0>();

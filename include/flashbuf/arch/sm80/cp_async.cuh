@@ -30,4 +30,7 @@ __device__ __forceinline__ void cp_async_wait_group() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
 }
 
+// Waits until every cp.async this thread issued has landed, committed in a group or not.
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
 }  // namespace flashbuf::sm80

@@ -19,6 +19,12 @@ __device__ __forceinline__ void mbarrier_init(std::uint64_t* bar, int expected_a
                : "memory");
 }
 
+// Makes this thread's mbarrier.init visible to the other proxies (the TMA unit completes
+// transactions on the barriers); issued by the initialising thread before the block barrier.
+__device__ __forceinline__ void fence_mbarrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
 __device__ __forceinline__ void mbarrier_arrive(std::uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(sm80::smem_u32(bar)) : "memory");
 }

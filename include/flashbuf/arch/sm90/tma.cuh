@@ -32,11 +32,4 @@ __device__ __forceinline__ void cp_async_bulk_tensor_4d_g2s(void* smem_dst, cons
 #endif
 }
 
-// Fetches the descriptor into the cache ahead of its first use.
-__device__ __forceinline__ void prefetch_tensormap(const CUtensorMap* map) {
-#ifndef FLASHBUF_NO_WGMMA
-  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<std::uint64_t>(map)) : "memory");
-#endif
-}
-
 }  // namespace flashbuf::sm90

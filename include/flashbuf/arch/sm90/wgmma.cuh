@@ -48,9 +48,9 @@ __device__ __forceinline__ void wgmma_wait_group() {
 #endif
 }
 
-// Makes this thread's generic-proxy shared-memory writes (st.shared, cp.async once waited
-// for) visible to the async proxy (wgmma operand reads, TMA). Each writing thread issues it
-// before the barrier that precedes the wgmma.
+// Orders generic-proxy shared-memory writes (st.shared, cp.async) before the async proxy's
+// reads (wgmma operands, TMA): issued after the barrier (or mbarrier wait) that made the
+// writes visible to this thread, before its wgmma.
 __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
