@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # One whole GPU cycle on the device machine (an H200): configure, build with every core, run
 # the GPU tests, compute-sanitizer on small cases, install the Python package, benchmark, and
-# print a short table last. Logs and results go to $OUT (default ./gpu-out).
+# print a short table last. Results go to $OUT (default ./gpu-out), the logs into one
+# $OUT/logs.tgz at the end (the device tool brings back at most 8 files).
 #   scripts/gpu_cycle.sh [--tests-only] [--no-sanitize] [--bench-args "..."]
 # Narrower iterations: GTEST_FILTER (GPU tests to run, default all), PYTEST_FILES (default
-# test_gpu.py; "none" skips), SANITIZE_FILTER (small cases under compute-sanitizer).
+# test_gpu.py; "none" skips), SANITIZE_FILTER (small cases under compute-sanitizer),
+# TEST_SHARDS (parallel gtest processes on the one GPU, default 4: the float64 references
+# run on the CPU and dominate the tests' time), TEST_TIMEOUT_S (default 400).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -34,9 +37,22 @@ start=$(date +%s)
 cmake --build build-gpu -j"$JOBS" >"$OUT/build.log" 2>&1 || { grep -E "error|Error" -A5 "$OUT/build.log" | head -60; exit 1; }
 summary+=("build: $(( $(date +%s) - start )) s on $JOBS cores")
 
+if [ "$TESTS_ONLY" = 0 ]; then  # the package builds on the CPU while the GPU tests run
+  (FLASHBUF_COMMIT=${FLASHBUF_COMMIT:-unknown} CMAKE_ARGS="-DFLASHBUF_CUDA_ARCHS=${FLASHBUF_CUDA_ARCHS:-90a}" \
+    python3 -m pip install --no-build-isolation --no-deps . >"$OUT/pip.log" 2>&1; echo "pip exit $?" >>"$OUT/pip.log") &
+  pip_pid=$!
+fi
+
 step gpu tests
-./build-gpu/tests/flashbuf_gpu_tests --gtest_brief=1 --gtest_filter="${GTEST_FILTER:-*}" 2>&1 | tee "$OUT/gpu_tests.log" | tail -40
-summary+=("gpu tests: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/gpu_tests.log" | tr '\n' ' ')")
+shards=${TEST_SHARDS:-4}
+for i in $(seq 0 $((shards - 1))); do  # line-buffered: a timeout keeps what ran
+  GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout "${TEST_TIMEOUT_S:-400}" stdbuf -oL \
+    ./build-gpu/tests/flashbuf_gpu_tests --gtest_filter="${GTEST_FILTER:-*}" >"$OUT/gpu_tests_$i.log" 2>&1 &
+done
+wait $(jobs -p | grep -v "^${pip_pid:-none}$")
+cat "$OUT"/gpu_tests_*.log >"$OUT/gpu_tests.log"
+grep -E '^\[  FAILED  \]|Failure' "$OUT/gpu_tests.log" | head -20
+summary+=("gpu tests: $(grep -c '^\[       OK \]' "$OUT/gpu_tests.log") ok, $(grep -c '^\[  FAILED  \] [A-Za-z]' "$OUT/gpu_tests.log") failed in $shards shards ($(grep -c '^\[  PASSED  \]' "$OUT/gpu_tests.log") of them finished)")
 step host tests
 ctest --test-dir build-gpu -L host -j"$JOBS" --output-on-failure >"$OUT/host_tests.log" 2>&1
 summary+=("host tests: $(grep -E 'tests passed' "$OUT/host_tests.log")")
@@ -54,8 +70,8 @@ if [ "$TESTS_ONLY" = 0 ]; then
   step cli
   ./build-gpu/flashbuf run 2>&1 | tee "$OUT/run.log" | tail -15
   step python package
-  FLASHBUF_COMMIT=${FLASHBUF_COMMIT:-unknown} CMAKE_ARGS="-DFLASHBUF_CUDA_ARCHS=${FLASHBUF_CUDA_ARCHS:-90a}" \
-    python3 -m pip install --no-build-isolation --no-deps . >"$OUT/pip.log" 2>&1 || tail -30 "$OUT/pip.log"
+  wait "$pip_pid"
+  grep -q "pip exit 0" "$OUT/pip.log" || tail -30 "$OUT/pip.log"
   if [ "${PYTEST_FILES:-test_gpu.py}" != none ]; then
     FILES="${PYTEST_FILES:-test_gpu.py}" bench/gpu_pytest.sh -q 2>&1 | tail -15 | tee "$OUT/pytest.log"
   fi
@@ -63,4 +79,5 @@ if [ "$TESTS_ONLY" = 0 ]; then
   PYTHONUNBUFFERED=1 python3 bench/bench.py --out "$OUT/bench.json" --plot "$OUT/bench.png" $BENCH_ARGS 2>&1 | tee "$OUT/bench.log" | tail -60
 fi
 
+(cd "$OUT" && tar czf logs.tgz ./*.log && rm -f ./*.log)
 echo; echo "=== summary"; printf '%s\n' "${summary[@]}"
