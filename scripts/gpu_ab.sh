@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# A/B of source trees in ONE device call: the same benchmark, on the same GPU, for each tree
+# (e.g. main and a branch, exported with `git archive <rev> | tar -x -C .ab/<name>` and carried
+# to the device machine). Each tree's Python package builds into its own folder (in parallel,
+# sharing the cores), then each tree's bench/bench.py runs against its own package; results go
+# to $OUT/<name>.json, logs into $OUT/ab-logs.tgz, a table of the ratios of every tree to the
+# first is printed last.
+#   scripts/gpu_ab.sh .ab/main .ab/persistent -- --prefill --backend sm90 --target-ms 10
+# GPU_TESTS="<gtest filter>" also builds and runs each tree's GPU tests (its own CMake build);
+# AB_CMAKE_ARGS adds CMake options (e.g. -DFLASHBUF_INSTANTIATIONS=bf16_128_128); a file
+# <tree>/.commit (git rev-parse --short) names the commit in that tree's results.
+set -uo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+OUT=${OUT:-$here/gpu-out}
+mkdir -p "$OUT"
+trees=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do trees+=("$(cd "$1" && pwd)"); shift; done
+[ "${1:-}" = "--" ] && shift
+[ ${#trees[@]} -ge 1 ] || { echo "usage: scripts/gpu_ab.sh TREE... -- BENCH_ARGS" >&2; exit 2; }
+jobs_each=$(( $(nproc) / ${#trees[@]} )); [ "$jobs_each" -ge 1 ] || jobs_each=1
+
+for t in "${trees[@]}"; do  # packages build side by side, each with its share of the cores
+  name=$(basename "$t")
+  (cd "$t" && CMAKE_BUILD_PARALLEL_LEVEL=$jobs_each CMAKE_ARGS="-DFLASHBUF_CUDA_ARCHS=${FLASHBUF_CUDA_ARCHS:-90a} ${AB_CMAKE_ARGS:-}" \
+     python3 -m pip install --no-build-isolation --no-deps --target "/tmp/ab-pkg-$name" . >"$OUT/pip-$name.log" 2>&1;
+   echo "pip exit $?" >>"$OUT/pip-$name.log") &
+done
+wait
+for t in "${trees[@]}"; do
+  name=$(basename "$t")
+  grep -q "pip exit 0" "$OUT/pip-$name.log" || { echo "== $name: package build failed"; tail -20 "$OUT/pip-$name.log"; }
+  if [ -n "${GPU_TESTS:-}" ]; then
+    (cd "$t" && cmake -S . -B build-ab -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHBUF_ENABLE_CUDA=ON \
+       -DFLASHBUF_CUDA_ARCHS="${FLASHBUF_CUDA_ARCHS:-90a}" -DFLASHBUF_BUILD_PYTHON=OFF >/dev/null &&
+     cmake --build build-ab -j"$(nproc)" --target flashbuf_gpu_tests >"$OUT/build-$name.log" 2>&1 &&
+     timeout "${TEST_TIMEOUT_S:-300}" stdbuf -oL ./build-ab/tests/flashbuf_gpu_tests --gtest_filter="$GPU_TESTS" \
+       >"$OUT/tests-$name.log" 2>&1)
+    echo "== $name tests: $(grep -c '^\[       OK \]' "$OUT/tests-$name.log") ok, $(grep -c '^\[  FAILED  \] [A-Za-z]' "$OUT/tests-$name.log") failed"
+  fi
+  commit=$(cat "$t/.commit" 2>/dev/null || echo unknown)
+  (cd /tmp && FLASHBUF_COMMIT=$commit PYTHONPATH="/tmp/ab-pkg-$name" PYTHONUNBUFFERED=1 python3 "$t/bench/bench.py" "$@" \
+     --out "$OUT/$name.json" --plot "$OUT/$name.png" >"$OUT/bench-$name.log" 2>&1)
+  echo "== $name bench exit $?"
+done
+(cd "$OUT" && tar czf ab-logs.tgz ./*.log && rm -f ./*.log)
+python3 - "$OUT" "${trees[@]}" <<'PY'
+import json, os, sys
+out, trees = sys.argv[1], [os.path.basename(t) for t in sys.argv[2:]]
+runs = {}
+for name in trees:
+    try:
+        runs[name] = json.load(open(os.path.join(out, name + ".json")))["rows"]
+    except OSError:
+        print(f"{name}: no results")
+base = trees[0]
+if base in runs:
+    for name in trees[1:]:
+        if name not in runs:
+            continue
+        print(f"\n{name} / {base} (flashbuf speed; > 1: {name} faster), and each vs cudnn:")
+        for a, b in zip(runs[base], runs[name]):
+            if a.get("flashbuf") and b.get("flashbuf"):
+                key = " ".join(f"{k}={a[k]}" for k in ("d", "sq", "causal", "b", "hq", "sk", "page") if k in a)
+                faster = b["flashbuf"] / a["flashbuf"] if a["unit"] == "TFLOP/s" else a["flashbuf"] / b["flashbuf"]
+                vs = lambda r: (r["flashbuf"] / r["cudnn"] if r["unit"] == "TFLOP/s" else r["cudnn"] / r["flashbuf"]) if r.get("cudnn") else float("nan")
+                print(f"  {key:45s} {faster:5.2f}   {vs(a):5.2f} -> {vs(b):5.2f}")
+PY
