@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "flashbuf/buffers/kv_buffer.cuh"
+#include "flashbuf/buffers/kv_buffer_sm90.cuh"
 #include "flashbuf/buffers/register_buffers.cuh"
 #include "gpu_test_util.cuh"
 
@@ -61,18 +62,19 @@ __global__ void roundtrip_kernel(const __nv_bfloat16* src, std::int64_t row_stri
   }
 }
 
-template <class Buf, bool RegisterStaged>
-void check_roundtrip(int page_size) {
-  using Cfg = typename Buf::Config;
-  constexpr int kRows = Cfg::kRows, kCols = Cfg::kCols;
-  const int total_rows = 3 * kRows + 5;
-  const int tile_row = kRows + 3;     // not tile aligned
-  const int rows_valid = kRows - 7;   // a partial tile: the rest must be zero-filled
+// Rows of a K or V source on the host (16-bit patterns), and the same rows on the device:
+// contiguous, or in shuffled pages of a pool (page p of the pool holds logical page perm[p]).
+struct Source {
+  std::vector<std::uint16_t> host;  // total_rows x cols, logical order
+  DeviceBuffer<std::uint16_t> pool;
+  DeviceBuffer<std::int32_t> pages;
+  int num_pages = 0;
+};
+Source make_source(int total_rows, int cols, int page_size) {
   std::mt19937 rng(std::random_device{}());
   std::uniform_int_distribution<int> bits16(0, 0x7f7f);
-  std::vector<std::uint16_t> host(std::size_t(total_rows) * kCols);
+  std::vector<std::uint16_t> host(std::size_t(total_rows) * cols);
   for (auto& x : host) x = static_cast<std::uint16_t>(bits16(rng));
-  // Paged: rows live in shuffled pages of the pool; page p holds logical page perm[p].
   std::vector<std::int32_t> pages;
   std::vector<std::uint16_t> pool = host;
   int num_pages = 0;
@@ -82,14 +84,28 @@ void check_roundtrip(int page_size) {
     for (int i = 0; i < num_pages; ++i) perm[i] = i;
     std::shuffle(perm.begin(), perm.end(), rng);
     pages = perm;
-    pool.assign(std::size_t(num_pages) * page_size * kCols, 0);
+    pool.assign(std::size_t(num_pages) * page_size * cols, 0);
     for (int r = 0; r < total_rows; ++r)
-      for (int c = 0; c < kCols; ++c)
-        pool[(std::size_t(perm[r / page_size]) * page_size + r % page_size) * kCols + c] =
-            host[std::size_t(r) * kCols + c];
+      for (int c = 0; c < cols; ++c)
+        pool[(std::size_t(perm[r / page_size]) * page_size + r % page_size) * cols + c] =
+            host[std::size_t(r) * cols + c];
   }
-  DeviceBuffer<std::uint16_t> d_src(pool);
-  DeviceBuffer<std::int32_t> d_pages(pages.empty() ? std::vector<std::int32_t>{0} : pages);
+  return Source{std::move(host), DeviceBuffer<std::uint16_t>(pool),
+                DeviceBuffer<std::int32_t>(pages.empty() ? std::vector<std::int32_t>{0} : pages), num_pages};
+}
+
+template <class Buf, bool RegisterStaged>
+void check_roundtrip(int page_size) {
+  using Cfg = typename Buf::Config;
+  constexpr int kRows = Cfg::kRows, kCols = Cfg::kCols;
+  const int total_rows = 3 * kRows + 5;
+  const int tile_row = kRows + 3;     // not tile aligned
+  const int rows_valid = kRows - 7;   // a partial tile: the rest must be zero-filled
+  const Source src = make_source(total_rows, kCols, page_size);
+  const std::vector<std::uint16_t>& host = src.host;
+  const int num_pages = src.num_pages;
+  const auto& d_src = src.pool;
+  const auto& d_pages = src.pages;
   DeviceBuffer<std::uint16_t> d_tile(kRows * kCols);
   constexpr int kChunks = Cfg::kIteratorAxis == IteratorAxis::keys ? Cfg::kCols / Cfg::kWarpTileN : 1;
   const int frag_regs = Cfg::kMmaKSteps * kChunks * Buf::kNTiles * 2;
@@ -124,6 +140,65 @@ void check_roundtrip(int page_size) {
               ASSERT_EQ(got, want) << "k-step " << k << " chunk " << chunk << " n-tile " << nt
                                    << " lane " << lane << " element " << reg * 2 + half;
             }
+}
+
+// The Hopper KVBufferLDSSm90 gather (cp.async into a slab-major 128B-swizzled tile): the tile
+// read back through SlabTile::offset must hold rows [tile_row, tile_row + rows_valid) and
+// zeros after, for contiguous and paged sources. (Its wgmma descriptors are checked by
+// WgmmaBuffers.)
+template <class Buf>
+__global__ void gather_sm90_kernel(const __nv_bfloat16* src, std::int64_t row_stride, const std::int32_t* pages,
+                                   int page_size, int num_pages, int tile_row, int rows_valid,
+                                   std::uint16_t* tile_out) {
+  using Tile = typename Buf::Tile;
+  __shared__ __align__(1024) __nv_bfloat16 smem[Tile::kElems];
+  Buf buf;
+  buf.smem = smem;
+  buf.src.base = src;
+  buf.src.row_stride = row_stride;
+  buf.src.pages = pages;
+  buf.src.page_stride = std::int64_t(page_size) * row_stride;
+  buf.src.page_size = page_size;
+  buf.src.num_pages = num_pages;
+  buf.load_from_dram(tile_row, rows_valid);
+  sm80::cp_async_commit_group();
+  sm80::cp_async_wait_group<0>();
+  __syncthreads();
+  for (int i = threadIdx.x; i < Tile::kRows * Tile::kCols; i += blockDim.x) {
+    const int r = i / Tile::kCols, c = i % Tile::kCols;
+    tile_out[i] = reinterpret_cast<const std::uint16_t*>(smem)[Tile::offset(r, c)];
+  }
+}
+
+template <class Buf>
+void check_gather_sm90(int page_size) {
+  constexpr int kRows = Buf::Config::kRows, kCols = Buf::Config::kCols;
+  const int tile_row = kRows + 3, rows_valid = kRows - 7;
+  const Source src = make_source(3 * kRows + 5, kCols, page_size);
+  DeviceBuffer<std::uint16_t> d_tile(kRows * kCols);
+  gather_sm90_kernel<Buf><<<1, 128>>>(reinterpret_cast<const __nv_bfloat16*>(src.pool.ptr), kCols,
+                                      page_size > 0 ? src.pages.ptr : nullptr, page_size, src.num_pages, tile_row,
+                                      rows_valid, d_tile.ptr);
+  CUDA_OK(cudaDeviceSynchronize());
+  const auto tile = d_tile.download();
+  for (int r = 0; r < kRows; ++r)
+    for (int c = 0; c < kCols; ++c)
+      ASSERT_EQ(tile[r * kCols + c], r < rows_valid ? src.host[std::size_t(tile_row + r) * kCols + c] : 0)
+          << "page size " << page_size << " tile row " << r << " col " << c;
+}
+
+using WG = WgmmaTensorCore<__nv_bfloat16>;
+using KGather96 = KVBufferLDSSm90<KBufferConfig<128, 96, 128>, WG, 128, 1>;
+using KGather192 = KVBufferLDSSm90<KBufferConfig<64, 192, 64>, WG, 128, 1>;
+using VGather128 = KVBufferLDSSm90<VBufferConfig<128, 128, 128, 128>, WG, 128, 1>;
+
+TEST(BuffersRoundTrip, HopperGatherEveryShapeAndPageSize) {
+  FLASHBUF_REQUIRE_GPU();
+  for (int page : {0, 1, 3, 7, 100, 256}) {
+    check_gather_sm90<KGather96>(page);
+    check_gather_sm90<KGather192>(page);
+    check_gather_sm90<VGather128>(page);
+  }
 }
 
 using KLds128 = KBufferLDS<TC, 64, 64, 128, kThreads>;
