@@ -75,8 +75,8 @@ struct KVBufferLDSSm90 {
     }
     write_stage = (write_stage + 1) % NumSmemStages;
   }
-  // The copy engine wrote the stage; the kernel waits on the cp.async group, fences the
-  // async proxy and synchronises (group counts are shared by every buffer of a thread).
+  // Nothing to do: the copy engine (cp.async or TMA) writes the stage itself, and the kernel
+  // learns that it landed from the stage's full barrier (StageRing).
   template <int Stage>
   __device__ void copy_to_shared() {}
   template <int KMma>
