@@ -18,16 +18,13 @@ namespace {
 using TC = TiledTensorCore<__nv_bfloat16>;
 constexpr int kThreads = 128;
 
-// Fills a KV buffer from `src` rows [tile_row, tile_row + rows) (paged when pages != null),
-// then every warp reads all fragments of the tile; the tile and the fragments are written out.
+// Binds `buf` to rows of `src` (paged when pages != null) and fills its shared tile with rows
+// [tile_row, tile_row + rows_valid), zeros after; then the tile is written out in row order.
 template <class Buf, bool RegisterStaged>
-__global__ void roundtrip_kernel(const __nv_bfloat16* src, std::int64_t row_stride,
-                                 const std::int32_t* pages, int page_size, int num_pages,
-                                 int tile_row, int rows_valid, std::uint16_t* tile_out,
-                                 std::uint32_t* frag_out) {
+__device__ void fill_and_read_back(Buf& buf, __nv_bfloat16* smem, const __nv_bfloat16* src, std::int64_t row_stride,
+                                   const std::int32_t* pages, int page_size, int num_pages, int tile_row,
+                                   int rows_valid, std::uint16_t* tile_out) {
   using Tile = typename Buf::Tile;
-  __shared__ __align__(128) __nv_bfloat16 smem[Tile::kElems];
-  Buf buf;
   buf.smem = smem;
   buf.src.base = src;
   buf.src.row_stride = row_stride;
@@ -44,6 +41,18 @@ __global__ void roundtrip_kernel(const __nv_bfloat16* src, std::int64_t row_stri
     const int r = i / Tile::kCols, c = i % Tile::kCols;
     tile_out[i] = reinterpret_cast<const std::uint16_t*>(smem)[Tile::offset(r, c)];
   }
+}
+
+// The tile as above, then every warp reads all fragments of the tile (written out too).
+template <class Buf, bool RegisterStaged>
+__global__ void roundtrip_kernel(const __nv_bfloat16* src, std::int64_t row_stride,
+                                 const std::int32_t* pages, int page_size, int num_pages,
+                                 int tile_row, int rows_valid, std::uint16_t* tile_out,
+                                 std::uint32_t* frag_out) {
+  __shared__ __align__(128) __nv_bfloat16 smem[Buf::Tile::kElems];
+  Buf buf;
+  fill_and_read_back<Buf, RegisterStaged>(buf, smem, src, row_stride, pages, page_size, num_pages, tile_row,
+                                          rows_valid, tile_out);
   // Fragments: [k-step][chunk][n-tile][2 regs] for lane threadIdx.x (warp 0 only).
   using Cfg = typename Buf::Config;
   constexpr int kChunks = Cfg::kCols / Cfg::kWarpTileN > 0 && Cfg::kIteratorAxis == IteratorAxis::keys
@@ -150,24 +159,10 @@ template <class Buf>
 __global__ void gather_sm90_kernel(const __nv_bfloat16* src, std::int64_t row_stride, const std::int32_t* pages,
                                    int page_size, int num_pages, int tile_row, int rows_valid,
                                    std::uint16_t* tile_out) {
-  using Tile = typename Buf::Tile;
-  __shared__ __align__(1024) __nv_bfloat16 smem[Tile::kElems];
+  __shared__ __align__(1024) __nv_bfloat16 smem[Buf::Tile::kElems];
   Buf buf;
-  buf.smem = smem;
-  buf.src.base = src;
-  buf.src.row_stride = row_stride;
-  buf.src.pages = pages;
-  buf.src.page_stride = std::int64_t(page_size) * row_stride;
-  buf.src.page_size = page_size;
-  buf.src.num_pages = num_pages;
-  buf.load_from_dram(tile_row, rows_valid);
-  sm80::cp_async_commit_group();
-  sm80::cp_async_wait_group<0>();
-  __syncthreads();
-  for (int i = threadIdx.x; i < Tile::kRows * Tile::kCols; i += blockDim.x) {
-    const int r = i / Tile::kCols, c = i % Tile::kCols;
-    tile_out[i] = reinterpret_cast<const std::uint16_t*>(smem)[Tile::offset(r, c)];
-  }
+  fill_and_read_back<Buf, false>(buf, smem, src, row_stride, pages, page_size, num_pages, tile_row, rows_valid,
+                                 tile_out);
 }
 
 template <class Buf>
