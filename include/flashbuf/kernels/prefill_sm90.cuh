@@ -145,30 +145,31 @@ struct PrefillSm90 {
       blk.bind_kv<In, Paged>(kbuf, vbuf, p);
       load_tile_async<QTile, kProducerThreads>(smem_q, blk.q_ptr<In>(p), p.q_row_stride, blk.rows_q);
       sm90::cp_async_mbarrier_arrive_noinc(q_full);
-      if (use_tma) {
-        if (threadIdx.x == 0) {
-          for (int i = 0; i < num_tiles; ++i) {
-            const int key0 = (n_first + i) * kBN;
-            kring.acquire(i);
-            kbuf.write_stage = Ring::stage(i);
-            kbuf.load_tile_tma(&maps.k, key0, blk.head_kv, blk.batch, kring.expect_bytes(i, KTile::kBytes));
-            vring.acquire(i);
-            vbuf.write_stage = Ring::stage(i);
-            vbuf.load_tile_tma(&maps.v, key0, blk.head_kv, blk.batch, vring.expect_bytes(i, VTile::kBytes));
-          }
-        }
-      } else {
+      // Tile i into stage Ring::stage(i) of each buffer, by either engine; one loop per engine,
+      // so neither carries the other's state. The stage is set from i rather than left to the
+      // buffers' own cycling count (the same stages): a loop-carried modulo spills at 40 registers.
+      const auto produce = [&](auto engine_is_tma) {
         for (int i = 0; i < num_tiles; ++i) {
           const int key0 = (n_first + i) * kBN;
+          kbuf.write_stage = vbuf.write_stage = Ring::stage(i);
           kring.acquire(i);
-          kbuf.write_stage = Ring::stage(i);
-          kbuf.load_from_dram(key0, blk.seqlen_k - key0);
-          kring.commit_cp_async(i);
-          vring.acquire(i);
-          vbuf.write_stage = Ring::stage(i);
-          vbuf.load_from_dram(key0, blk.seqlen_k - key0);
-          vring.commit_cp_async(i);
+          if constexpr (decltype(engine_is_tma)::value) {
+            kbuf.load_tile_tma(&maps.k, key0, blk.head_kv, blk.batch, kring.expect_bytes(i, KTile::kBytes));
+            vring.acquire(i);
+            vbuf.load_tile_tma(&maps.v, key0, blk.head_kv, blk.batch, vring.expect_bytes(i, VTile::kBytes));
+          } else {
+            kbuf.load_from_dram(key0, blk.seqlen_k - key0);
+            kring.commit_cp_async(i);
+            vring.acquire(i);
+            vbuf.load_from_dram(key0, blk.seqlen_k - key0);
+            vring.commit_cp_async(i);
+          }
         }
+      };
+      if (!use_tma) {
+        produce(std::false_type{});  // every producer thread copies its chunks
+      } else if (threadIdx.x == 0) {
+        produce(std::true_type{});   // one thread issues whole tiles
       }
       sm80::cp_async_wait_all();  // leave no copy of this thread in flight at exit
       return;
@@ -191,7 +192,8 @@ struct PrefillSm90 {
       float(&o)[Dv / 2] = reinterpret_cast<float(&)[Dv / 2]>(out.o);
       PBuf pbuf;  // S(i), exponentiated in place
       float(&s)[kBN / 2] = reinterpret_cast<float(&)[kBN / 2]>(pbuf.s);
-      std::uint32_t p_frag[kBN / 16][4];  // P(i - 1) as the A fragments of O += P V
+      typename PBuf::Packed packed;         // P(i - 1) as the A fragments of O += P V
+      auto& p_frag = packed[0];
 
       // Issue turns: consumer c waits on kIssueTurn0 + c, then passes the turn to the other.
       // Every consumer has num_tiles + 1 turns; consumer 1 grants consumer 0 its first turn
@@ -239,12 +241,6 @@ struct PrefillSm90 {
         }
         softmax.update_scores(pbuf.s, p.scale_log2, correction);
       };
-      const auto pack_p = [&] {
-        static_for<kBN / 16>([&](auto kc) {
-          constexpr int k = decltype(kc)::value;
-          pbuf.template mma_tile<k>(0, p_frag[k]);
-        });
-      };
 
       sm90::mbarrier_wait_parity(q_full, 0);
       kring.wait(0);
@@ -257,7 +253,7 @@ struct PrefillSm90 {
       kring.release(0);
       float correction[1][2];
       softmax_scores(0, correction);  // O is still zero: no rescale
-      pack_p();
+      pbuf.pack(packed);
 
       for (int i = 1; i < num_tiles; ++i) {
         kring.wait(i);
@@ -276,7 +272,7 @@ struct PrefillSm90 {
         sm90::fence_registers(p_frag);
         vring.release(i - 1);
         Softmax::rescale(out, correction);
-        pack_p();
+        pbuf.pack(packed);
       }
 
       vring.wait(num_tiles - 1);
