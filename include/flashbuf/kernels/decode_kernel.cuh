@@ -108,6 +108,35 @@ __device__ __forceinline__ int swizzled_offset(int row, int chunk) {
   return row * kRowBytes + ((chunk ^ (row & 7)) << 4);
 }
 
+// Merges n partial results of one (row, 8 channels) piece: part i has base-2 LSE lse(i), row
+// sum weight(i) (1 when its O is already normalised) and O at piece(i) (two float4). Writes
+// the normalised O to acc and returns the merged base-2 LSE; parts with LSE -inf weigh 0, and
+// a piece no part saw gives O = 0, LSE = -inf. Unroll: loop unroll factor over parts.
+template <int Unroll, class Lse, class Weight, class Piece>
+__device__ __forceinline__ float merge_piece(int n, Lse lse, Weight weight, Piece piece, float (&acc)[8]) {
+  float mx = kNegInf;
+#pragma unroll Unroll
+  for (int i = 0; i < n; ++i) mx = fmaxf(mx, lse(i));
+#pragma unroll
+  for (int e = 0; e < 8; ++e) acc[e] = 0.0f;
+  float sum = 0.0f;
+  if (mx != kNegInf) {
+#pragma unroll Unroll
+    for (int i = 0; i < n; ++i) {
+      const float f = sm80::ex2_approx_ftz(lse(i) - mx);  // 0 for an empty part
+      sum += f * weight(i);
+      const float4* src = piece(i);
+      const float4 lo = src[0], hi = src[1];
+      acc[0] += f * lo.x; acc[1] += f * lo.y; acc[2] += f * lo.z; acc[3] += f * lo.w;
+      acc[4] += f * hi.x; acc[5] += f * hi.y; acc[6] += f * hi.z; acc[7] += f * hi.w;
+    }
+  }
+  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) acc[e] *= inv;
+  return sum > 0.0f ? mx + __log2f(sum) : kNegInf;
+}
+
 // The final O (8 channels from column 8c) and LSE of one (token, head) row; lse2 is base 2.
 template <class Elem>
 __device__ __forceinline__ void store_output(const DecodeParams& p, int b, int token, int head, int c,
@@ -458,26 +487,11 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
     const int c = idx % kOutChunks;
     const int gr = row0 + r;
     if (r >= kRows || gr >= rows_total) continue;
-    float mx = kNegInfF;
-#pragma unroll
-    for (int w = 0; w < Tile::kWarpsN; ++w) mx = fmaxf(mx, sml[(w * kRows + r) * 2]);
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    float sum = 0.0f;
-    if (mx != kNegInfF) {
-#pragma unroll
-      for (int w = 0; w < Tile::kWarpsN; ++w) {
-        const float f = sm80::ex2_approx_ftz(sml[(w * kRows + r) * 2] - mx);  // 0 for an empty warp
-        sum += f * sml[(w * kRows + r) * 2 + 1];
-        const float4* src = reinterpret_cast<const float4*>(so + (w * kRows + r) * kOStride + c * 8);
-        const float4 lo = src[0], hi = src[1];
-        acc[0] += f * lo.x; acc[1] += f * lo.y; acc[2] += f * lo.z; acc[3] += f * lo.w;
-        acc[4] += f * hi.x; acc[5] += f * hi.y; acc[6] += f * hi.z; acc[7] += f * hi.w;
-      }
-    }
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-#pragma unroll
-    for (int e = 0; e < 8; ++e) acc[e] *= inv;
-    const float lse2 = sum > 0.0f ? mx + __log2f(sum) : kNegInfF;
+    float acc[8];
+    const float lse2 = merge_piece<Tile::kWarpsN>(
+        Tile::kWarpsN, [&](int w) { return sml[(w * kRows + r) * 2]; },
+        [&](int w) { return sml[(w * kRows + r) * 2 + 1]; },
+        [&](int w) { return reinterpret_cast<const float4*>(so + (w * kRows + r) * kOStride + c * 8); }, acc);
     const int token = gr / G;
     const int head = hkv * G + (gr - token * G);
     if (merge == SplitMerge::none) {
@@ -511,28 +525,14 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
     for (int idx = split * kThreads + tid; idx < pieces; idx += n * kThreads) {
       const int r = idx / kOutChunks;
       const int c = idx % kOutChunks;
-      float mx = kNegInfF;
-#pragma unroll 4
-      for (int s = 0; s < n; ++s) mx = fmaxf(mx, *cluster.map_shared_rank(sxl + r, s));
-      float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      float sum = 0.0f;
-      if (mx != kNegInfF) {
-#pragma unroll 4
-        for (int s = 0; s < n; ++s) {
-          const float f = sm80::ex2_approx_ftz(*cluster.map_shared_rank(sxl + r, s) - mx);  // 0: empty split
-          sum += f;
-          const float4* src = reinterpret_cast<const float4*>(cluster.map_shared_rank(so + r * kOStride + c * 8, s));
-          const float4 lo = src[0], hi = src[1];
-          acc[0] += f * lo.x; acc[1] += f * lo.y; acc[2] += f * lo.z; acc[3] += f * lo.w;
-          acc[4] += f * hi.x; acc[5] += f * hi.y; acc[6] += f * hi.z; acc[7] += f * hi.w;
-        }
-      }
-      const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-#pragma unroll
-      for (int e = 0; e < 8; ++e) acc[e] *= inv;
+      float acc[8];
+      const float lse2 = merge_piece<4>(
+          n, [&](int s) { return *cluster.map_shared_rank(sxl + r, s); }, [](int) { return 1.0f; },
+          [&](int s) { return reinterpret_cast<const float4*>(cluster.map_shared_rank(so + r * kOStride + c * 8, s)); },
+          acc);  // each block's O is already normalised: weight 1 per part
       const int gr = row0 + r;
       const int token = gr / G;
-      store_output<Elem>(p, b, token, hkv * G + (gr - token * G), c, acc, sum > 0.0f ? mx + __log2f(sum) : kNegInfF);
+      store_output<Elem>(p, b, token, hkv * G + (gr - token * G), c, acc, lse2);
     }
     cluster.sync();  // keep this block's shared memory alive until the peers have read it
   }
