@@ -3,6 +3,7 @@
 // it, the GPU parts say so, and CPU timing uses steady_clock.
 #include <algorithm>
 #include <chrono>
+#include <utility>
 #include <vector>
 
 #include "cli.hpp"
@@ -12,6 +13,23 @@
 #endif
 
 namespace flashbuf::cli {
+
+namespace {
+double median(std::vector<double> times) {
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+// Wall-clock median of `reps` calls (CPU work).
+double median_host_time_ms(int reps, const std::function<void()>& call) {
+  std::vector<double> times;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    call();
+    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return median(std::move(times));
+}
+}  // namespace
 
 #if defined(FLASHBUF_WITH_CUDA)
 
@@ -74,31 +92,23 @@ void device_synchronize(Device device) {
 std::string gpu_name() { return cuda_device_info(0).name; }
 
 double median_time_ms(Device device, int reps, const std::function<void()>& call) {
+  if (device != Device::gpu) return median_host_time_ms(reps, call);
   std::vector<double> times;
-  if (device == Device::gpu) {
-    cudaEvent_t start, stop;
-    check(cudaEventCreate(&start), "cudaEventCreate");
-    check(cudaEventCreate(&stop), "cudaEventCreate");
-    for (int r = 0; r < reps; ++r) {
-      check(cudaEventRecord(start, nullptr), "cudaEventRecord");
-      call();
-      check(cudaEventRecord(stop, nullptr), "cudaEventRecord");
-      check(cudaEventSynchronize(stop), "kernel execution");
-      float ms = 0;
-      check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-      times.push_back(ms);
-    }
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-  } else {
-    for (int r = 0; r < reps; ++r) {
-      const auto t0 = std::chrono::steady_clock::now();
-      call();
-      times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    }
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  for (int r = 0; r < reps; ++r) {
+    check(cudaEventRecord(start, nullptr), "cudaEventRecord");
+    call();
+    check(cudaEventRecord(stop, nullptr), "cudaEventRecord");
+    check(cudaEventSynchronize(stop), "kernel execution");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    times.push_back(ms);
   }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return median(std::move(times));
 }
 
 #else  // no CUDA in this build
@@ -112,16 +122,7 @@ void DeviceTensors::poison_outputs(reference::AttentionTensors&) const {}
 void device_synchronize(Device) {}
 std::string gpu_name() { return "none"; }
 
-double median_time_ms(Device, int reps, const std::function<void()>& call) {
-  std::vector<double> times;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    call();
-    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
+double median_time_ms(Device, int reps, const std::function<void()>& call) { return median_host_time_ms(reps, call); }
 
 #endif
 
