@@ -4,16 +4,6 @@
 
 #include "flashbuf/flashbuf.hpp"
 
-#ifndef FLASHBUF_VERSION
-#define FLASHBUF_VERSION "unknown"
-#endif
-#ifndef FLASHBUF_BUILD_ARCHS
-#define FLASHBUF_BUILD_ARCHS "none"
-#endif
-#ifndef FLASHBUF_BUILD_INSTANTIATIONS
-#define FLASHBUF_BUILD_INSTANTIATIONS ""
-#endif
-
 namespace flashbuf {
 
 const char* dtype_name(DType dtype) {

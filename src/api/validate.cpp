@@ -15,13 +15,6 @@
 
 #include "api/backends.hpp"
 
-#ifndef FLASHBUF_BUILD_ARCHS
-#define FLASHBUF_BUILD_ARCHS "none"
-#endif
-#ifndef FLASHBUF_BUILD_INSTANTIATIONS
-#define FLASHBUF_BUILD_INSTANTIATIONS ""
-#endif
-
 namespace flashbuf::detail {
 namespace {
 
