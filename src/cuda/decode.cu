@@ -11,7 +11,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
-#include <limits>
 #include <string>
 
 #include "api/backends.hpp"
@@ -226,10 +225,8 @@ void cuda_plan_decode(const DecodeProblem& pr, DecodePlan& plan) {
   if (choice.num_splits == 0) {
     const DeviceInfo device = cuda_query_device(pr.device_index);
     const std::int64_t work = static_cast<std::int64_t>(pr.batch) * pr.heads_kv * shape.row_chunks;
-    const int cluster_max_tiles =
-        merge == dk::SplitMerge::cluster ? std::numeric_limits<int>::max() : dk::kClusterMaxTilesPerSplit;
     choice = dk::choose_decode_splits(device.sm_count * info.blocks_per_sm, work, pr.max_seqlen_k, shape.block_n,
-                                      max_cluster, cluster_max_tiles);
+                                      max_cluster, /*prefer_cluster=*/merge == dk::SplitMerge::cluster);
   } else if (choice.num_splits > 1) {
     choice.merge = choice.num_splits <= max_cluster ? dk::SplitMerge::cluster : dk::SplitMerge::workspace;
   }

@@ -685,9 +685,8 @@ TEST(DecodeHost, FastDivmodIsExact) {
 
 TEST(DecodeHost, SplitHeuristicAndWorkspace) {
   const int slots = 132 * 2;  // H200, two D = 128 blocks per SM
-  auto choose = [&](std::int64_t items, int keys, int max_cluster,
-                    int cluster_max_tiles = dk::kClusterMaxTilesPerSplit) {
-    const dk::SplitChoice c = dk::choose_decode_splits(slots, items, keys, 64, max_cluster, cluster_max_tiles);
+  auto choose = [&](std::int64_t items, int keys, int max_cluster, bool prefer_cluster = false) {
+    const dk::SplitChoice c = dk::choose_decode_splits(slots, items, keys, 64, max_cluster, prefer_cluster);
     return std::make_pair(c.num_splits, c.merge);
   };
   using P = std::pair<int, Merge>;
@@ -704,7 +703,7 @@ TEST(DecodeHost, SplitHeuristicAndWorkspace) {
   EXPECT_EQ(choose(32, 2048, 16), P(8, Merge::workspace)) << "B=1 Hkv=32: 256 blocks";
   EXPECT_EQ(choose(8, 32768, 16), P(32, Merge::workspace));
   EXPECT_EQ(choose(8, 131072, 16), P(33, Merge::workspace));
-  EXPECT_EQ(choose(8, 131072, 16, 1 << 30), P(16, Merge::cluster)) << "FLASHBUF_DECODE_MERGE=cluster";
+  EXPECT_EQ(choose(8, 131072, 16, true), P(16, Merge::cluster)) << "FLASHBUF_DECODE_MERGE=cluster";
   // No clusters (sm_80, or FLASHBUF_DECODE_MERGE=workspace): >= max(2 tiles, 256 keys) per split.
   EXPECT_EQ(choose(8, 512, 0), P(2, Merge::workspace));
   EXPECT_EQ(choose(64, 32768, 0), P(4, Merge::workspace));

@@ -199,13 +199,14 @@ struct SplitChoice {
 //   Latency-bound problems (few blocks, short splits) want every tile in flight at once and
 //   no second launch: up to 8 splits merged in a cluster (`max_cluster` = the largest cluster
 //   the kernel can be scheduled with on the device, 0 = none) when the grid stays within a
-//   quarter of the slots and a split within `cluster_max_tiles` tiles (see above; a larger
-//   `cluster_max_tiles`, FLASHBUF_DECODE_MERGE=cluster, lifts both limits up to max_cluster).
+//   quarter of the slots and a split within 4 tiles (see above). `prefer_cluster`
+//   (FLASHBUF_DECODE_MERGE=cluster) drops those limits: as many splits as the wave and the
+//   cluster allow, always merged in the cluster.
 //   Otherwise (long contexts, or no clusters) the workspace merge with >= max(2 tiles,
 //   256 keys) per split, as many as fit in the wave, at most max_splits.
 // The count is then reduced to the number whole-tile splits of max_seqlen_k fill evenly.
 constexpr SplitChoice choose_decode_splits(int slots, std::int64_t work_items, int max_seqlen_k, int block_n,
-                                           int max_cluster, int cluster_max_tiles = kClusterMaxTilesPerSplit,
+                                           int max_cluster, bool prefer_cluster = false,
                                            int max_splits = split_kv::kDefaultMaxSplits) {
   if (slots <= 0 || work_items <= 0 || max_seqlen_k <= 0 || block_n <= 0 || max_splits <= 1) return {};
   if (2 * work_items > slots) return {};
@@ -216,10 +217,10 @@ constexpr SplitChoice choose_decode_splits(int slots, std::int64_t work_items, i
   if (wave > max_splits) wave = max_splits;
   if (wave > 1 && max_cluster > 1) {
     std::int64_t c = wave < max_cluster ? wave : max_cluster;
-    if (c > kClusterMaxSplitsUsed && cluster_max_tiles <= kClusterMaxTilesPerSplit) c = kClusterMaxSplitsUsed;
+    if (prefer_cluster) return {balanced(c), SplitMerge::cluster};
+    if (c > kClusterMaxSplitsUsed) c = kClusterMaxSplitsUsed;
     const bool small_grid = work_items * c * kClusterMaxSlotFraction <= slots;
-    if ((small_grid || cluster_max_tiles > kClusterMaxTilesPerSplit) &&
-        ceil_div(tiles, static_cast<int>(c)) <= cluster_max_tiles) {
+    if (small_grid && ceil_div(tiles, static_cast<int>(c)) <= kClusterMaxTilesPerSplit) {
       return {balanced(c), SplitMerge::cluster};
     }
   }
