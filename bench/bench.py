@@ -6,6 +6,7 @@ identical tensors: the prefill and decode grids of shared/BENCH.md.
     python3 bench/bench.py --prefill --d 128 --s 4096,16384 --causal yes
     python3 bench/bench.py --decode --heads 32/8 --b 1,8 --kv 512,8192 --pages 0,16
     python3 bench/bench.py --quick              # a small subset, for smoke tests
+    python3 bench/bench.py --prefill --prefill-page 16 --anchors none   # paged KV, flashbuf alone
 
 Needs an NVIDIA GPU, PyTorch and the installed flashbuf package (pip install . from the
 repository); it builds nothing. For each row it first checks every implementation's output
@@ -176,6 +177,7 @@ def bench_prefill(d: int, s: int, causal: bool, args) -> dict:
     row = {"kind": "prefill", "dtype": "bf16", "b": b, "hq": h, "hkv": h, "sq": s, "sk": s, "d": d, "dv": d,
            "causal": causal, "page": 0, "kernel": None, "unit": "TFLOP/s", "flashbuf": None, "fa2": None,
            "cudnn": None, "max_abs_err": None}
+    row["page"] = page = args.prefill_page
     flops = 4.0 * b * h * s * s * d / (2 if causal else 1)
     set_bytes = 3 * b * s * h * d * 2
     sets = [tuple(torch.randn(b, s, h, d, device=DEV, dtype=torch.bfloat16) for _ in range(3))
@@ -186,10 +188,19 @@ def bench_prefill(d: int, s: int, causal: bool, args) -> dict:
     tag = f"prefill d={d} s={s} causal={causal}"
 
     impls = {}
-    if flashbuf is not None:
+    if flashbuf is not None and page:  # the same keys in shuffled pages; the anchors read them contiguous
+        seqlens = torch.full((b,), s, dtype=torch.int32, device=DEV)
+        paged = {id(k): paged_copy(k, v, page) for _, k, v in sets}
+
+        def flashbuf_paged(q, k, v):
+            kp, vp, table = paged[id(k)]
+            return flashbuf.attention(q, kp, vp, causal=causal, seqlens_k=seqlens, page_table=table,
+                                      max_seqlen_k=s, backend=args.backend)
+        impls["flashbuf"] = flashbuf_paged
+    elif flashbuf is not None:
         impls["flashbuf"] = lambda q, k, v: flashbuf.attention(q, k, v, causal=causal, backend=args.backend)
-    for name, backend in ANCHORS.items():
-        impls[name] = (lambda be: lambda q, k, v: sdpa(q, k, v, causal, be))(backend)
+    for name in args.anchors:
+        impls[name] = (lambda be: lambda q, k, v: sdpa(q, k, v, causal, be))(ANCHORS[name])
 
     errors = {}
     for name, fn in impls.items():  # check first, on set 0
@@ -203,7 +214,7 @@ def bench_prefill(d: int, s: int, causal: bool, args) -> dict:
         except Exception as e:
             note_failure(f"{tag} {name}", e)
     anchor_errs = [errors[n] for n in ANCHORS if n in errors and errors[n] <= ANCHOR_MAX_ERR]
-    tolerance = 2 * max(anchor_errs) + 1e-3 if anchor_errs else 1e-2
+    tolerance = 2 * max(anchor_errs) + 1e-3 if anchor_errs else 1e-2  # 1e-2: ANCHOR_MAX_ERR's order
     if "flashbuf" in errors:
         row["max_abs_err"] = errors["flashbuf"]
     for name, err in errors.items():
@@ -249,8 +260,8 @@ def bench_decode_shape(hq: int, hkv: int, b: int, skv: int, pages, args) -> list
 
     # the anchors, on the contiguous cache; paged rows repeat them (BENCH.md)
     anchors, anchor_errs = {}, []
-    for name, backend in ANCHORS.items():
-        fn = (lambda be: lambda q, k, v: sdpa(q, k, v, False, be))(backend)
+    for name in args.anchors:
+        fn = (lambda be: lambda q, k, v: sdpa(q, k, v, False, be))(ANCHORS[name])
         try:
             err = max_abs_err(fn(q0, k0, v0), ref)
             if not err <= ANCHOR_MAX_ERR:
@@ -439,6 +450,14 @@ def heads_list(text: str) -> list[tuple[int, int]]:
     return [tuple(int(y) for y in x.split("/")) for x in text.split(",") if x.strip()]
 
 
+def anchor_list(text: str) -> list[str]:
+    names = [] if text == "none" else text.split(",")
+    unknown = [n for n in names if n not in ANCHORS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown anchor(s) {unknown}; choose from {list(ANCHORS)} or none")
+    return names
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -454,6 +473,10 @@ def main(argv=None) -> int:
     p.add_argument("--pages", type=int_list, default=list(DECODE_PAGES), help="decode page sizes, 0 = contiguous")
     p.add_argument("--backend", choices=("auto", "sm80", "sm90"), default="auto",
                    help="flashbuf prefill kernel (auto: the one the library picks for the device and head dim)")
+    p.add_argument("--prefill-page", type=int, default=0,
+                   help="prefill: flashbuf reads K/V from pages of this size in shuffled order (0: contiguous)")
+    p.add_argument("--anchors", type=anchor_list, default=list(ANCHORS),
+                   help="anchors to run: fa2,cudnn (default), one of them, or none (A/B runs of flashbuf alone)")
     p.add_argument("--iters", type=int, default=9, help="graph replays per measurement (>= 7; median)")
     p.add_argument("--target-ms", type=float, default=20.0, help="length of one replayed graph")
     p.add_argument("--out", help="results JSON (default: $OUT or bench/results, <gpu>-<what>-<date>.json)")

@@ -2,9 +2,10 @@
 # A/B of source trees in ONE device call: the same benchmark, on the same GPU, for each tree
 # (e.g. main and a branch, exported with `git archive <rev> | tar -x -C .ab/<name>` and carried
 # to the device machine). Each tree's Python package builds into its own folder (in parallel,
-# sharing the cores), then each tree's bench/bench.py runs against its own package; results go
-# to $OUT/<name>.json, logs into $OUT/ab-logs.tgz, a table of the ratios of every tree to the
-# first is printed last.
+# sharing the cores), then this tree's bench/bench.py (one harness for all) runs against each
+# tree's package; the anchors run with the first tree only (the others get --anchors none, and
+# their cuDNN ratios use the first tree's cuDNN times). Results go to $OUT/<name>.json, logs
+# into $OUT/ab-logs.tgz, a table of the ratios of every tree to the first is printed last.
 #   scripts/gpu_ab.sh .ab/main .ab/persistent -- --prefill --backend sm90 --target-ms 10
 # GPU_TESTS="<gtest filter>" also builds and runs each tree's GPU tests (its own CMake build);
 # AB_CMAKE_ARGS adds CMake options (e.g. -DFLASHBUF_INSTANTIATIONS=bf16_128_128); a file
@@ -38,8 +39,9 @@ for t in "${trees[@]}"; do
     echo "== $name tests: $(grep -c '^\[       OK \]' "$OUT/tests-$name.log") ok, $(grep -c '^\[  FAILED  \] [A-Za-z]' "$OUT/tests-$name.log") failed"
   fi
   commit=$(cat "$t/.commit" 2>/dev/null || echo unknown)
-  (cd /tmp && FLASHBUF_COMMIT=$commit PYTHONPATH="/tmp/ab-pkg-$name" PYTHONUNBUFFERED=1 python3 "$t/bench/bench.py" "$@" \
-     --out "$OUT/$name.json" --plot "$OUT/$name.png" >"$OUT/bench-$name.log" 2>&1)
+  anchors=(); [ "$t" = "${trees[0]}" ] || anchors=(--anchors none)
+  (cd /tmp && FLASHBUF_COMMIT=$commit PYTHONPATH="/tmp/ab-pkg-$name" PYTHONUNBUFFERED=1 python3 "$here/bench/bench.py" "$@" \
+     "${anchors[@]}" --out "$OUT/$name.json" --plot "$OUT/$name.png" >"$OUT/bench-$name.log" 2>&1)
   echo "== $name bench exit $?"
 done
 (cd "$OUT" && tar czf ab-logs.tgz ./*.log && rm -f ./*.log)
@@ -62,6 +64,6 @@ if base in runs:
             if a.get("flashbuf") and b.get("flashbuf"):
                 key = " ".join(f"{k}={a[k]}" for k in ("d", "sq", "causal", "b", "hq", "sk", "page") if k in a)
                 faster = b["flashbuf"] / a["flashbuf"] if a["unit"] == "TFLOP/s" else a["flashbuf"] / b["flashbuf"]
-                vs = lambda r: (r["flashbuf"] / r["cudnn"] if r["unit"] == "TFLOP/s" else r["cudnn"] / r["flashbuf"]) if r.get("cudnn") else float("nan")
+                vs = lambda r: (r["flashbuf"] / a["cudnn"] if r["unit"] == "TFLOP/s" else a["cudnn"] / r["flashbuf"]) if a.get("cudnn") else float("nan")
                 print(f"  {key:45s} {faster:5.2f}   {vs(a):5.2f} -> {vs(b):5.2f}")
 PY
