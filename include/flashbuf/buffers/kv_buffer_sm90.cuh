@@ -21,6 +21,7 @@
 #include "flashbuf/buffers/kv_source.cuh"
 #include "flashbuf/buffers/smem_tile_sm90.cuh"
 #include "flashbuf/buffers/tensor_core_sm90.cuh"
+#include "flashbuf/buffers/tile_copy.cuh"
 
 namespace flashbuf {
 
@@ -44,7 +45,6 @@ struct KVBufferLDSSm90 {
   static constexpr bool kNMajor = Cfg::kIteratorAxis == IteratorAxis::keys;
   static constexpr BMajor kMajor = kNMajor ? BMajor::n : BMajor::k;
   static constexpr int kSmemBytes = Tile::kBytes * NumSmemStages;
-  static constexpr int kChunksPerRow = Cfg::kCols / 8;
   static_assert(Tile::kBytes % 1024 == 0, "KVBufferLDSSm90: stages must stay 1024-byte aligned");
 
   In* smem = nullptr;  // 1024-byte aligned
@@ -57,10 +57,12 @@ struct KVBufferLDSSm90 {
 
   __device__ void load_from_dram(int tile_row, int rows_valid) {
     In* tile = stage_ptr(write_stage);
-    for (int chunk = threadIdx.x; chunk < Cfg::kRows * kChunksPerRow; chunk += NumThreads) {
-      const int row = chunk / kChunksPerRow, col = chunk % kChunksPerRow * 8;
-      const bool valid = row < rows_valid;
-      sm80::cp_async_cg_16(tile + Tile::offset(row, col), src.row(tile_row + (valid ? row : 0)) + col, valid);
+    if (src.pages == nullptr) {
+      load_tile_async<Tile, NumThreads>(tile, src.row(tile_row), src.row_stride, rows_valid);
+    } else {
+      copy_tile_async<Tile, NumThreads>(tile, rows_valid, [&](int row, int col) {
+        return src.template paged_rows<ChunkRuns<Tile, NumThreads>::kStepRows>(tile_row + row, col);
+      });
     }
     write_stage = (write_stage + 1) % NumSmemStages;
   }

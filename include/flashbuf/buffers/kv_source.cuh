@@ -19,10 +19,38 @@ struct KVSource {
   __device__ __forceinline__ const T* row(int key) const {
     if (pages == nullptr) return base + key * row_stride;
     const int page_in_seq = key / page_size;
-    const int in_page = key - page_in_seq * page_size;
+    return paged_row(__ldg(pages + page_in_seq), key - page_in_seq * page_size);
+  }
+  __device__ __forceinline__ const T* paged_row(int entry, int in_page) const {
     // One unsigned min clamps both ways (a negative index wraps to a large one).
-    const unsigned page = min(static_cast<unsigned>(__ldg(pages + page_in_seq)), static_cast<unsigned>(num_pages - 1));
-    return base + page * page_stride + in_page * row_stride;
+    const unsigned page = min(static_cast<unsigned>(entry), static_cast<unsigned>(num_pages - 1));
+    return base + page * page_stride + static_cast<unsigned>(in_page) * row_stride;
+  }
+
+  // Keys key, key + Step, key + 2 Step, ... of a paged source at column col: two divisions
+  // per walk instead of one per key. get(valid): a key past the sequence may be past its
+  // page-table row, so it reads no entry and gets a row of page 0.
+  struct PagedRows {
+    const KVSource& src;
+    int col;
+    int page_in_seq, in_page;
+    int step_pages, step_rows;  // Step = step_pages * page_size + step_rows
+    __device__ const T* get(bool valid) const {
+      return src.paged_row(valid ? __ldg(src.pages + page_in_seq) : 0, in_page) + col;
+    }
+    __device__ void next(bool /*more*/) {
+      page_in_seq += step_pages;
+      in_page += step_rows;
+      if (in_page >= src.page_size) {
+        in_page -= src.page_size;
+        ++page_in_seq;
+      }
+    }
+  };
+  template <int Step>
+  __device__ PagedRows paged_rows(int key, int col) const {
+    const int page_in_seq = key / page_size, step_pages = Step / page_size;
+    return {*this, col, page_in_seq, key - page_in_seq * page_size, step_pages, Step - step_pages * page_size};
   }
 };
 

@@ -11,6 +11,7 @@
 #include "flashbuf/arch/sm80/cp_async.cuh"
 #include "flashbuf/arch/sm80/fast_math.cuh"
 #include "flashbuf/buffers/kv_source.cuh"
+#include "flashbuf/buffers/tile_copy.cuh"
 #include "flashbuf/core/config.hpp"
 #include "flashbuf/core/fragment.hpp"
 #include "flashbuf/core/mask.hpp"
@@ -81,18 +82,6 @@ struct PrefillBlock {
     return src;
   }
 };
-
-// Rows [0, rows) of a rows x Cols tile from device memory into a shared tile (any layout with
-// offset(row, col)); rows past `rows` are zero-filled.
-template <class Tile, int NumThreads, class In>
-__device__ void load_tile_async(In* smem, const In* src, std::int64_t row_stride, int rows) {
-  constexpr int kChunksPerRow = Tile::kCols / 8;
-  for (int chunk = threadIdx.x; chunk < Tile::kRows * kChunksPerRow; chunk += NumThreads) {
-    const int r = chunk / kChunksPerRow, c = chunk % kChunksPerRow * 8;
-    const bool valid = r < rows;
-    sm80::cp_async_cg_16(smem + Tile::offset(r, c), src + (valid ? r : 0) * row_stride + c, valid);
-  }
-}
 
 // Row reductions over the four lanes of a quad (they share a row of the accumulator).
 __device__ __forceinline__ float quad_max(float x) {
