@@ -3,24 +3,22 @@
 #include "api/backends.hpp"
 #include "api/validate.hpp"
 #include "flashbuf/flashbuf.hpp"
-#include "flashbuf/kernels/prefill_tiles.hpp"
 
 namespace flashbuf {
 namespace {
 
 // Automatic: CPU tensors run on the CPU backend; CUDA tensors on the Hopper (wgmma) path on
-// compute capability 9.0 when this binary holds its sm_90a code and the input form and head dim
-// are ones where it is measured faster (kernels/prefill_tiles.hpp), else on the mma.sync path.
+// compute capability 9.0 when this binary holds its sm_90a code, else on the mma.sync path.
+// Measured on an H200 (bench/results/, the sm90 and sm80 prefill files): the Hopper kernel is
+// faster for every head dim and input form — batch-form K/V (TMA) 0.78-2.2x FlashAttention-2
+// against 0.71-1.02x for mma.sync; paged K/V (its cp.async gather, page 16) 1.5-1.8x mma.sync.
 // An explicit backend must match where the tensors are and what the device can run.
 Backend choose_backend(Backend requested, const detail::AttentionProblem& p) {
   const bool on_gpu = p.device == DeviceKind::cuda;
   switch (requested) {
     case Backend::automatic:
       if (!on_gpu) return Backend::cpu;
-      return hopper_prefill_preferred(p.head_dim, p.head_dim_v, detail::batch_form_kv(p)) &&
-                     detail::sm90_prefill_available(p.device_index)
-                 ? Backend::sm90
-                 : Backend::sm80;
+      return detail::sm90_prefill_available(p.device_index) ? Backend::sm90 : Backend::sm80;
     case Backend::cpu:
       if (on_gpu) throw ArgumentError("backend", "cpu was requested but the tensors are CUDA tensors");
       return Backend::cpu;

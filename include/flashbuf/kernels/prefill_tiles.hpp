@@ -39,19 +39,3 @@ template <int D, int Dv, PrefillTile T = prefill_tile(D, Dv)>
 using TableTile = TileShape<T.block_m, T.block_n, T.warps, T.m_tiles, T.q_in_registers>;
 
 }  // namespace flashbuf
-
-namespace flashbuf {
-
-// Which prefill kernel the API picks on an H200 (compute capability 9.0), from the committed
-// measurements (bench/results/h200-prefill-sm90-20261130.json and -sm80-, commit 123b8e5):
-//   batch-form K/V (the Hopper kernel's TMA producer): the Hopper kernel, 0.78-2.2x
-//     FlashAttention-2 against 0.71-1.02x for the mma.sync kernel (it loses only D 64 causal
-//     S 512: 118 against 131 TFLOP/s);
-//   paged, varlen or seqlens_k K/V (its cp.async gather producer, measured as the whole kernel
-//     at 98e9edb): the Hopper kernel from head dim 192 up only (D 256 1.03-1.14x FA2; D 64 and
-//     128 0.69-1.04x against 0.80-1.02x for mma.sync).
-constexpr bool hopper_prefill_preferred(int head_dim, int head_dim_v, bool batch_form_kv) {
-  return batch_form_kv || (head_dim > head_dim_v ? head_dim : head_dim_v) > 128;
-}
-
-}  // namespace flashbuf
