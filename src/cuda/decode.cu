@@ -122,6 +122,16 @@ dk::DecodeKernelInfo kernel_info(const DecodeProblem& pr, int mtiles) {
   return none;
 }
 
+cudaError_t launch_kernel(const DecodeProblem& pr, int mtiles, const dk::DecodeParams& params, dim3 grid,
+                          cudaStream_t stream) {
+#define FLASHBUF_DECODE_LAUNCH(DT, D)                     \
+  if (pr.dtype == DType::DT && pr.head_dim == D)          \
+    return dk::launch_decode<FLASHBUF_DECODE_ELEM(DT), D>(mtiles, pr.device_index, params, grid, stream);
+  FLASHBUF_FOR_EACH_DECODE_INSTANTIATION(FLASHBUF_DECODE_LAUNCH)
+#undef FLASHBUF_DECODE_LAUNCH
+  return cudaErrorInvalidDeviceFunction;
+}
+
 // Why a kernel cannot run on the plan's device, in words.
 [[noreturn]] void throw_cannot_run(const DecodeProblem& pr, int mtiles, const dk::DecodeKernelInfo& info) {
   std::string why;
@@ -152,8 +162,6 @@ constexpr int kMaxDecodeSplits = 1024;
 //   FLASHBUF_DECODE_MERGE=cluster|workspace forces how several splits merge: `cluster` caps
 //   the heuristic's splits at the cluster limit (a forced n above it falls back to the
 //   workspace), `workspace` never uses clusters (the merge before clusters existed).
-//   FLASHBUF_DECODE_PDL=0 launches the decode kernel normally instead of programmatically
-//   (read once per process; for measuring what the early launch gains).
 // The tests edit a plan's num_splits and workspace_bytes with decode_config.cuh's arithmetic.
 int forced_splits() {
   const char* env = std::getenv("FLASHBUF_DECODE_SPLITS");
@@ -167,22 +175,6 @@ dk::SplitMerge forced_merge() {
   if (env == nullptr) return dk::SplitMerge::none;
   const std::string v = env;
   return v == "cluster" ? dk::SplitMerge::cluster : v == "workspace" ? dk::SplitMerge::workspace : dk::SplitMerge::none;
-}
-
-bool programmatic_decode_launch() {
-  const char* env = std::getenv("FLASHBUF_DECODE_PDL");
-  return env == nullptr || std::string(env) != "0";
-}
-
-cudaError_t launch_kernel(const DecodeProblem& pr, int mtiles, const dk::DecodeParams& params, dim3 grid,
-                          cudaStream_t stream) {
-  static const bool programmatic = programmatic_decode_launch();
-#define FLASHBUF_DECODE_LAUNCH(DT, D)                     \
-  if (pr.dtype == DType::DT && pr.head_dim == D)          \
-    return dk::launch_decode<FLASHBUF_DECODE_ELEM(DT), D>(mtiles, pr.device_index, params, grid, stream, programmatic);
-  FLASHBUF_FOR_EACH_DECODE_INSTANTIATION(FLASHBUF_DECODE_LAUNCH)
-#undef FLASHBUF_DECODE_LAUNCH
-  return cudaErrorInvalidDeviceFunction;
 }
 
 // Compute capability major of a device, asked once (decode runs may be inside a graph

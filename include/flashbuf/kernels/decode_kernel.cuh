@@ -188,10 +188,6 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
 
   // The combine (if any) may start launching: its blocks wait for this grid to finish.
   sm90::griddepcontrol_launch_dependents();
-  // Launched programmatically (PDL, sm_90) behind the previous kernel on the stream, this grid
-  // may be running before that kernel has finished: wait for it (and its writes: the cache,
-  // the lengths, Q) before the first device-memory access. A no-op for a normal launch.
-  sm90::griddepcontrol_wait();
 
   // ---- which keys this block reads --------------------------------------------------------
   int len = p.seqlens_k[b];
@@ -553,7 +549,6 @@ struct DecodeKernelInfo {
   int blocks_per_sm = 0;    // resident blocks per SM on the device; 0: the kernel cannot run there
   int block_n = 0;
   int max_cluster = 0;      // the most splits the cluster merge can take here (0: none, before sm_90)
-  bool programmatic = false;  // may launch with programmatic stream serialisation (sm_90 code on sm_90+)
   int smem_optin_max = 0;   // the device's opt-in limit of shared memory per block (0: unknown)
   cudaError_t error = cudaSuccess;  // the runtime call that failed, when one did
   const char* failed_call = nullptr;
@@ -572,27 +567,19 @@ template <class Elem, int D, int MT>
 struct KernelState {
   static inline std::atomic<int> blocks_per_sm[kCachedDevices] = {};
   static inline std::atomic<int> max_cluster[kCachedDevices] = {};  // stored before blocks_per_sm
-  static inline std::atomic<bool> programmatic[kCachedDevices] = {};  // likewise
 };
-
-// True when `kernel` runs sm_90 code on `device`: what clusters and griddepcontrol need (an
-// sm_80 build JIT-compiled on Hopper has neither, and a programmatic launch of it would race).
-inline bool runs_sm90_code(const void* kernel, int device) {
-  int major = 0;
-  cudaFuncAttributes attributes{};
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess || major < 9 ||
-      cudaFuncGetAttributes(&attributes, kernel) != cudaSuccess || attributes.ptxVersion < 90) {
-    cudaGetLastError();
-    return false;
-  }
-  return true;
-}
 
 // The largest cluster (16, else the portable 8) of `kernel` that the device can schedule at
 // least one of, or 0: before sm_90, or when the kernel's code was compiled for an older
 // target (an sm_80 build JIT-compiled on Hopper has no cluster merge in it).
 inline int max_cluster_size(const void* kernel, int device, int threads, int smem_bytes) {
-  if (!runs_sm90_code(kernel, device)) return 0;
+  int major = 0;
+  cudaFuncAttributes attributes{};
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess || major < 9 ||
+      cudaFuncGetAttributes(&attributes, kernel) != cudaSuccess || attributes.ptxVersion < 90) {
+    cudaGetLastError();
+    return 0;
+  }
   // Sizes above 8 need the non-portable opt-in; if it fails, 16 simply does not schedule.
   cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
   cudaGetLastError();
@@ -635,7 +622,6 @@ DecodeKernelInfo prepare(int device) {
     if (n > 0) {
       info.blocks_per_sm = n;
       info.max_cluster = KernelState<Elem, D, MT>::max_cluster[device].load(std::memory_order_relaxed);
-      info.programmatic = KernelState<Elem, D, MT>::programmatic[device].load(std::memory_order_relaxed);
       return info;
     }
   }
@@ -655,55 +641,38 @@ DecodeKernelInfo prepare(int device) {
   err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, Tile::kThreads, Tile::kSmemBytes);
   if (err != cudaSuccess) return fail(err, "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
   info.blocks_per_sm = blocks;
-  if (blocks > 0) {
-    info.max_cluster = max_cluster_size(reinterpret_cast<const void*>(kernel), device, Tile::kThreads, Tile::kSmemBytes);
-    info.programmatic = runs_sm90_code(reinterpret_cast<const void*>(kernel), device);
-  }
+  if (blocks > 0) info.max_cluster = max_cluster_size(reinterpret_cast<const void*>(kernel), device, Tile::kThreads, Tile::kSmemBytes);
   if (blocks > 0 && cached != nullptr) {
     KernelState<Elem, D, MT>::max_cluster[device].store(info.max_cluster, std::memory_order_relaxed);
-    KernelState<Elem, D, MT>::programmatic[device].store(info.programmatic, std::memory_order_relaxed);
     cached->store(blocks, std::memory_order_release);
   }
   return info;
 }
 
-// `programmatic`: launch with programmatic stream serialisation (PDL) where the kernel runs
-// sm_90 code, so its launch and block scheduling overlap the previous kernel's tail (the
-// kernel's griddepcontrol.wait keeps every data dependency).
 template <class Elem, int D, int MT>
-cudaError_t launch(int device, const DecodeParams& params, dim3 grid, cudaStream_t stream, bool programmatic) {
+cudaError_t launch(int device, const DecodeParams& params, dim3 grid, cudaStream_t stream) {
   using Tile = DecodeTile<D, MT>;
   auto* kernel = &decode_split_kv_kernel<Elem, D, MT>;
   // Normally prepared by the plan already (one atomic load here); a device the plan did not
   // prepare (or one past the cache) is prepared now.
   const bool ready = device >= 0 && device < kCachedDevices &&
                      KernelState<Elem, D, MT>::blocks_per_sm[device].load(std::memory_order_acquire) > 0;
-  bool can_program = ready && KernelState<Elem, D, MT>::programmatic[device].load(std::memory_order_relaxed);
   if (!ready) {
     const DecodeKernelInfo info = prepare<Elem, D, MT>(device);
     if (info.blocks_per_sm < 1) return info.error != cudaSuccess ? info.error : cudaErrorInvalidConfiguration;
-    can_program = info.programmatic;
   }
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = dim3(Tile::kThreads);
   config.dynamicSmemBytes = Tile::kSmemBytes;
   config.stream = stream;
-  cudaLaunchAttribute attributes[2];
-  config.attrs = attributes;
-  config.numAttrs = 0;
-  if (params.num_splits > 1 && params.merge == SplitMerge::cluster) {  // the splits of one item: one cluster
-    cudaLaunchAttribute& a = attributes[config.numAttrs++];
-    a.id = cudaLaunchAttributeClusterDimension;
-    a.val.clusterDim.x = static_cast<unsigned>(params.num_splits);
-    a.val.clusterDim.y = 1;
-    a.val.clusterDim.z = 1;
-  }
-  if (programmatic && can_program) {
-    cudaLaunchAttribute& a = attributes[config.numAttrs++];
-    a.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    a.val.programmaticStreamSerializationAllowed = 1;
-  }
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeClusterDimension;  // the splits of one item: one cluster
+  attribute[0].val.clusterDim.x = static_cast<unsigned>(params.num_splits);
+  attribute[0].val.clusterDim.y = 1;
+  attribute[0].val.clusterDim.z = 1;
+  config.attrs = attribute;
+  config.numAttrs = params.num_splits > 1 && params.merge == SplitMerge::cluster ? 1 : 0;
   return cudaLaunchKernelEx(&config, kernel, params);  // reports this launch's own error
 }
 
@@ -730,13 +699,12 @@ DecodeKernelInfo decode_kernel_info(int mtiles, int device) {
 
 // Launch on `device` (the current device): grid (num_splits, heads_kv * row_chunks, batch).
 template <class Elem, int D>
-cudaError_t launch_decode(int mtiles, int device, const DecodeParams& params, dim3 grid, cudaStream_t stream,
-                          bool programmatic) {
+cudaError_t launch_decode(int mtiles, int device, const DecodeParams& params, dim3 grid, cudaStream_t stream) {
   switch (mtiles) {
-    case 1: return launch_detail::launch<Elem, D, 1>(device, params, grid, stream, programmatic);
-    case 2: return launch_detail::launch<Elem, D, 2>(device, params, grid, stream, programmatic);
-    case 4: return launch_detail::launch<Elem, D, 4>(device, params, grid, stream, programmatic);
-    case 8: return launch_detail::launch<Elem, D, 8>(device, params, grid, stream, programmatic);
+    case 1: return launch_detail::launch<Elem, D, 1>(device, params, grid, stream);
+    case 2: return launch_detail::launch<Elem, D, 2>(device, params, grid, stream);
+    case 4: return launch_detail::launch<Elem, D, 4>(device, params, grid, stream);
+    case 8: return launch_detail::launch<Elem, D, 8>(device, params, grid, stream);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -751,10 +719,10 @@ cudaError_t launch_decode(int mtiles, int device, const DecodeParams& params, di
 #define FLASHBUF_DECODE_EXTERN(DT, D)                                                                 \
   extern template DecodeKernelInfo decode_kernel_info<FLASHBUF_DECODE_ELEM(DT), D>(int, int);           \
   extern template cudaError_t launch_decode<FLASHBUF_DECODE_ELEM(DT), D>(int, int, const DecodeParams&, \
-                                                                         dim3, cudaStream_t, bool);
+                                                                         dim3, cudaStream_t);
 #define FLASHBUF_DECODE_INSTANTIATE(DT, D)                                                            \
   template DecodeKernelInfo decode_kernel_info<FLASHBUF_DECODE_ELEM(DT), D>(int, int);                  \
   template cudaError_t launch_decode<FLASHBUF_DECODE_ELEM(DT), D>(int, int, const DecodeParams&, dim3,  \
-                                                                  cudaStream_t, bool);
+                                                                  cudaStream_t);
 
 }  // namespace flashbuf::kernels::decode
