@@ -98,4 +98,17 @@ __device__ void load_tile_async(In* smem, const In* src, std::int64_t row_stride
   });
 }
 
+// The same copy as one loop over chunks with its address work per chunk, left to the compiler
+// to unroll: for a kernel that loads the tile once and runs at its register limit (the
+// mma.sync prefill's Q), where the run loops' state spills (68 bytes at D 128).
+template <class Tile, int NumThreads, class In>
+__device__ __forceinline__ void load_tile_async_per_chunk(In* smem, const In* src, std::int64_t row_stride, int rows) {
+  constexpr int kChunksPerRow = Tile::kCols / 8;
+  for (int chunk = threadIdx.x; chunk < Tile::kRows * kChunksPerRow; chunk += NumThreads) {
+    const int r = chunk / kChunksPerRow, c = chunk % kChunksPerRow * 8;
+    const bool valid = r < rows;
+    sm80::cp_async_cg_16(smem + Tile::offset(r, c), src + (valid ? r : 0) * row_stride + c, valid);
+  }
+}
+
 }  // namespace flashbuf

@@ -79,7 +79,7 @@ struct PrefillSm80 {
       const int seqlen_k = blk.seqlen_k;
 
       // Q and the first K tile.
-      load_tile_async<QTile, kThreads>(smem_q, blk.q_ptr<In>(p), p.q_row_stride, blk.rows_q);
+      load_tile_async_per_chunk<QTile, kThreads>(smem_q, blk.q_ptr<In>(p), p.q_row_stride, blk.rows_q);
       kbuf.load_from_dram(n_first * kBN, seqlen_k - n_first * kBN);
       sm80::cp_async_commit_group();
 
