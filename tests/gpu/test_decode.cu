@@ -684,9 +684,9 @@ TEST(DecodeHost, FastDivmodIsExact) {
 }
 
 TEST(DecodeHost, SplitHeuristicAndWorkspace) {
-  const int slots = 132 * 2;  // H200, two D = 128 blocks per SM
+  // H200: 132 SMs, two D = 128 blocks per SM
   auto choose = [&](std::int64_t items, int keys, int max_cluster, bool prefer_cluster = false) {
-    const dk::SplitChoice c = dk::choose_decode_splits(slots, items, keys, 64, max_cluster, prefer_cluster);
+    const dk::SplitChoice c = dk::choose_decode_splits(132, 2, items, keys, 64, max_cluster, prefer_cluster);
     return std::make_pair(c.num_splits, c.merge);
   };
   using P = std::pair<int, Merge>;
@@ -698,15 +698,15 @@ TEST(DecodeHost, SplitHeuristicAndWorkspace) {
   EXPECT_EQ(choose(8, 100, 16), P(2, Merge::cluster)) << "two tiles: one each";
   EXPECT_EQ(choose(8, 64, 16), P(1, Merge::none)) << "one tile cannot split";
   // Larger grids or longer splits: the whole wave with the workspace merge.
-  EXPECT_EQ(choose(8, 8192, 16), P(32, Merge::workspace)) << "B=1 Hkv=8 L=8k: 16 tiles per cluster split";
+  EXPECT_EQ(choose(8, 8192, 16), P(16, Merge::workspace)) << "B=1 Hkv=8 L=8k: one block per SM";
   EXPECT_EQ(choose(64, 512, 16), P(2, Merge::workspace)) << "B=8 Hkv=8: 256 blocks in clusters ran slower";
-  EXPECT_EQ(choose(32, 2048, 16), P(8, Merge::workspace)) << "B=1 Hkv=32: 256 blocks";
-  EXPECT_EQ(choose(8, 32768, 16), P(32, Merge::workspace));
-  EXPECT_EQ(choose(8, 131072, 16), P(33, Merge::workspace));
+  EXPECT_EQ(choose(32, 2048, 16), P(4, Merge::workspace)) << "B=1 Hkv=32: 128 blocks";
+  EXPECT_EQ(choose(8, 32768, 16), P(16, Merge::workspace));
+  EXPECT_EQ(choose(8, 131072, 16), P(16, Merge::workspace));
   EXPECT_EQ(choose(8, 131072, 16, true), P(16, Merge::cluster)) << "FLASHBUF_DECODE_MERGE=cluster";
   // No clusters (sm_80, or FLASHBUF_DECODE_MERGE=workspace): >= max(2 tiles, 256 keys) per split.
   EXPECT_EQ(choose(8, 512, 0), P(2, Merge::workspace));
-  EXPECT_EQ(choose(64, 32768, 0), P(4, Merge::workspace));
+  EXPECT_EQ(choose(64, 32768, 0), P(2, Merge::workspace));
   EXPECT_EQ(choose(8, 100, 0), P(1, Merge::none)) << "too few keys to split";
   EXPECT_EQ(choose(8, 0, 16), P(1, Merge::none));
   const auto w = dk::workspace_layout(3, 2, 4, 8, 128);

@@ -192,8 +192,8 @@ struct SplitChoice {
   SplitMerge merge = SplitMerge::none;
 };
 
-// Number of splits and their merge. Counts the blocks resident at once (`slots` = SMs x
-// blocks per SM of the kernel that will run) and keeps the grid to ONE wave: a second
+// Number of splits and their merge. Counts the blocks resident at once (slots = `sms` x
+// `blocks_per_sm` of the kernel that will run) and keeps the grid to ONE wave: a second
 // partial wave of long splits would run at a fraction of the read bandwidth.
 //   1 when the (sequence, kv head, row chunk) items alone fill more than half the slots.
 //   Latency-bound problems (few blocks, short splits) want every tile in flight at once and
@@ -203,11 +203,12 @@ struct SplitChoice {
 //   (FLASHBUF_DECODE_MERGE=cluster) drops those limits: as many splits as the wave and the
 //   cluster allow, always merged in the cluster.
 //   Otherwise (long contexts, or no clusters) the workspace merge with >= max(2 tiles,
-//   256 keys) per split, as many as fit in the wave, at most max_splits.
+//   256 keys) per split, as many as give one block per SM (`sms`), at most max_splits.
 // The count is then reduced to the number whole-tile splits of max_seqlen_k fill evenly.
-constexpr SplitChoice choose_decode_splits(int slots, std::int64_t work_items, int max_seqlen_k, int block_n,
-                                           int max_cluster, bool prefer_cluster = false,
+constexpr SplitChoice choose_decode_splits(int sms, int blocks_per_sm, std::int64_t work_items, int max_seqlen_k,
+                                           int block_n, int max_cluster, bool prefer_cluster = false,
                                            int max_splits = split_kv::kDefaultMaxSplits) {
+  const int slots = sms * blocks_per_sm;
   if (slots <= 0 || work_items <= 0 || max_seqlen_k <= 0 || block_n <= 0 || max_splits <= 1) return {};
   if (2 * work_items > slots) return {};
   const int tiles = ceil_div(max_seqlen_k, block_n);
@@ -224,6 +225,11 @@ constexpr SplitChoice choose_decode_splits(int slots, std::int64_t work_items, i
       return {balanced(c), SplitMerge::cluster};
     }
   }
+  // Long splits: one block per SM. Measured (H200, B=1 Hkv=8 L=8k, graph replay): 16 splits
+  // 14.8 us, 32 splits (two blocks per SM) 16.8 us; one block's stages already keep enough
+  // bytes in flight, and every extra split is one more partial O to write and merge.
+  std::int64_t sm_wave = sms / work_items;
+  if (sm_wave < wave) wave = sm_wave;
   int min_tiles = ceil_div(split_kv::kMinKeysPerSplit, block_n);
   if (min_tiles < split_kv::kMinTilesPerSplit) min_tiles = split_kv::kMinTilesPerSplit;
   std::int64_t splits = wave < tiles / min_tiles ? wave : tiles / min_tiles;
