@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstring>
 #include <tuple>
+#include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -91,11 +93,14 @@ std::string run_on_gpu(const ProblemSpec& spec, AttentionTensors& t, Backend bac
 }
 
 // Fresh inputs, GPU run, check against the float64 reference (a row sample for big problems).
-void check_spec(const ProblemSpec& spec, Backend backend, int max_rows_checked = 1500) {
+// `edit` may change the inputs after they are made (e.g. poison what no kernel may read).
+void check_spec(const ProblemSpec& spec, Backend backend, int max_rows_checked = 1500,
+                const std::function<void(AttentionTensors&)>& edit = {}) {
   spec.check();
   Rng rng(Rng::fresh_seed());
   SCOPED_TRACE(spec.describe() + " on " + backend_name(backend) + " seed " + std::to_string(rng.seed()));
   AttentionTensors t = make_tensors(spec, rng);
+  if (edit) edit(t);
   const std::string device_guards = run_on_gpu(spec, t, backend);
   EXPECT_EQ(device_guards, "") << "device guard regions overwritten";
   std::vector<RowId> rows = all_rows(spec);
@@ -208,6 +213,35 @@ TEST_P(PrefillGpu, PagedEveryPageSize) {
     s.k_lens = {300, 555};
     s.mask = page % 2 ? Mask::causal() : Mask::window(64, 64);
     check_spec(s, backend());
+  }
+}
+
+// Pool rows that hold no key (past each sequence's end in its last page, unused and spare
+// pages) are NaN: no kernel may multiply them in, not even by P = 0 (the Hopper kernel's TMA
+// path reads whole pages and gathers the tile that reaches past the end; the gathers zero-fill).
+// Page sizes on both sides of the TMA rule (multiples of 8 that divide or are divided by the
+// key tile) and lengths that end mid-page and mid-tile.
+TEST_P(PrefillGpu, PagedRowsWithoutKeysAreNeverRead) {
+  for (int page : {8, 16, 64, 100, 256}) {
+    ProblemSpec s = base_spec(DType::bf16, 128, 128, 77, 0);
+    s.kv = KvLayout::paged;
+    s.page_size = page;
+    s.k_lens = {300, 555};
+    s.mask = page == 16 ? Mask::causal() : Mask::none();
+    check_spec(s, backend(), 1500, [&](AttentionTensors& t) {
+      const std::int64_t pool = t.k.shape()[0];
+      std::vector<char> is_key(pool * page, 0);
+      for (int b = 0; b < s.batch; ++b)
+        for (int j = 0; j < s.k_len(b); ++j) is_key[t.page_table.i32()[b * s.max_pages() + j / page] * page + j % page] = 1;
+      const double nan = std::numeric_limits<double>::quiet_NaN();
+      for (std::int64_t pg = 0; pg < pool; ++pg)
+        for (int r = 0; r < page; ++r)
+          if (!is_key[pg * page + r])
+            for (int h = 0; h < s.heads_kv; ++h) {
+              for (int c = 0; c < s.head_dim; ++c) t.k.set(t.k.offset({pg, r, h, c}), nan);
+              for (int c = 0; c < s.head_dim_v; ++c) t.v.set(t.v.offset({pg, r, h, c}), nan);
+            }
+    });
   }
 }
 
