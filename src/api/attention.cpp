@@ -11,7 +11,7 @@ namespace {
 // compute capability 9.0 when this binary holds its sm_90a code, else on the mma.sync path.
 // Measured on an H200 (bench/results/, the sm90 and sm80 prefill files): the Hopper kernel is
 // faster for every head dim and input form — batch-form K/V (TMA) 0.78-2.2x FlashAttention-2
-// against 0.71-1.02x for mma.sync; paged K/V (its cp.async gather, page 16) 1.5-1.8x mma.sync.
+// against 0.71-1.02x for mma.sync; paged K/V (its cp.async gather, page 16) 1.3-1.9x mma.sync.
 // An explicit backend must match where the tensors are and what the device can run.
 Backend choose_backend(Backend requested, const detail::AttentionProblem& p) {
   const bool on_gpu = p.device == DeviceKind::cuda;
