@@ -217,31 +217,45 @@ TEST_P(PrefillGpu, PagedEveryPageSize) {
 }
 
 // Pool rows that hold no key (past each sequence's end in its last page, unused and spare
-// pages) are NaN: no kernel may multiply them in, not even by P = 0 (the Hopper kernel's TMA
-// path reads whole pages and gathers the tile that reaches past the end; the gathers zero-fill).
-// Page sizes on both sides of the TMA rule (multiples of 8 that divide or are divided by the
-// key tile) and lengths that end mid-page and mid-tile.
+// pages, and the page padding entries of the table point at such a page) are NaN: no kernel
+// may multiply them in, not even by P = 0 (the Hopper kernel's TMA path reads whole pages and
+// gathers the tile that reaches past the end; the gathers zero-fill). Page sizes on both sides
+// of the TMA rule (multiples of 8 that divide or are divided by the key tile of 64 or 128
+// rows), every head dim, lengths that end mid-page, on a tile, inside the first tile.
 TEST_P(PrefillGpu, PagedRowsWithoutKeysAreNeverRead) {
-  for (int page : {8, 16, 64, 100, 256}) {
-    ProblemSpec s = base_spec(DType::bf16, 128, 128, 77, 0);
-    s.kv = KvLayout::paged;
-    s.page_size = page;
-    s.k_lens = {300, 555};
-    s.mask = page == 16 ? Mask::causal() : Mask::none();
-    check_spec(s, backend(), 1500, [&](AttentionTensors& t) {
-      const std::int64_t pool = t.k.shape()[0];
-      std::vector<char> is_key(pool * page, 0);
-      for (int b = 0; b < s.batch; ++b)
-        for (int j = 0; j < s.k_len(b); ++j) is_key[t.page_table.i32()[b * s.max_pages() + j / page] * page + j % page] = 1;
-      const double nan = std::numeric_limits<double>::quiet_NaN();
-      for (std::int64_t pg = 0; pg < pool; ++pg)
-        for (int r = 0; r < page; ++r)
-          if (!is_key[pg * page + r])
-            for (int h = 0; h < s.heads_kv; ++h) {
-              for (int c = 0; c < s.head_dim; ++c) t.k.set(t.k.offset({pg, r, h, c}), nan);
-              for (int c = 0; c < s.head_dim_v; ++c) t.v.set(t.v.offset({pg, r, h, c}), nan);
-            }
-    });
+  int run = 0;
+  for (const HeadDims hd : kHeadDims) {
+    if (!instantiated(DType::bf16, hd)) continue;
+    for (int page : {8, 16, 64, 100, 128, 256}) {
+      ProblemSpec s = base_spec(DType::bf16, hd.d, hd.dv, 77, 0);
+      s.kv = KvLayout::paged;
+      s.page_size = page;
+      s.batch = 3;
+      s.k_lens = {5, 256, 555};
+      const Mask masks[] = {Mask::none(), Mask::causal(), Mask::window(100, 20)};
+      s.mask = masks[run++ % 3];
+      check_spec(s, backend(), 1500, [&](AttentionTensors& t) {
+        const std::int64_t pool = t.k.shape()[0];
+        std::int32_t* table = t.page_table.i32();
+        std::vector<char> is_key(pool * page, 0);
+        for (int b = 0; b < s.batch; ++b)
+          for (int j = 0; j < s.k_len(b); ++j) is_key[table[b * s.max_pages() + j / page] * page + j % page] = 1;
+        std::int64_t keyless_page = -1;  // a spare page: the padding entries point here
+        for (std::int64_t pg = 0; pg < pool && keyless_page < 0; ++pg)
+          if (std::none_of(&is_key[pg * page], &is_key[pg * page] + page, [](char k) { return k != 0; })) keyless_page = pg;
+        ASSERT_GE(keyless_page, 0) << "the spec has spare pages";
+        for (int b = 0; b < s.batch; ++b)
+          for (int j = s.pages_per_seq(b); j < s.max_pages(); ++j) table[b * s.max_pages() + j] = keyless_page;
+        const double nan = std::numeric_limits<double>::quiet_NaN();
+        for (std::int64_t pg = 0; pg < pool; ++pg)
+          for (int r = 0; r < page; ++r)
+            if (!is_key[pg * page + r])
+              for (int h = 0; h < s.heads_kv; ++h) {
+                for (int c = 0; c < s.head_dim; ++c) t.k.set(t.k.offset({pg, r, h, c}), nan);
+                for (int c = 0; c < s.head_dim_v; ++c) t.v.set(t.v.offset({pg, r, h, c}), nan);
+              }
+      });
+    }
   }
 }
 
