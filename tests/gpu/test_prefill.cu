@@ -259,6 +259,31 @@ TEST_P(PrefillGpu, PagedRowsWithoutKeysAreNeverRead) {
   }
 }
 
+// Batch-form K/V with per-sequence lengths (a cache of capacity seqlen_k): the rows past each
+// sequence's length are NaN and must never be read (the Hopper kernel's TMA path gathers the
+// tile that reaches past the end).
+TEST_P(PrefillGpu, SeqlensKRowsPastTheEndAreNeverRead) {
+  int run = 0;
+  for (const HeadDims hd : kHeadDims) {
+    if (!instantiated(DType::bf16, hd)) continue;
+    ProblemSpec s = base_spec(DType::bf16, hd.d, hd.dv, 77, 600);
+    s.batch = 3;
+    s.use_seqlens_k = true;
+    s.k_lens = {5, 256, 555};
+    const Mask masks[] = {Mask::none(), Mask::causal(), Mask::window(100, 20)};
+    s.mask = masks[run++ % 3];
+    check_spec(s, backend(), 1500, [&](AttentionTensors& t) {
+      const double nan = std::numeric_limits<double>::quiet_NaN();
+      for (int b = 0; b < s.batch; ++b)
+        for (int j = s.k_len(b); j < s.seqlen_k; ++j)
+          for (int h = 0; h < s.heads_kv; ++h) {
+            for (int c = 0; c < s.head_dim; ++c) t.k.set(t.k.offset({b, j, h, c}), nan);
+            for (int c = 0; c < s.head_dim_v; ++c) t.v.set(t.v.offset({b, j, h, c}), nan);
+          }
+    });
+  }
+}
+
 // Paged and contiguous K/V hold the same keys: the kernel walks the same tiles in the same
 // order, so the outputs must be bit-identical.
 TEST_P(PrefillGpu, PagedMatchesContiguousBitExactly) {
