@@ -7,6 +7,7 @@ identical tensors: the prefill and decode grids of shared/BENCH.md.
     python3 bench/bench.py --decode --heads 32/8 --b 1,8 --kv 512,8192 --pages 0,16
     python3 bench/bench.py --quick              # a small subset, for smoke tests
     python3 bench/bench.py --prefill --prefill-page 16 --anchors none   # paged KV, flashbuf alone
+    python3 bench/bench.py --prefill --prefill-varlen                    # packed varlen batches
 
 Needs an NVIDIA GPU, PyTorch and the installed flashbuf package (pip install . from the
 repository); it builds nothing. For each row it first checks every implementation's output
@@ -178,6 +179,8 @@ def bench_prefill(d: int, s: int, causal: bool, args) -> dict:
            "causal": causal, "page": 0, "kernel": None, "unit": "TFLOP/s", "flashbuf": None, "fa2": None,
            "cudnn": None, "max_abs_err": None}
     row["page"] = page = args.prefill_page
+    if args.prefill_varlen:
+        row["varlen"] = True
     flops = 4.0 * b * h * s * s * d / (2 if causal else 1)
     set_bytes = 3 * b * s * h * d * 2
     sets = [tuple(torch.randn(b, s, h, d, device=DEV, dtype=torch.bfloat16) for _ in range(3))
@@ -197,6 +200,15 @@ def bench_prefill(d: int, s: int, causal: bool, args) -> dict:
             return flashbuf.attention(q, kp, vp, causal=causal, seqlens_k=seqlens, page_table=table,
                                       max_seqlen_k=s, backend=args.backend)
         impls["flashbuf"] = flashbuf_paged
+    elif flashbuf is not None and args.prefill_varlen:  # the same tensors as one packed batch
+        cu = torch.arange(0, b * s + 1, s, dtype=torch.int32, device=DEV)
+
+        def flashbuf_varlen(q, k, v):
+            o = flashbuf.attention(q.view(b * s, h, d), k.view(b * s, h, d), v.view(b * s, h, d), causal=causal,
+                                   cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=s, max_seqlen_k=s,
+                                   backend=args.backend)
+            return o.view(b, s, h, d)
+        impls["flashbuf"] = flashbuf_varlen
     elif flashbuf is not None:
         impls["flashbuf"] = lambda q, k, v: flashbuf.attention(q, k, v, causal=causal, backend=args.backend)
     for name in args.anchors:
@@ -475,6 +487,8 @@ def main(argv=None) -> int:
                    help="flashbuf prefill kernel (auto: the one the library picks for the device and head dim)")
     p.add_argument("--prefill-page", type=int, default=0,
                    help="prefill: flashbuf reads K/V from pages of this size in shuffled order (0: contiguous)")
+    p.add_argument("--prefill-varlen", action="store_true",
+                   help="prefill: flashbuf reads the same tensors as one packed varlen batch (cu_seqlens)")
     p.add_argument("--anchors", type=anchor_list, default=list(ANCHORS),
                    help="anchors to run: fa2,cudnn (default), one of them, or none (A/B runs of flashbuf alone)")
     p.add_argument("--iters", type=int, default=9, help="graph replays per measurement (>= 7; median)")
@@ -482,6 +496,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", help="results JSON (default: $OUT or bench/results, <gpu>-<what>-<date>.json)")
     p.add_argument("--plot", help="PNG plot (default: next to the JSON)")
     args = p.parse_args(argv)
+    if args.prefill_page and args.prefill_varlen:
+        p.error("--prefill-page and --prefill-varlen: one K/V form at a time")
 
     if not torch.cuda.is_available():
         print("bench.py needs a CUDA GPU", file=sys.stderr)
