@@ -226,7 +226,8 @@ def bench_prefill(d: int, s: int, causal: bool, args) -> dict:
         except Exception as e:
             note_failure(f"{tag} {name}", e)
     anchor_errs = [errors[n] for n in ANCHORS if n in errors and errors[n] <= ANCHOR_MAX_ERR]
-    tolerance = 2 * max(anchor_errs) + 1e-3 if anchor_errs else 1e-2  # 1e-2: ANCHOR_MAX_ERR's order
+    # Without a passing anchor: the most the rule could allow (anchors up to ANCHOR_MAX_ERR).
+    tolerance = 2 * max(anchor_errs) + 1e-3 if anchor_errs else 2 * ANCHOR_MAX_ERR + 1e-3
     if "flashbuf" in errors:
         row["max_abs_err"] = errors["flashbuf"]
     for name, err in errors.items():
@@ -306,7 +307,7 @@ def bench_decode_shape(hq: int, hkv: int, b: int, skv: int, pages, args) -> list
             torch.cuda.synchronize()
             row["kernel"] = "decode"
             row["max_abs_err"] = err = max_abs_err(out, ref)
-            limit = 2 * max(anchor_errs) + 1e-3 if anchor_errs else 1e-2
+            limit = 2 * max(anchor_errs) + 1e-3 if anchor_errs else 2 * ANCHOR_MAX_ERR + 1e-3
             if not err <= limit:
                 note_failure(f"{tag} page={page} flashbuf", f"max abs error {err:.3g} exceeds {limit:.3g}; not timed")
             else:
@@ -498,6 +499,8 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.prefill_page and args.prefill_varlen:
         p.error("--prefill-page and --prefill-varlen: one K/V form at a time")
+    if args.prefill_page < 0 or any(s % args.prefill_page for s in args.s if args.prefill_page):
+        p.error(f"--prefill-page {args.prefill_page}: must divide every prefill length {args.s}")
 
     if not torch.cuda.is_available():
         print("bench.py needs a CUDA GPU", file=sys.stderr)

@@ -60,8 +60,14 @@ if base in runs:
         if name not in runs:
             continue
         print(f"\n{name} / {base} (flashbuf speed; > 1: {name} faster), and each vs cudnn:")
+        same = lambda a, b: all(a.get(k) == b.get(k) for k in ("kind", "d", "sq", "causal", "b", "hq", "sk", "page"))
         for a, b in zip(runs[base], runs[name]):
-            if a.get("flashbuf") and b.get("flashbuf"):
+            if not same(a, b):
+                sys.exit(f"{name}: its rows are not {base}'s (different arguments?)")
+            if not (a.get("flashbuf") and b.get("flashbuf")):
+                print(f"  {a['kind']} d={a['d']} sq={a['sq']} causal={a['causal']} sk={a['sk']}: missing in "
+                      f"{base if not a.get('flashbuf') else name}")
+            else:
                 key = " ".join(f"{k}={a[k]}" for k in ("d", "sq", "causal", "b", "hq", "sk", "page") if k in a)
                 faster = b["flashbuf"] / a["flashbuf"] if a["unit"] == "TFLOP/s" else a["flashbuf"] / b["flashbuf"]
                 vs = lambda r: (r["flashbuf"] / a["cudnn"] if r["unit"] == "TFLOP/s" else a["cudnn"] / r["flashbuf"]) if a.get("cudnn") else float("nan")

@@ -697,12 +697,14 @@ TEST(DecodeHost, SplitHeuristicAndWorkspace) {
   EXPECT_EQ(choose(8, 2048, 16), P(8, Merge::cluster)) << "B=1 Hkv=8 L=2k: 64 blocks of four tiles";
   EXPECT_EQ(choose(8, 100, 16), P(2, Merge::cluster)) << "two tiles: one each";
   EXPECT_EQ(choose(8, 64, 16), P(1, Merge::none)) << "one tile cannot split";
-  // Larger grids or longer splits: the whole wave with the workspace merge.
+  // Larger grids or longer splits: the workspace merge, one block per SM where that keeps
+  // >= 3/4 of the SMs busy, else the wave of resident blocks.
   EXPECT_EQ(choose(8, 8192, 16), P(16, Merge::workspace)) << "B=1 Hkv=8 L=8k: one block per SM";
   EXPECT_EQ(choose(64, 512, 16), P(2, Merge::workspace)) << "B=8 Hkv=8: 256 blocks in clusters ran slower";
   EXPECT_EQ(choose(32, 2048, 16), P(4, Merge::workspace)) << "B=1 Hkv=32: 128 blocks";
   EXPECT_EQ(choose(8, 32768, 16), P(16, Merge::workspace));
   EXPECT_EQ(choose(8, 131072, 16), P(16, Merge::workspace));
+  EXPECT_EQ(choose(72, 32768, 16), P(3, Merge::workspace)) << "sms / items = 1 would leave 60 SMs idle";
   EXPECT_EQ(choose(8, 131072, 16, true), P(16, Merge::cluster)) << "FLASHBUF_DECODE_MERGE=cluster";
   // No clusters (sm_80, or FLASHBUF_DECODE_MERGE=workspace): >= max(2 tiles, 256 keys) per split.
   EXPECT_EQ(choose(8, 512, 0), P(2, Merge::workspace));

@@ -218,14 +218,16 @@ TEST_P(PrefillGpu, PagedEveryPageSize) {
 
 // Pool rows that hold no key (past each sequence's end in its last page, unused and spare
 // pages, and the page padding entries of the table point at such a page) are NaN: no kernel
-// may multiply them in, not even by P = 0 (the Hopper kernel's TMA path reads whole pages and
+// may multiply them in, not even by P = 0 (a V row read past the end turns O into NaN; a K
+// row is masked to -inf before it matters, so V is what catches an over-read) (the Hopper kernel's TMA path reads whole pages and
 // gathers the tile that reaches past the end; the gathers zero-fill). Page sizes on both sides
 // of the TMA rule (multiples of 8 that divide or are divided by the key tile of 64 or 128
 // rows), every head dim, lengths that end mid-page, on a tile, inside the first tile.
 TEST_P(PrefillGpu, PagedRowsWithoutKeysAreNeverRead) {
-  int run = 0;
+  int run = 0;  // the masks rotate over (head dim, page size) pairs: 6 page sizes, 3 masks
   for (const HeadDims hd : kHeadDims) {
     if (!instantiated(DType::bf16, hd)) continue;
+    ++run;
     for (int page : {8, 16, 64, 100, 128, 256}) {
       ProblemSpec s = base_spec(DType::bf16, hd.d, hd.dv, 77, 0);
       s.kv = KvLayout::paged;

@@ -54,6 +54,8 @@ struct ChunkRuns {
 };
 
 // Rows [0, rows) of the tile from device memory (rows >= 1), rows past `rows` zero-filled.
+// Called by threads 0 .. NumThreads - 1 only (each has fixed runs; another would write past
+// the tile).
 // rows_at(row, col) returns a walk over the source rows row, row + kStepRows, ... at column
 // col: get(valid) the current row's address, next(more) one step (`more`: the next row is
 // valid). Zero-filled chunks still need a readable address: a walk either stays on its last

@@ -203,7 +203,8 @@ struct SplitChoice {
 //   (FLASHBUF_DECODE_MERGE=cluster) drops those limits: as many splits as the wave and the
 //   cluster allow, always merged in the cluster.
 //   Otherwise (long contexts, or no clusters) the workspace merge with >= max(2 tiles,
-//   256 keys) per split, as many as give one block per SM (`sms`), at most max_splits.
+//   256 keys) per split, as many as give one block per SM (`sms`) where that keeps >= 3/4 of
+//   the SMs busy, else as many as fit in the wave; at most max_splits.
 // The count is then reduced to the number whole-tile splits of max_seqlen_k fill evenly.
 constexpr SplitChoice choose_decode_splits(int sms, int blocks_per_sm, std::int64_t work_items, int max_seqlen_k,
                                            int block_n, int max_cluster, bool prefer_cluster = false,
@@ -225,11 +226,13 @@ constexpr SplitChoice choose_decode_splits(int sms, int blocks_per_sm, std::int6
       return {balanced(c), SplitMerge::cluster};
     }
   }
-  // Long splits: one block per SM. Measured (H200, B=1 Hkv=8 L=8k, graph replay): 16 splits
-  // 14.8 us, 32 splits (two blocks per SM) 16.8 us; one block's stages already keep enough
-  // bytes in flight, and every extra split is one more partial O to write and merge.
-  std::int64_t sm_wave = sms / work_items;
-  if (sm_wave < wave) wave = sm_wave;
+  // Workspace splits: one block per SM where that still fills most SMs. Measured (H200,
+  // B=1 Hkv=8 L=8k, graph replay): 16 splits 14.8 us, 32 splits (two blocks per SM) 16.8 us;
+  // one block's stages already keep enough bytes in flight, and every extra split is one more
+  // partial O to write and merge. Where sms / items rounds far down (e.g. 72 items: 1 split,
+  // 72 of 132 SMs busy), the slots' wave stays.
+  const std::int64_t sm_wave = sms / work_items;
+  if (sm_wave * work_items * 4 >= 3LL * sms && sm_wave < wave) wave = sm_wave;
   int min_tiles = ceil_div(split_kv::kMinKeysPerSplit, block_n);
   if (min_tiles < split_kv::kMinTilesPerSplit) min_tiles = split_kv::kMinTilesPerSplit;
   std::int64_t splits = wave < tiles / min_tiles ? wave : tiles / min_tiles;
