@@ -163,6 +163,12 @@ def max_abs_err(out_rows, ref) -> float:
     return float((out_rows.float() - ref).abs().max())
 
 
+def flashbuf_tolerance(anchor_errs) -> float:
+    """flashbuf's error bound: twice the worst passing anchor's, plus 1e-3; without a passing
+    anchor, the most that rule could allow (anchors pass up to ANCHOR_MAX_ERR)."""
+    return 2 * (max(anchor_errs) if anchor_errs else ANCHOR_MAX_ERR) + 1e-3
+
+
 def sdpa(q, k, v, causal, backend):
     """SDPA on flashbuf's (B, S, H, D) tensors: transposed views of the same storage."""
     with sdpa_kernel(backend):
@@ -175,10 +181,10 @@ def sdpa(q, k, v, causal, backend):
 
 def bench_prefill(d: int, s: int, causal: bool, args) -> dict:
     b, h = PREFILL_TOKENS // s, PREFILL_HIDDEN // d
+    page = args.prefill_page
     row = {"kind": "prefill", "dtype": "bf16", "b": b, "hq": h, "hkv": h, "sq": s, "sk": s, "d": d, "dv": d,
-           "causal": causal, "page": 0, "kernel": None, "unit": "TFLOP/s", "flashbuf": None, "fa2": None,
+           "causal": causal, "page": page, "kernel": None, "unit": "TFLOP/s", "flashbuf": None, "fa2": None,
            "cudnn": None, "max_abs_err": None}
-    row["page"] = page = args.prefill_page
     if args.prefill_varlen:
         row["varlen"] = True
     flops = 4.0 * b * h * s * s * d / (2 if causal else 1)
@@ -226,8 +232,7 @@ def bench_prefill(d: int, s: int, causal: bool, args) -> dict:
         except Exception as e:
             note_failure(f"{tag} {name}", e)
     anchor_errs = [errors[n] for n in ANCHORS if n in errors and errors[n] <= ANCHOR_MAX_ERR]
-    # Without a passing anchor: the most the rule could allow (anchors up to ANCHOR_MAX_ERR).
-    tolerance = 2 * max(anchor_errs) + 1e-3 if anchor_errs else 2 * ANCHOR_MAX_ERR + 1e-3
+    tolerance = flashbuf_tolerance(anchor_errs)
     if "flashbuf" in errors:
         row["max_abs_err"] = errors["flashbuf"]
     for name, err in errors.items():
@@ -307,7 +312,7 @@ def bench_decode_shape(hq: int, hkv: int, b: int, skv: int, pages, args) -> list
             torch.cuda.synchronize()
             row["kernel"] = "decode"
             row["max_abs_err"] = err = max_abs_err(out, ref)
-            limit = 2 * max(anchor_errs) + 1e-3 if anchor_errs else 2 * ANCHOR_MAX_ERR + 1e-3
+            limit = flashbuf_tolerance(anchor_errs)
             if not err <= limit:
                 note_failure(f"{tag} page={page} flashbuf", f"max abs error {err:.3g} exceeds {limit:.3g}; not timed")
             else:

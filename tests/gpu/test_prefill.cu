@@ -216,6 +216,22 @@ TEST_P(PrefillGpu, PagedEveryPageSize) {
   }
 }
 
+// Every head's K and V at (outer, row) set to NaN: outer is the sequence (batch form) or the
+// pool page (paged), row the key row within it.
+void poison_kv_row(AttentionTensors& t, const ProblemSpec& s, std::int64_t outer, std::int64_t row) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (int h = 0; h < s.heads_kv; ++h) {
+    for (int c = 0; c < s.head_dim; ++c) t.k.set(t.k.offset({outer, row, h, c}), nan);
+    for (int c = 0; c < s.head_dim_v; ++c) t.v.set(t.v.offset({outer, row, h, c}), nan);
+  }
+}
+
+// No mask, causal, a window: the i-th of them, so consecutive cases rotate through all three.
+Mask rotating_mask(int i) {
+  const Mask masks[] = {Mask::none(), Mask::causal(), Mask::window(100, 20)};
+  return masks[i % 3];
+}
+
 // Pool rows that hold no key (past each sequence's end in its last page, unused and spare
 // pages, and the page padding entries of the table point at such a page) are NaN: no kernel
 // may multiply them in, not even by P = 0 (a V row read past the end turns O into NaN; a K
@@ -234,8 +250,7 @@ TEST_P(PrefillGpu, PagedRowsWithoutKeysAreNeverRead) {
       s.page_size = page;
       s.batch = 3;
       s.k_lens = {5, 256, 555};
-      const Mask masks[] = {Mask::none(), Mask::causal(), Mask::window(100, 20)};
-      s.mask = masks[run++ % 3];
+      s.mask = rotating_mask(run++);
       check_spec(s, backend(), 1500, [&](AttentionTensors& t) {
         const std::int64_t pool = t.k.shape()[0];
         std::int32_t* table = t.page_table.i32();
@@ -248,14 +263,9 @@ TEST_P(PrefillGpu, PagedRowsWithoutKeysAreNeverRead) {
         ASSERT_GE(keyless_page, 0) << "the spec has spare pages";
         for (int b = 0; b < s.batch; ++b)
           for (int j = s.pages_per_seq(b); j < s.max_pages(); ++j) table[b * s.max_pages() + j] = keyless_page;
-        const double nan = std::numeric_limits<double>::quiet_NaN();
         for (std::int64_t pg = 0; pg < pool; ++pg)
           for (int r = 0; r < page; ++r)
-            if (!is_key[pg * page + r])
-              for (int h = 0; h < s.heads_kv; ++h) {
-                for (int c = 0; c < s.head_dim; ++c) t.k.set(t.k.offset({pg, r, h, c}), nan);
-                for (int c = 0; c < s.head_dim_v; ++c) t.v.set(t.v.offset({pg, r, h, c}), nan);
-              }
+            if (!is_key[pg * page + r]) poison_kv_row(t, s, pg, r);
       });
     }
   }
@@ -272,16 +282,10 @@ TEST_P(PrefillGpu, SeqlensKRowsPastTheEndAreNeverRead) {
     s.batch = 3;
     s.use_seqlens_k = true;
     s.k_lens = {5, 256, 555};
-    const Mask masks[] = {Mask::none(), Mask::causal(), Mask::window(100, 20)};
-    s.mask = masks[run++ % 3];
+    s.mask = rotating_mask(run++);
     check_spec(s, backend(), 1500, [&](AttentionTensors& t) {
-      const double nan = std::numeric_limits<double>::quiet_NaN();
       for (int b = 0; b < s.batch; ++b)
-        for (int j = s.k_len(b); j < s.seqlen_k; ++j)
-          for (int h = 0; h < s.heads_kv; ++h) {
-            for (int c = 0; c < s.head_dim; ++c) t.k.set(t.k.offset({b, j, h, c}), nan);
-            for (int c = 0; c < s.head_dim_v; ++c) t.v.set(t.v.offset({b, j, h, c}), nan);
-          }
+        for (int j = s.k_len(b); j < s.seqlen_k; ++j) poison_kv_row(t, s, b, j);
     });
   }
 }
