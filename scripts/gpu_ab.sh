@@ -7,7 +7,9 @@
 # their cuDNN ratios use the first tree's cuDNN times). Results go to $OUT/<name>.json, logs
 # into $OUT/ab-logs.tgz, a table of the ratios of every tree to the first is printed last.
 #   scripts/gpu_ab.sh .ab/main .ab/persistent -- --prefill --backend sm90 --target-ms 10
-# GPU_TESTS="<gtest filter>" also builds and runs each tree's GPU tests (its own CMake build);
+# GPU_TESTS="<gtest filter>" also builds and runs each tree's GPU tests (its own CMake build,
+# TEST_SHARDS processes, default 8), before any benchmark; AB_SKIP_BUILD=1 reuses packages that
+# an earlier run in the same call built (a second benchmark over the same trees, another $OUT);
 # AB_CMAKE_ARGS adds CMake options (e.g. -DFLASHBUF_INSTANTIATIONS=bf16_128_128); a file
 # <tree>/.commit (git rev-parse --short) names the commit in that tree's results.
 set -uo pipefail
@@ -20,24 +22,40 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do trees+=("$(cd "$1" && pwd)"); shift; 
 [ ${#trees[@]} -ge 1 ] || { echo "usage: scripts/gpu_ab.sh TREE... -- BENCH_ARGS" >&2; exit 2; }
 jobs_each=$(( $(nproc) / ${#trees[@]} )); [ "$jobs_each" -ge 1 ] || jobs_each=1
 
-for t in "${trees[@]}"; do  # packages build side by side, each with its share of the cores
+build_tests() {  # $1 tree, $2 build jobs
+  cmake -S "$1" -B "$1/build-ab" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHBUF_ENABLE_CUDA=ON \
+    -DFLASHBUF_CUDA_ARCHS="${FLASHBUF_CUDA_ARCHS:-90a}" -DFLASHBUF_BUILD_PYTHON=OFF ${AB_CMAKE_ARGS:-} >/dev/null &&
+  cmake --build "$1/build-ab" -j"$2" --target flashbuf_gpu_tests
+}
+for t in "${trees[@]}"; do  # packages (and test binaries) build side by side, sharing the cores
   name=$(basename "$t")
-  (cd "$t" && CMAKE_BUILD_PARALLEL_LEVEL=$jobs_each CMAKE_ARGS="-DFLASHBUF_CUDA_ARCHS=${FLASHBUF_CUDA_ARCHS:-90a} ${AB_CMAKE_ARGS:-}" \
-     python3 -m pip install --no-build-isolation --no-deps --target "/tmp/ab-pkg-$name" . >"$OUT/pip-$name.log" 2>&1;
-   echo "pip exit $?" >>"$OUT/pip-$name.log") &
+  if [ -z "${AB_SKIP_BUILD:-}" ] || [ ! -d "/tmp/ab-pkg-$name" ]; then
+    (cd "$t" && CMAKE_BUILD_PARALLEL_LEVEL=$jobs_each CMAKE_ARGS="-DFLASHBUF_CUDA_ARCHS=${FLASHBUF_CUDA_ARCHS:-90a} ${AB_CMAKE_ARGS:-}" \
+       python3 -m pip install --no-build-isolation --no-deps --target "/tmp/ab-pkg-$name" . >"$OUT/pip-$name.log" 2>&1;
+     echo "pip exit $?" >>"$OUT/pip-$name.log") &
+  else
+    echo "pip exit 0 (reused)" >"$OUT/pip-$name.log"
+  fi
+  [ -n "${GPU_TESTS:-}" ] && (build_tests "$t" "$jobs_each" >"$OUT/build-$name.log" 2>&1; echo "build exit $?" >>"$OUT/build-$name.log") &
 done
 wait
-for t in "${trees[@]}"; do
+for t in "${trees[@]}"; do  # GPU tests: sharded processes on the one GPU (the float64 references run on the CPU)
   name=$(basename "$t")
   grep -q "pip exit 0" "$OUT/pip-$name.log" || { echo "== $name: package build failed"; tail -20 "$OUT/pip-$name.log"; }
-  if [ -n "${GPU_TESTS:-}" ]; then
-    (cd "$t" && cmake -S . -B build-ab -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHBUF_ENABLE_CUDA=ON \
-       -DFLASHBUF_CUDA_ARCHS="${FLASHBUF_CUDA_ARCHS:-90a}" -DFLASHBUF_BUILD_PYTHON=OFF >/dev/null &&
-     cmake --build build-ab -j"$(nproc)" --target flashbuf_gpu_tests >"$OUT/build-$name.log" 2>&1 &&
-     timeout "${TEST_TIMEOUT_S:-300}" stdbuf -oL ./build-ab/tests/flashbuf_gpu_tests --gtest_filter="$GPU_TESTS" \
-       >"$OUT/tests-$name.log" 2>&1)
-    echo "== $name tests: $(grep -c '^\[       OK \]' "$OUT/tests-$name.log") ok, $(grep -c '^\[  FAILED  \] [A-Za-z]' "$OUT/tests-$name.log") failed"
-  fi
+  [ -n "${GPU_TESTS:-}" ] || continue
+  grep -q "build exit 0" "$OUT/build-$name.log" || { echo "== $name: test build failed"; grep -E "error" -A3 "$OUT/build-$name.log" | head -30; continue; }
+  shards=${TEST_SHARDS:-8}
+  for i in $(seq 0 $((shards - 1))); do
+    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout "${TEST_TIMEOUT_S:-300}" stdbuf -oL \
+      "$t/build-ab/tests/flashbuf_gpu_tests" --gtest_filter="$GPU_TESTS" >"$OUT/tests-$name-$i.log" 2>&1 &
+  done
+  wait
+  cat "$OUT"/tests-"$name"-*.log >"$OUT/tests-$name.log" && rm -f "$OUT"/tests-"$name"-*.log
+  echo "== $name tests: $(grep -c '^\[       OK \]' "$OUT/tests-$name.log") ok, $(grep -c '^\[  FAILED  \] [A-Za-z]' "$OUT/tests-$name.log") failed, $(grep -c '^\[  PASSED  \]' "$OUT/tests-$name.log") of $shards shards finished"
+  grep -E '^\[  FAILED  \] [A-Za-z]|Failure' "$OUT/tests-$name.log" | head -10
+done
+for t in "${trees[@]}"; do
+  name=$(basename "$t")
   commit=$(cat "$t/.commit" 2>/dev/null || echo unknown)
   anchors=(); [ "$t" = "${trees[0]}" ] || anchors=(--anchors none)
   (cd /tmp && FLASHBUF_COMMIT=$commit PYTHONPATH="/tmp/ab-pkg-$name" PYTHONUNBUFFERED=1 python3 "$here/bench/bench.py" "$@" \
