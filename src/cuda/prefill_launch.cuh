@@ -40,18 +40,33 @@ void launch_prefill_kernel(void (*kernel)(PrefillParams, Extra...), const Prefil
   FLASHBUF_CUDA_CHECK(cudaGetLastError());
 }
 
-// The Hopper kernel's K/V tensor maps: batch-form K/V only (every row below seqlen_k is a
-// key of the sequence, rows past it read as zeros); paged, varlen and seqlens_k inputs, or
-// strides TMA cannot describe, keep maps.enabled = 0 and the cp.async gather.
+// Whether the Hopper kernel's TMA producer can read a paged source: boxes of whole pages
+// (page_size < BlockN: BlockN / page_size boxes per tile) or of one tile within a page, each a
+// multiple of 8 rows so every box starts on a 128-byte swizzle atom (1024 bytes).
+template <int BlockN>
+constexpr bool tma_pages(int page_size) {
+  return page_size % 8 == 0 && (BlockN % page_size == 0 || page_size % BlockN == 0);
+}
+
+// The Hopper kernel's K/V tensor maps. Batch-form K/V: (cols, rows, heads, batch) in boxes of
+// BlockN rows; rows past seqlen_k read as zeros. Paged K/V with page sizes tma_pages takes:
+// the pool as (cols, page rows, heads, pages) in boxes of min(page_size, BlockN) rows; the
+// kernel gathers the one tile that reaches past a sequence's end with cp.async instead (the
+// pool rows there are not the sequence's). Varlen and seqlens_k inputs, other page sizes, or
+// strides TMA cannot describe keep maps.enabled = 0 and the cp.async gather.
 template <int BlockN>
 PrefillTmaMaps make_prefill_tma_maps(const AttentionProblem& pr) {
   PrefillTmaMaps maps{};
-  if (!batch_form_kv(pr)) return maps;
-  const SlabTensor k{pr.k, pr.dtype, pr.head_dim, pr.seqlen_k, pr.heads_kv, pr.batch,
+  const bool paged = pr.paged() && pr.cu_seqlens_k == nullptr && tma_pages<BlockN>(pr.page_size);
+  if (!batch_form_kv(pr) && !paged) return maps;
+  const int rows = paged ? pr.page_size : pr.seqlen_k;
+  const int outer = paged ? pr.num_pages : pr.batch;  // batch_stride is the page stride when paged
+  const int box_rows = paged && pr.page_size < BlockN ? pr.page_size : BlockN;
+  const SlabTensor k{pr.k, pr.dtype, pr.head_dim, rows, pr.heads_kv, outer,
                      pr.k_row_stride, pr.k_head_stride, pr.k_batch_stride};
-  const SlabTensor v{pr.v, pr.dtype, pr.head_dim_v, pr.seqlen_k, pr.heads_kv, pr.batch,
+  const SlabTensor v{pr.v, pr.dtype, pr.head_dim_v, rows, pr.heads_kv, outer,
                      pr.v_row_stride, pr.v_head_stride, pr.v_batch_stride};
-  maps.enabled = make_slab_tensor_map(&maps.k, k, BlockN) && make_slab_tensor_map(&maps.v, v, BlockN);
+  maps.enabled = make_slab_tensor_map(&maps.k, k, box_rows) && make_slab_tensor_map(&maps.v, v, box_rows);
   return maps;
 }
 

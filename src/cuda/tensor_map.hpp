@@ -1,6 +1,7 @@
 // Host side of the TMA copies: the CUtensorMap that describes K or V of a batch-form tensor
-// (batch, rows, heads, cols) in boxes of 64 columns x box_rows rows with the 128-byte swizzle,
-// which is exactly a SlabTile slab (buffers/smem_tile_sm90.cuh).
+// (batch, rows, heads, cols) — or of a page pool (pages, page rows, heads, cols) — in boxes of
+// 64 columns x box_rows rows with the 128-byte swizzle, which is exactly a SlabTile slab (or
+// box_rows of its rows; buffers/smem_tile_sm90.cuh).
 #pragma once
 
 #include <cuda.h>
@@ -14,7 +15,7 @@ namespace flashbuf::detail {
 struct SlabTensor {
   const void* base;
   DType dtype;  // bf16 or fp16
-  int cols, rows, heads, batch;
+  int cols, rows, heads, batch;  // batch: sequences, or the pool's pages
   std::int64_t row_stride, head_stride, batch_stride;  // elements
 };
 

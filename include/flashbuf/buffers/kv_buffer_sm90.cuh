@@ -3,6 +3,7 @@
 //   load_from_dram  cp.async, one row address per key: paged and varlen sources (a gather)
 //   load_tile_tma   the bulk tensor copy engine, one box per 64-column slab, issued by one
 //                   thread: batch-form K/V, where a tensor map describes the whole tensor
+//   load_tile_tma_paged  the same over a page pool: one box per page (of >= 8 rows) per slab
 // "Loading from shared" builds the wgmma descriptor of one k16 step: the tensor core reads the
 // operand itself.
 //
@@ -74,6 +75,29 @@ struct KVBufferLDSSm90 {
     for (int slab = 0; slab < Tile::kSlabs; ++slab) {
       sm90::cp_async_bulk_tensor_4d_g2s(tile + slab * Tile::kSlabElems, map, slab * Tile::kSlabCols, tile_row, head,
                                         batch, full);
+    }
+    write_stage = (write_stage + 1) % NumSmemStages;
+  }
+  // Rows [key0, key0 + kRows) of a paged source through TMA (the map describes the pool: cols,
+  // page rows, heads, pages; boxes of min(page_size, kRows) rows, a multiple of 8): one box per
+  // page per slab, or one per slab within a page of >= kRows rows (key0 is a multiple of
+  // kRows). Every row must be a key of the sequence (the caller gathers a tile that reaches
+  // past its end). One division per tile; the page-table entries of a tile share a line.
+  __device__ void load_tile_tma_paged(const CUtensorMap* map, int key0, int head, std::uint64_t* full) {
+    In* tile = stage_ptr(write_stage);
+    const int page_in_seq = key0 / src.page_size;
+    const bool whole_pages = src.page_size < Tile::kRows;
+    const int in_page = whole_pages ? 0 : key0 - page_in_seq * src.page_size;
+    const int box_rows = whole_pages ? src.page_size : Tile::kRows;
+    for (int r = 0, j = 0; r < Tile::kRows; r += box_rows, ++j) {
+      // One unsigned min clamps both ways, as KVSource::paged_row does.
+      const int page = static_cast<int>(min(static_cast<unsigned>(__ldg(src.pages + page_in_seq + j)),
+                                            static_cast<unsigned>(src.num_pages - 1)));
+#pragma unroll
+      for (int slab = 0; slab < Tile::kSlabs; ++slab) {
+        sm90::cp_async_bulk_tensor_4d_g2s(tile + slab * Tile::kSlabElems + r * Tile::kSlabCols, map,
+                                          slab * Tile::kSlabCols, in_page, head, page, full);
+      }
     }
     write_stage = (write_stage + 1) % NumSmemStages;
   }

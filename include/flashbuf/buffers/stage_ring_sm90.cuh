@@ -47,6 +47,11 @@ struct StageRing {
     sm90::mbarrier_arrive_expect_tx(&full[stage(i)], bytes);
     return &full[stage(i)];
   }
+  // A stage of a TMA ring (one expected arrival) filled by cp.async instead: every copying
+  // thread tracks its copies on the full barrier, then, once all have (the caller syncs them),
+  // one thread arrives.
+  __device__ void track_cp_async(int i) const { sm90::cp_async_mbarrier_track(&full[stage(i)]); }
+  __device__ void arrive_full(int i) const { sm90::mbarrier_arrive(&full[stage(i)]); }
   __device__ void wait(int i) const { sm90::mbarrier_wait_parity(&full[stage(i)], parity(i)); }
   __device__ void release(int i) const {
     if (threadIdx.x % 32 == 0) sm90::mbarrier_arrive(&empty[stage(i)]);

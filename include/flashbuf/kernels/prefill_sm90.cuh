@@ -108,6 +108,7 @@ struct PrefillSm90 {
   enum Barrier : int {
     kConsumersSync = 1,  // both consumer warpgroups (the epilogue)
     kIssueTurn0 = 2,     // consumer c waits on kIssueTurn0 + c for its turn to issue wgmma
+    kProducerSync = 4,   // the producer warpgroup (a gathered last tile of a paged TMA ring)
   };
 
   __device__ static void run(const PrefillParams& p, const PrefillTmaMaps& maps, char* smem_raw) {
@@ -125,7 +126,7 @@ struct PrefillSm90 {
     vbuf.smem = reinterpret_cast<In*>(smem + kQBytes + KBuf::kSmemBytes);
     auto* barriers = reinterpret_cast<std::uint64_t*>(smem + kQBytes + KBuf::kSmemBytes + VBuf::kSmemBytes);
     std::uint64_t* q_full = barriers;
-    const bool use_tma = !Paged && maps.enabled;
+    const bool use_tma = maps.enabled;  // batch-form K/V, or pages TMA boxes can take (see the launcher)
     const int copiers = use_tma ? 1 : kProducerThreads;
     Ring kring, vring;
     kring.init(barriers + 1, copiers, kConsumerThreads / 32);
@@ -138,6 +139,10 @@ struct PrefillSm90 {
 
     const int num_tiles = blk.keys.empty() ? 0 : (blk.keys.end - 1) / kBN - blk.keys.begin / kBN + 1;
     const int n_first = blk.keys.empty() ? 0 : blk.keys.begin / kBN;
+    // Paged TMA: the tiles that lie wholly inside the sequence come as boxes of pages; a last
+    // tile reaching past seqlen_k is gathered with cp.async (its rows past the end zero-filled:
+    // the pool rows there belong to no key, and garbage times P = 0 would still be NaN).
+    const int tma_tiles = !use_tma ? 0 : !Paged ? num_tiles : max(0, min(num_tiles, blk.seqlen_k / kBN - n_first));
 
     if (threadIdx.x < kProducerThreads) {
       sm90::setmaxnreg_dec<kProducerRegisters>();
@@ -148,15 +153,21 @@ struct PrefillSm90 {
       // Tile i into stage Ring::stage(i) of each buffer, by either engine; one loop per engine,
       // so neither carries the other's state. The stage is set from i rather than left to the
       // buffers' own cycling count (the same stages): a loop-carried modulo spills at 40 registers.
-      const auto produce = [&](auto engine_is_tma) {
-        for (int i = 0; i < num_tiles; ++i) {
+      const auto produce = [&](auto engine_is_tma, int begin, int end) {
+        for (int i = begin; i < end; ++i) {
           const int key0 = (n_first + i) * kBN;
           kbuf.write_stage = vbuf.write_stage = Ring::stage(i);
           kring.acquire(i);
           if constexpr (decltype(engine_is_tma)::value) {
-            kbuf.load_tile_tma(&maps.k, key0, blk.head_kv, blk.batch, kring.expect_bytes(i, KTile::kBytes));
-            vring.acquire(i);
-            vbuf.load_tile_tma(&maps.v, key0, blk.head_kv, blk.batch, vring.expect_bytes(i, VTile::kBytes));
+            if constexpr (Paged) {
+              kbuf.load_tile_tma_paged(&maps.k, key0, blk.head_kv, kring.expect_bytes(i, KTile::kBytes));
+              vring.acquire(i);
+              vbuf.load_tile_tma_paged(&maps.v, key0, blk.head_kv, vring.expect_bytes(i, VTile::kBytes));
+            } else {
+              kbuf.load_tile_tma(&maps.k, key0, blk.head_kv, blk.batch, kring.expect_bytes(i, KTile::kBytes));
+              vring.acquire(i);
+              vbuf.load_tile_tma(&maps.v, key0, blk.head_kv, blk.batch, vring.expect_bytes(i, VTile::kBytes));
+            }
           } else {
             kbuf.load_from_dram(key0, blk.seqlen_k - key0);
             kring.commit_cp_async(i);
@@ -167,9 +178,29 @@ struct PrefillSm90 {
         }
       };
       if (!use_tma) {
-        produce(std::false_type{});  // every producer thread copies its chunks
-      } else if (threadIdx.x == 0) {
-        produce(std::true_type{});   // one thread issues whole tiles
+        produce(std::false_type{}, 0, num_tiles);  // every producer thread copies its chunks
+      } else {
+        if (threadIdx.x == 0) produce(std::true_type{}, 0, tma_tiles);  // one thread issues whole tiles
+        if (tma_tiles < num_tiles) {
+          // The last tile of a paged sequence, gathered by every producer thread into rings
+          // whose full barriers expect one arrival. Thread 0 acquired tile tma_tiles - 1 before
+          // the sync, so this tile's empty barrier is at most one phase behind its wait.
+          const int i = num_tiles - 1;
+          const int key0 = (n_first + i) * kBN;
+          sm90::named_barrier_sync(kProducerSync, kProducerThreads);
+          kbuf.write_stage = vbuf.write_stage = Ring::stage(i);
+          kring.acquire(i);
+          kbuf.load_from_dram(key0, blk.seqlen_k - key0);
+          kring.track_cp_async(i);
+          vring.acquire(i);
+          vbuf.load_from_dram(key0, blk.seqlen_k - key0);
+          vring.track_cp_async(i);
+          sm90::named_barrier_sync(kProducerSync, kProducerThreads);  // every thread tracks before the arrival
+          if (threadIdx.x == 0) {
+            kring.arrive_full(i);
+            vring.arrive_full(i);
+          }
+        }
       }
       sm80::cp_async_wait_all();  // leave no copy of this thread in flight at exit
       return;
@@ -258,7 +289,7 @@ struct PrefillSm90 {
       for (int i = 1; i < num_tiles; ++i) {
         kring.wait(i);
         vring.wait(i - 1);
-        if (!use_tma) sm90::fence_proxy_async_shared();  // TMA writes through the async proxy
+        if (!use_tma || i >= tma_tiles) sm90::fence_proxy_async_shared();  // TMA writes through the async proxy
         take_turn();
         fence_operands();
         issue_scores(i);
@@ -276,7 +307,7 @@ struct PrefillSm90 {
       }
 
       vring.wait(num_tiles - 1);
-      if (!use_tma) sm90::fence_proxy_async_shared();
+      if (!use_tma || num_tiles - 1 >= tma_tiles) sm90::fence_proxy_async_shared();
       take_turn();
       fence_operands();
       issue_pv(num_tiles - 1);
