@@ -52,8 +52,8 @@ constexpr bool tma_pages(int page_size) {
 // BlockN rows; rows past seqlen_k read as zeros. Paged K/V with page sizes tma_pages takes:
 // the pool as (cols, page rows, heads, pages) in boxes of min(page_size, BlockN) rows; the
 // kernel gathers the one tile that reaches past a sequence's end with cp.async instead (the
-// pool rows there are not the sequence's). Varlen and seqlens_k inputs, other page sizes, or
-// strides TMA cannot describe keep maps.enabled = 0 and the cp.async gather.
+// pool rows there are not the sequence's). Varlen K/V, batch-form K/V with seqlens_k, other
+// page sizes, or strides TMA cannot describe keep maps.enabled = 0 and the cp.async gather.
 template <int BlockN>
 PrefillTmaMaps make_prefill_tma_maps(const AttentionProblem& pr) {
   PrefillTmaMaps maps{};

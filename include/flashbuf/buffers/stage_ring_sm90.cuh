@@ -8,8 +8,9 @@
 // i counts tiles from 0; stage s = i % NumStages and round i / NumStages picks the parity (see
 // arch/sm90/mbarrier.cuh). "full" expects one arrival per copying producer thread (cp.async:
 // each thread arrives when its own copies land; TMA: the one issuing thread arrives and the
-// phase also waits for the bytes), "empty" one per consumer warp (lane 0, after the warp's
-// wgmma that read the stage completed).
+// phase also waits for the bytes; a TMA ring's stage may also be filled by cp.async, see
+// track_cp_async), "empty" one per consumer warp (lane 0, after the warp's wgmma that read the
+// stage completed).
 #pragma once
 
 #include <cstdint>

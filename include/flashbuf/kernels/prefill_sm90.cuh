@@ -10,9 +10,11 @@
 //
 // Block = 3 warpgroups:
 //   WG 0  producer  (setmaxnreg down): Q, then K(i), V(i) for every key tile into the rings;
-//                    each stage is handed over on mbarriers (StageRing). Batch-form K/V: one
-//                    thread issues TMA boxes (tensor maps from the host); paged, varlen or
-//                    seqlens_k: all 128 threads gather rows with cp.async.
+//                    each stage is handed over on mbarriers (StageRing). Batch-form K/V, and
+//                    paged K/V with pages of a multiple of 8 rows: one thread issues TMA boxes
+//                    (tensor maps from the host; a paged sequence's last tile, which reaches
+//                    past its end, is gathered); varlen, seqlens_k, other page sizes: all 128
+//                    threads gather rows with cp.async.
 //   WG 1  consumer  query rows   0..63  of the block  (setmaxnreg up)
 //   WG 2  consumer  query rows  64..127
 //
@@ -181,25 +183,25 @@ struct PrefillSm90 {
         produce(std::false_type{}, 0, num_tiles);  // every producer thread copies its chunks
       } else {
         if (threadIdx.x == 0) produce(std::true_type{}, 0, tma_tiles);  // one thread issues whole tiles
-        if (tma_tiles < num_tiles) {
-          // The last tile of a paged sequence, gathered by every producer thread into rings
-          // whose full barriers expect one arrival. Thread 0 acquired tile tma_tiles - 1 before
-          // the sync, so this tile's empty barrier is at most one phase behind its wait.
-          const int i = num_tiles - 1;
+        // A paged sequence's tile that reaches past its end (the last), gathered by every
+        // producer thread into rings whose full barriers expect one arrival: each thread's
+        // copies are tracked on the barrier, then one arrival once all threads have tracked.
+        // The first sync is required: thread 0 has acquired tile i - 1 by then, so tile i's
+        // empty barrier is at most one phase behind the others' parity wait (without it, a
+        // thread could see it two phases behind and pass the wait wrongly).
+        for (int i = tma_tiles; i < num_tiles; ++i) {
           const int key0 = (n_first + i) * kBN;
-          sm90::named_barrier_sync(kProducerSync, kProducerThreads);
           kbuf.write_stage = vbuf.write_stage = Ring::stage(i);
-          kring.acquire(i);
-          kbuf.load_from_dram(key0, blk.seqlen_k - key0);
-          kring.track_cp_async(i);
-          vring.acquire(i);
-          vbuf.load_from_dram(key0, blk.seqlen_k - key0);
-          vring.track_cp_async(i);
-          sm90::named_barrier_sync(kProducerSync, kProducerThreads);  // every thread tracks before the arrival
-          if (threadIdx.x == 0) {
-            kring.arrive_full(i);
-            vring.arrive_full(i);
-          }
+          const auto gather = [&](const Ring& ring, auto& buf) {
+            sm90::named_barrier_sync(kProducerSync, kProducerThreads);
+            ring.acquire(i);
+            buf.load_from_dram(key0, blk.seqlen_k - key0);
+            ring.track_cp_async(i);
+            sm90::named_barrier_sync(kProducerSync, kProducerThreads);  // every thread tracks before the arrival
+            if (threadIdx.x == 0) ring.arrive_full(i);
+          };
+          gather(kring, kbuf);  // K first: its arrival does not wait for V's stage
+          gather(vring, vbuf);
         }
       }
       sm80::cp_async_wait_all();  // leave no copy of this thread in flight at exit
