@@ -48,24 +48,37 @@ constexpr bool tma_pages(int page_size) {
   return page_size % 8 == 0 && (BlockN % page_size == 0 || page_size % BlockN == 0);
 }
 
-// The Hopper kernel's K/V tensor maps. Batch-form K/V: (cols, rows, heads, batch) in boxes of
-// BlockN rows; rows past seqlen_k read as zeros. Paged K/V with page sizes tma_pages takes:
-// the pool as (cols, page rows, heads, pages) in boxes of min(page_size, BlockN) rows; the
-// kernel gathers the one tile that reaches past a sequence's end with cp.async instead (the
-// pool rows there are not the sequence's). Varlen K/V, batch-form K/V with seqlens_k, other
-// page sizes, or strides TMA cannot describe keep maps.enabled = 0 and the cp.async gather.
+// The Hopper kernel's K/V tensor maps, boxes of 64 columns x BlockN rows (or whole pages):
+//   batch-form K/V   (cols, seqlen_k, heads, batch); rows past seqlen_k read as zeros
+//   seqlens_k        the same over the cache's capacity; the tail tile is gathered
+//   varlen           (cols, total_k, heads, 1), a sequence from its cu_seqlens_k row; the tail
+//                    tile is gathered (the rows after it are the next sequence's)
+//   paged            pages of sizes tma_pages takes: (cols, page rows, heads, pages), boxes of
+//                    min(page_size, BlockN) rows; the tail tile is gathered
+// Other page sizes, or strides TMA cannot describe, keep maps.enabled = 0 and the cp.async
+// gather for every tile.
 template <int BlockN>
 PrefillTmaMaps make_prefill_tma_maps(const AttentionProblem& pr) {
   PrefillTmaMaps maps{};
-  const bool paged = pr.paged() && pr.cu_seqlens_k == nullptr && tma_pages<BlockN>(pr.page_size);
-  if (!batch_form_kv(pr) && !paged) return maps;
-  const int rows = paged ? pr.page_size : pr.seqlen_k;
-  const int outer = paged ? pr.num_pages : pr.batch;  // batch_stride is the page stride when paged
-  const int box_rows = paged && pr.page_size < BlockN ? pr.page_size : BlockN;
+  int rows = pr.seqlen_k, outer = pr.batch, box_rows = BlockN;
+  std::int64_t k_outer_stride = pr.k_batch_stride, v_outer_stride = pr.v_batch_stride;
+  if (pr.paged()) {
+    if (!tma_pages<BlockN>(pr.page_size)) return maps;
+    rows = pr.page_size;
+    outer = pr.num_pages;  // the batch strides are the page strides
+    box_rows = pr.page_size < BlockN ? pr.page_size : BlockN;
+  } else if (pr.cu_seqlens_k != nullptr) {
+    if (pr.total_k <= 0 || pr.total_k > 0x7fffffff) return maps;
+    rows = static_cast<int>(pr.total_k);
+    outer = 1;
+    k_outer_stride = pr.k_row_stride * pr.total_k;  // never stepped; any valid stride
+    v_outer_stride = pr.v_row_stride * pr.total_k;
+  }
+  maps.gather_tail = !batch_form_kv(pr);
   const SlabTensor k{pr.k, pr.dtype, pr.head_dim, rows, pr.heads_kv, outer,
-                     pr.k_row_stride, pr.k_head_stride, pr.k_batch_stride};
+                     pr.k_row_stride, pr.k_head_stride, k_outer_stride};
   const SlabTensor v{pr.v, pr.dtype, pr.head_dim_v, rows, pr.heads_kv, outer,
-                     pr.v_row_stride, pr.v_head_stride, pr.v_batch_stride};
+                     pr.v_row_stride, pr.v_head_stride, v_outer_stride};
   maps.enabled = make_slab_tensor_map(&maps.k, k, box_rows) && make_slab_tensor_map(&maps.v, v, box_rows);
   return maps;
 }

@@ -65,6 +65,10 @@ struct PrefillTmaMaps {
   CUtensorMap k;
   CUtensorMap v;
   int enabled;
+  // 1 when the map's rows go on past a sequence's keys (paged: other pool rows; varlen: the
+  // next sequence; seqlens_k: the cache's capacity): the tile that reaches past seqlen_k is
+  // then gathered with cp.async (zero-filled), never read through the map.
+  int gather_tail;
 };
 
 template <class In, int D, int Dv, bool Paged>
@@ -141,10 +145,12 @@ struct PrefillSm90 {
 
     const int num_tiles = blk.keys.empty() ? 0 : (blk.keys.end - 1) / kBN - blk.keys.begin / kBN + 1;
     const int n_first = blk.keys.empty() ? 0 : blk.keys.begin / kBN;
-    // Paged TMA: the tiles that lie wholly inside the sequence come as boxes of pages; a last
-    // tile reaching past seqlen_k is gathered with cp.async (its rows past the end zero-filled:
-    // the pool rows there belong to no key, and garbage times P = 0 would still be NaN).
-    const int tma_tiles = !use_tma ? 0 : !Paged ? num_tiles : max(0, min(num_tiles, blk.seqlen_k / kBN - n_first));
+    // With maps.gather_tail, the tiles that lie wholly inside the sequence come through the
+    // map; a last tile reaching past seqlen_k is gathered with cp.async (its rows past the end
+    // zero-filled: the rows there belong to no key of this sequence, and garbage times P = 0
+    // would still be NaN).
+    const int tma_tiles =
+        !use_tma ? 0 : !maps.gather_tail ? num_tiles : max(0, min(num_tiles, blk.seqlen_k / kBN - n_first));
 
     if (threadIdx.x < kProducerThreads) {
       sm90::setmaxnreg_dec<kProducerRegisters>();
@@ -166,9 +172,11 @@ struct PrefillSm90 {
               vring.acquire(i);
               vbuf.load_tile_tma_paged(&maps.v, key0, blk.head_kv, vring.expect_bytes(i, VTile::kBytes));
             } else {
-              kbuf.load_tile_tma(&maps.k, key0, blk.head_kv, blk.batch, kring.expect_bytes(i, KTile::kBytes));
+              // Varlen: one packed sequence of rows (batch 0), this sequence from k_begin.
+              const int row = blk.k_begin + key0, batch = p.cu_seqlens_k ? 0 : blk.batch;
+              kbuf.load_tile_tma(&maps.k, row, blk.head_kv, batch, kring.expect_bytes(i, KTile::kBytes));
               vring.acquire(i);
-              vbuf.load_tile_tma(&maps.v, key0, blk.head_kv, blk.batch, vring.expect_bytes(i, VTile::kBytes));
+              vbuf.load_tile_tma(&maps.v, row, blk.head_kv, batch, vring.expect_bytes(i, VTile::kBytes));
             }
           } else {
             kbuf.load_from_dram(key0, blk.seqlen_k - key0);
