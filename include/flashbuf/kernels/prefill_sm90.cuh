@@ -10,11 +10,11 @@
 //
 // Block = 3 warpgroups:
 //   WG 0  producer  (setmaxnreg down): Q, then K(i), V(i) for every key tile into the rings;
-//                    each stage is handed over on mbarriers (StageRing). Batch-form K/V, and
-//                    paged K/V with pages of a multiple of 8 rows: one thread issues TMA boxes
-//                    (tensor maps from the host; a paged sequence's last tile, which reaches
-//                    past its end, is gathered); varlen, seqlens_k, other page sizes: all 128
-//                    threads gather rows with cp.async.
+//                    each stage is handed over on mbarriers (StageRing). One thread issues
+//                    TMA boxes (tensor maps from the host: batch-form, seqlens_k and varlen
+//                    K/V, pages of a multiple of 8 rows); where the map's rows go on past a
+//                    sequence, its last tile, which reaches past the end, is gathered by all
+//                    128 threads with cp.async, as every tile is for other page sizes.
 //   WG 1  consumer  query rows   0..63  of the block  (setmaxnreg up)
 //   WG 2  consumer  query rows  64..127
 //
