@@ -78,25 +78,37 @@ struct KVBufferLDSSm90 {
     }
     write_stage = (write_stage + 1) % NumSmemStages;
   }
+  // The pool page of box `lane` of the tile at key0 (boxes of min(page_size, kRows) rows; a
+  // tile has at most kRows / 8 <= 32 of them), clamped into the pool as KVSource::paged_row
+  // clamps: every lane of the issuing warp reads one page-table entry, so a tile's entries
+  // cost one round trip instead of one per box. Lanes past the tile's boxes read nothing.
+  __device__ int tile_page_of_lane(int key0, int lane) const {
+    const int page_in_seq = key0 / src.page_size;
+    const int boxes = src.page_size < Tile::kRows ? Tile::kRows / src.page_size : 1;
+    if (lane >= boxes) return 0;
+    return static_cast<int>(min(static_cast<unsigned>(__ldg(src.pages + page_in_seq + lane)),
+                                static_cast<unsigned>(src.num_pages - 1)));
+  }
   // Rows [key0, key0 + kRows) of a paged source through TMA (the map describes the pool: cols,
   // page rows, heads, pages; boxes of min(page_size, kRows) rows, a multiple of 8): one box per
   // page per slab, or one per slab within a page of >= kRows rows (key0 is a multiple of
   // kRows). Every row must be a key of the sequence (the caller gathers a tile that reaches
-  // past its end). One division per tile; the page-table entries of a tile share a line.
-  __device__ void load_tile_tma_paged(const CUtensorMap* map, int key0, int head, std::uint64_t* full) {
+  // past its end). Called by a whole warp: `lane_page` is tile_page_of_lane; lane 0 issues
+  // (`full` is its stage barrier; the other lanes pass null).
+  __device__ void load_tile_tma_paged(const CUtensorMap* map, int key0, int head, std::uint64_t* full,
+                                      int lane_page) {
     In* tile = stage_ptr(write_stage);
-    const int page_in_seq = key0 / src.page_size;
     const bool whole_pages = src.page_size < Tile::kRows;
-    const int in_page = whole_pages ? 0 : key0 - page_in_seq * src.page_size;
+    const int in_page = whole_pages ? 0 : key0 % src.page_size;
     const int box_rows = whole_pages ? src.page_size : Tile::kRows;
     for (int r = 0, j = 0; r < Tile::kRows; r += box_rows, ++j) {
-      // One unsigned min clamps both ways, as KVSource::paged_row does.
-      const int page = static_cast<int>(min(static_cast<unsigned>(__ldg(src.pages + page_in_seq + j)),
-                                            static_cast<unsigned>(src.num_pages - 1)));
+      const int page = __shfl_sync(0xffffffffu, lane_page, j);
+      if (full != nullptr) {
 #pragma unroll
-      for (int slab = 0; slab < Tile::kSlabs; ++slab) {
-        sm90::cp_async_bulk_tensor_4d_g2s(tile + slab * Tile::kSlabElems + r * Tile::kSlabCols, map,
-                                          slab * Tile::kSlabCols, in_page, head, page, full);
+        for (int slab = 0; slab < Tile::kSlabs; ++slab) {
+          sm90::cp_async_bulk_tensor_4d_g2s(tile + slab * Tile::kSlabElems + r * Tile::kSlabCols, map,
+                                            slab * Tile::kSlabCols, in_page, head, page, full);
+        }
       }
     }
     write_stage = (write_stage + 1) % NumSmemStages;

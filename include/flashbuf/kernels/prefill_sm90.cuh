@@ -162,15 +162,27 @@ struct PrefillSm90 {
       // so neither carries the other's state. The stage is set from i rather than left to the
       // buffers' own cycling count (the same stages): a loop-carried modulo spills at 40 registers.
       const auto produce = [&](auto engine_is_tma, int begin, int end) {
+        // Paged TMA: this lane's page of the next tile (tile_page_of_lane), loaded before the
+        // wait for its stage so the page-table latency hides behind it.
+        int next_pages = 0;
+        if constexpr (decltype(engine_is_tma)::value && Paged) {
+          if (begin < end) next_pages = kbuf.tile_page_of_lane((n_first + begin) * kBN, threadIdx.x);
+        }
         for (int i = begin; i < end; ++i) {
           const int key0 = (n_first + i) * kBN;
           kbuf.write_stage = vbuf.write_stage = Ring::stage(i);
           kring.acquire(i);
           if constexpr (decltype(engine_is_tma)::value) {
             if constexpr (Paged) {
-              kbuf.load_tile_tma_paged(&maps.k, key0, blk.head_kv, kring.expect_bytes(i, KTile::kBytes));
+              // Warp 0: lane 0 issues; every lane holds one page of this tile, read a tile ahead.
+              const bool issuer = threadIdx.x == 0;
+              const int lane_page = next_pages;
+              if (i + 1 < end) next_pages = kbuf.tile_page_of_lane(key0 + kBN, threadIdx.x);
+              kbuf.load_tile_tma_paged(&maps.k, key0, blk.head_kv,
+                                       issuer ? kring.expect_bytes(i, KTile::kBytes) : nullptr, lane_page);
               vring.acquire(i);
-              vbuf.load_tile_tma_paged(&maps.v, key0, blk.head_kv, vring.expect_bytes(i, VTile::kBytes));
+              vbuf.load_tile_tma_paged(&maps.v, key0, blk.head_kv,
+                                       issuer ? vring.expect_bytes(i, VTile::kBytes) : nullptr, lane_page);
             } else {
               // Varlen: one packed sequence of rows (batch 0), this sequence from k_begin.
               const int row = blk.k_begin + key0, batch = p.cu_seqlens_k ? 0 : blk.batch;
@@ -190,7 +202,8 @@ struct PrefillSm90 {
       if (!use_tma) {
         produce(std::false_type{}, 0, num_tiles);  // every producer thread copies its chunks
       } else {
-        if (threadIdx.x == 0) produce(std::true_type{}, 0, tma_tiles);  // one thread issues whole tiles
+        // One thread issues whole tiles; paged, its warp reads the page table alongside.
+        if (threadIdx.x < (Paged ? 32 : 1)) produce(std::true_type{}, 0, tma_tiles);
         // A paged sequence's tile that reaches past its end (the last), gathered by every
         // producer thread into rings whose full barriers expect one arrival: each thread's
         // copies are tracked on the barrier, then one arrival once all threads have tracked.
