@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <numeric>
 
 #include "api/problem.hpp"
 #include "cuda/check.cuh"
@@ -40,21 +41,22 @@ void launch_prefill_kernel(void (*kernel)(PrefillParams, Extra...), const Prefil
   FLASHBUF_CUDA_CHECK(cudaGetLastError());
 }
 
-// Whether the Hopper kernel's TMA producer can read a paged source: boxes of whole pages
-// (page_size < BlockN: BlockN / page_size boxes per tile) or of one tile within a page, each a
-// multiple of 8 rows so every box starts on a 128-byte swizzle atom (1024 bytes).
+// Rows per TMA box over a paged source, 0 where TMA cannot take the pages: a box lies inside
+// one page and one tile (it divides both) and starts on a 128-byte swizzle atom (a multiple of
+// 8 rows). Page 16 at block_n 128: 8 boxes of whole pages; page 256: one box per tile.
 template <int BlockN>
-constexpr bool tma_pages(int page_size) {
-  return page_size % 8 == 0 && (BlockN % page_size == 0 || page_size % BlockN == 0);
+constexpr int tma_page_box_rows(int page_size) {
+  const int rows = std::gcd(page_size, BlockN);
+  return rows % 8 == 0 ? rows : 0;
 }
 
-// The Hopper kernel's K/V tensor maps, boxes of 64 columns x BlockN rows (or whole pages):
+// The Hopper kernel's K/V tensor maps, boxes of 64 columns x BlockN rows (pages: fewer):
 //   batch-form K/V   (cols, seqlen_k, heads, batch); rows past seqlen_k read as zeros
 //   seqlens_k        the same over the cache's capacity; the tail tile is gathered
 //   varlen           (cols, total_k, heads, 1), a sequence from its cu_seqlens_k row; the tail
 //                    tile is gathered (the rows after it are the next sequence's)
-//   paged            pages of sizes tma_pages takes: (cols, page rows, heads, pages), boxes of
-//                    min(page_size, BlockN) rows; the tail tile is gathered
+//   paged            (cols, page rows, heads, pages), boxes of tma_page_box_rows rows; the
+//                    tail tile is gathered
 // Other page sizes, or strides TMA cannot describe, keep maps.enabled = 0 and the cp.async
 // gather for every tile.
 template <int BlockN>
@@ -63,10 +65,10 @@ PrefillTmaMaps make_prefill_tma_maps(const AttentionProblem& pr) {
   int rows = pr.seqlen_k, outer = pr.batch, box_rows = BlockN;
   std::int64_t k_outer_stride = pr.k_batch_stride, v_outer_stride = pr.v_batch_stride;
   if (pr.paged()) {
-    if (!tma_pages<BlockN>(pr.page_size)) return maps;
+    box_rows = tma_page_box_rows<BlockN>(pr.page_size);
+    if (box_rows == 0) return maps;
     rows = pr.page_size;
     outer = pr.num_pages;  // the batch strides are the page strides
-    box_rows = pr.page_size < BlockN ? pr.page_size : BlockN;
   } else if (pr.cu_seqlens_k != nullptr) {
     if (pr.total_k <= 0 || pr.total_k > 0x7fffffff) return maps;
     rows = static_cast<int>(pr.total_k);
@@ -75,6 +77,7 @@ PrefillTmaMaps make_prefill_tma_maps(const AttentionProblem& pr) {
     v_outer_stride = pr.v_row_stride * pr.total_k;
   }
   maps.gather_tail = !batch_form_kv(pr);
+  maps.box_rows = box_rows;
   const SlabTensor k{pr.k, pr.dtype, pr.head_dim, rows, pr.heads_kv, outer,
                      pr.k_row_stride, pr.k_head_stride, k_outer_stride};
   const SlabTensor v{pr.v, pr.dtype, pr.head_dim_v, rows, pr.heads_kv, outer,

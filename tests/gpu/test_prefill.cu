@@ -237,14 +237,15 @@ Mask rotating_mask(int i) {
 // may multiply them in, not even by P = 0 (a V row read past the end turns O into NaN; a K
 // row is masked to -inf before it matters, so V is what catches an over-read) (the Hopper kernel's TMA path reads whole pages and
 // gathers the tile that reaches past the end; the gathers zero-fill). Page sizes on both sides
-// of the TMA rule (multiples of 8 that divide or are divided by the key tile of 64 or 128
-// rows), every head dim, lengths that end mid-page, on a tile, inside the first tile.
+// of the TMA rule (boxes of gcd(page, key tile) rows, a multiple of 8: 24 and 40 give boxes of
+// 8 and 8 or 40 rows across page ends), every head dim, lengths that end mid-page, on a tile,
+// inside the first tile.
 TEST_P(PrefillGpu, PagedRowsWithoutKeysAreNeverRead) {
-  int run = 0;  // the masks rotate over (head dim, page size) pairs: 6 page sizes, 3 masks
+  int run = 0;  // the masks rotate over (head dim, page size) pairs: 8 page sizes, 3 masks
   for (const HeadDims hd : kHeadDims) {
     if (!instantiated(DType::bf16, hd)) continue;
     ++run;
-    for (int page : {8, 16, 64, 100, 128, 256}) {
+    for (int page : {8, 16, 24, 40, 64, 100, 128, 256}) {
       ProblemSpec s = base_spec(DType::bf16, hd.d, hd.dv, 77, 0);
       s.kv = KvLayout::paged;
       s.page_size = page;

@@ -3,7 +3,7 @@
 //   load_from_dram  cp.async, one row address per key: paged and varlen sources (a gather)
 //   load_tile_tma   the bulk tensor copy engine, one box per 64-column slab, issued by one
 //                   thread: batch-form K/V, where a tensor map describes the whole tensor
-//   load_tile_tma_paged  the same over a page pool: one box per page (of >= 8 rows) per slab
+//   load_tile_tma_paged  the same over a page pool: boxes of a multiple of 8 rows inside a page
 // "Loading from shared" builds the wgmma descriptor of one k16 step: the tensor core reads the
 // operand itself.
 //
@@ -78,32 +78,29 @@ struct KVBufferLDSSm90 {
     }
     write_stage = (write_stage + 1) % NumSmemStages;
   }
-  // The pool page of box `lane` of the tile at key0 (boxes of min(page_size, kRows) rows; a
-  // tile has at most kRows / 8 <= 32 of them), clamped into the pool as KVSource::paged_row
-  // clamps: every lane of the issuing warp reads one page-table entry, so a tile's entries
-  // cost one round trip instead of one per box. Lanes past the tile's boxes read nothing.
-  __device__ int tile_page_of_lane(int key0, int lane) const {
-    const int page_in_seq = key0 / src.page_size;
-    const int boxes = src.page_size < Tile::kRows ? Tile::kRows / src.page_size : 1;
-    if (lane >= boxes) return 0;
-    return static_cast<int>(min(static_cast<unsigned>(__ldg(src.pages + page_in_seq + lane)),
+  // The pool page of box `lane` of the tile at key0, for boxes of `box_rows` rows (a multiple
+  // of 8 dividing both the page and the tile, so no box straddles pages; at most kRows / 8 <= 32
+  // boxes), clamped into the pool as KVSource::paged_row clamps: every lane of the issuing warp
+  // reads one page-table entry, so a tile's entries cost one round trip instead of one per box.
+  // Lanes past the tile's boxes read nothing.
+  __device__ int tile_page_of_lane(int key0, int lane, int box_rows) const {
+    if (lane >= Tile::kRows / box_rows) return 0;
+    const int page_in_seq = (key0 + lane * box_rows) / src.page_size;
+    return static_cast<int>(min(static_cast<unsigned>(__ldg(src.pages + page_in_seq)),
                                 static_cast<unsigned>(src.num_pages - 1)));
   }
   // Rows [key0, key0 + kRows) of a paged source through TMA (the map describes the pool: cols,
-  // page rows, heads, pages; boxes of min(page_size, kRows) rows, a multiple of 8): one box per
-  // page per slab, or one per slab within a page of >= kRows rows (key0 is a multiple of
-  // kRows). Every row must be a key of the sequence (the caller gathers a tile that reaches
-  // past its end). Called by a whole warp: `lane_page` is tile_page_of_lane; lane 0 issues
-  // (`full` is its stage barrier; the other lanes pass null).
+  // page rows, heads, pages; boxes of box_rows rows): one box per box_rows rows per slab. Every
+  // row must be a key of the sequence (the caller gathers a tile that reaches past its end).
+  // Called by a whole warp: `lane_page` is tile_page_of_lane; lane 0 issues (`full` is its
+  // stage barrier; the other lanes pass null).
   __device__ void load_tile_tma_paged(const CUtensorMap* map, int key0, int head, std::uint64_t* full,
-                                      int lane_page) {
+                                      int lane_page, int box_rows) {
     In* tile = stage_ptr(write_stage);
-    const bool whole_pages = src.page_size < Tile::kRows;
-    const int in_page = whole_pages ? 0 : key0 % src.page_size;
-    const int box_rows = whole_pages ? src.page_size : Tile::kRows;
     for (int r = 0, j = 0; r < Tile::kRows; r += box_rows, ++j) {
       const int page = __shfl_sync(0xffffffffu, lane_page, j);
       if (full != nullptr) {
+        const int in_page = (key0 + r) % src.page_size;
 #pragma unroll
         for (int slab = 0; slab < Tile::kSlabs; ++slab) {
           sm90::cp_async_bulk_tensor_4d_g2s(tile + slab * Tile::kSlabElems + r * Tile::kSlabCols, map,

@@ -12,7 +12,7 @@
 //   WG 0  producer  (setmaxnreg down): Q, then K(i), V(i) for every key tile into the rings;
 //                    each stage is handed over on mbarriers (StageRing). One thread issues
 //                    TMA boxes (tensor maps from the host: batch-form, seqlens_k and varlen
-//                    K/V, pages of a multiple of 8 rows); where the map's rows go on past a
+//                    K/V, pages sharing a multiple of 8 rows with the tile); where the map's rows go on past a
 //                    sequence, its last tile, which reaches past the end, is gathered by all
 //                    128 threads with cp.async, as every tile is for other page sizes.
 //   WG 1  consumer  query rows   0..63  of the block  (setmaxnreg up)
@@ -69,6 +69,7 @@ struct PrefillTmaMaps {
   // next sequence; seqlens_k: the cache's capacity): the tile that reaches past seqlen_k is
   // then gathered with cp.async (zero-filled), never read through the map.
   int gather_tail;
+  int box_rows;  // rows per box: block_n, or for pages a multiple of 8 dividing page and tile
 };
 
 template <class In, int D, int Dv, bool Paged>
@@ -166,7 +167,7 @@ struct PrefillSm90 {
         // wait for its stage so the page-table latency hides behind it.
         int next_pages = 0;
         if constexpr (decltype(engine_is_tma)::value && Paged) {
-          if (begin < end) next_pages = kbuf.tile_page_of_lane((n_first + begin) * kBN, threadIdx.x);
+          if (begin < end) next_pages = kbuf.tile_page_of_lane((n_first + begin) * kBN, threadIdx.x, maps.box_rows);
         }
         for (int i = begin; i < end; ++i) {
           const int key0 = (n_first + i) * kBN;
@@ -177,12 +178,12 @@ struct PrefillSm90 {
               // Warp 0: lane 0 issues; every lane holds one page of this tile, read a tile ahead.
               const bool issuer = threadIdx.x == 0;
               const int lane_page = next_pages;
-              if (i + 1 < end) next_pages = kbuf.tile_page_of_lane(key0 + kBN, threadIdx.x);
+              if (i + 1 < end) next_pages = kbuf.tile_page_of_lane(key0 + kBN, threadIdx.x, maps.box_rows);
               kbuf.load_tile_tma_paged(&maps.k, key0, blk.head_kv,
-                                       issuer ? kring.expect_bytes(i, KTile::kBytes) : nullptr, lane_page);
+                                       issuer ? kring.expect_bytes(i, KTile::kBytes) : nullptr, lane_page, maps.box_rows);
               vring.acquire(i);
               vbuf.load_tile_tma_paged(&maps.v, key0, blk.head_kv,
-                                       issuer ? vring.expect_bytes(i, VTile::kBytes) : nullptr, lane_page);
+                                       issuer ? vring.expect_bytes(i, VTile::kBytes) : nullptr, lane_page, maps.box_rows);
             } else {
               // Varlen: one packed sequence of rows (batch 0), this sequence from k_begin.
               const int row = blk.k_begin + key0, batch = p.cu_seqlens_k ? 0 : blk.batch;
