@@ -10,7 +10,8 @@
 # GPU_TESTS="<gtest filter>" also builds and runs each tree's GPU tests (its own CMake build,
 # TEST_SHARDS processes, default 8), before any benchmark; AB_SKIP_BUILD=1 reuses packages that
 # an earlier run in the same call built (a second benchmark over the same trees, another $OUT);
-# AB_CMAKE_ARGS adds CMake options (e.g. -DFLASHBUF_INSTANTIATIONS=bf16_128_128); a file
+# AB_CMAKE_ARGS adds CMake options (e.g. -DFLASHBUF_INSTANTIATIONS=bf16_128_128), to the test
+# builds too unless AB_TEST_CMAKE_ARGS is set (to "" for every instantiation); a file
 # <tree>/.commit (git rev-parse --short) names the commit in that tree's results.
 set -uo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -24,7 +25,7 @@ jobs_each=$(( $(nproc) / ${#trees[@]} )); [ "$jobs_each" -ge 1 ] || jobs_each=1
 
 build_tests() {  # $1 tree, $2 build jobs
   cmake -S "$1" -B "$1/build-ab" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHBUF_ENABLE_CUDA=ON \
-    -DFLASHBUF_CUDA_ARCHS="${FLASHBUF_CUDA_ARCHS:-90a}" -DFLASHBUF_BUILD_PYTHON=OFF ${AB_CMAKE_ARGS:-} >/dev/null &&
+    -DFLASHBUF_CUDA_ARCHS="${FLASHBUF_CUDA_ARCHS:-90a}" -DFLASHBUF_BUILD_PYTHON=OFF ${AB_TEST_CMAKE_ARGS-${AB_CMAKE_ARGS:-}} >/dev/null &&
   cmake --build "$1/build-ab" -j"$2" --target flashbuf_gpu_tests
 }
 for t in "${trees[@]}"; do  # packages (and test binaries) build side by side, sharing the cores
