@@ -238,17 +238,16 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
   // The pool page of every key row this thread copies for tile `tile` (paged caches), read
   // one tile ahead so the page-table latency hides behind the current tile's math. Rows past
   // the end read the last valid row's entry (no branch; their copy is a zero-fill anyway).
-  // The row within the page is recomputed at copy time (a multiply-high), saving registers.
+  // The entries stay raw until load_tile clamps them: an instruction that touched them here
+  // would stall the warp for the load's round trip every tile (measured: paged decode at
+  // 0.60x contiguous with the pages in order, the same addresses). The row within the page is
+  // recomputed at copy time (a multiply-high), saving registers.
   int page[kPasses];
   auto fetch_pages = [&](int tile) {
     if (!paged) return;
     const int kb = blk_lo + tile * kBN + load_row;
 #pragma unroll
-    for (int i = 0; i < kPasses; ++i) {
-      const int j = min(kb + i * kRowsPerPass, blk_hi - 1);
-      const int pg = page_row[p.page_div.div(j)];
-      page[i] = pg < 0 ? 0 : (pg >= p.num_pages ? p.num_pages - 1 : pg);  // bad index: in bounds
-    }
+    for (int i = 0; i < kPasses; ++i) page[i] = page_row[p.page_div.div(min(kb + i * kRowsPerPass, blk_hi - 1))];
   };
   // Shared-memory destination of pass i: when a pass covers a multiple of 8 rows the XOR
   // term is the same in every pass and the offset is a constant step.
@@ -286,9 +285,11 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
         const int j = kb + i * kRowsPerPass;
         const bool valid = j < blk_hi;
         const int in_page = j - p.page_div.div(j) * p.page_size;
-        const Elem* const ksrc = k_head + static_cast<std::int64_t>(page[i]) * p.k_batch_stride +
+        // A bad index stays in bounds: one unsigned min clamps negatives and overflows alike.
+        const int pg = static_cast<int>(min(static_cast<unsigned>(page[i]), static_cast<unsigned>(p.num_pages - 1)));
+        const Elem* const ksrc = k_head + static_cast<std::int64_t>(pg) * p.k_batch_stride +
                                  static_cast<std::int64_t>(in_page) * p.k_row_stride + load_chunk * 8;
-        const Elem* const vsrc = v_head + static_cast<std::int64_t>(page[i]) * p.v_batch_stride +
+        const Elem* const vsrc = v_head + static_cast<std::int64_t>(pg) * p.v_batch_stride +
                                  static_cast<std::int64_t>(in_page) * p.v_row_stride + load_chunk * 8;
         sm80::cp_async_cg_16(sk + tile_dst(i), valid ? ksrc : k_head, valid);
         sm80::cp_async_cg_16(sv + tile_dst(i), valid ? vsrc : v_head, valid);
