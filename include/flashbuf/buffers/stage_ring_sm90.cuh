@@ -9,7 +9,7 @@
 // arch/sm90/mbarrier.cuh). "full" expects one arrival per copying producer thread (cp.async:
 // each thread arrives when its own copies land; TMA: the one issuing thread arrives and the
 // phase also waits for the bytes; a TMA ring's stage may also be filled by cp.async, see
-// track_cp_async), "empty" one per consumer warp (lane 0, after the warp's wgmma that read the
+// arrive_full), "empty" one per consumer warp (lane 0, after the warp's wgmma that read the
 // stage completed).
 #pragma once
 
@@ -48,10 +48,8 @@ struct StageRing {
     sm90::mbarrier_arrive_expect_tx(&full[stage(i)], bytes);
     return &full[stage(i)];
   }
-  // A stage of a TMA ring (one expected arrival) filled by cp.async instead: every copying
-  // thread tracks its copies on the full barrier, then, once all have (the caller syncs them),
-  // one thread arrives.
-  __device__ void track_cp_async(int i) const { sm90::cp_async_mbarrier_track(&full[stage(i)]); }
+  // A stage of a TMA ring (one expected arrival) filled by cp.async instead: once every
+  // copying thread's copies have landed (the caller waits and syncs them), one thread arrives.
   __device__ void arrive_full(int i) const { sm90::mbarrier_arrive(&full[stage(i)]); }
   __device__ void wait(int i) const { sm90::mbarrier_wait_parity(&full[stage(i)], parity(i)); }
   __device__ void release(int i) const {

@@ -163,27 +163,15 @@ struct PrefillSm90 {
       // so neither carries the other's state. The stage is set from i rather than left to the
       // buffers' own cycling count (the same stages): a loop-carried modulo spills at 40 registers.
       const auto produce = [&](auto engine_is_tma, int begin, int end) {
-        // Paged TMA: this lane's page of the next tile (tile_page_of_lane), loaded before the
-        // wait for its stage so the page-table latency hides behind it.
-        int next_pages = 0;
-        if constexpr (decltype(engine_is_tma)::value && Paged) {
-          if (begin < end) next_pages = kbuf.tile_page_of_lane((n_first + begin) * kBN, threadIdx.x, maps.box_rows);
-        }
         for (int i = begin; i < end; ++i) {
           const int key0 = (n_first + i) * kBN;
           kbuf.write_stage = vbuf.write_stage = Ring::stage(i);
           kring.acquire(i);
           if constexpr (decltype(engine_is_tma)::value) {
             if constexpr (Paged) {
-              // Warp 0: lane 0 issues; every lane holds one page of this tile, read a tile ahead.
-              const bool issuer = threadIdx.x == 0;
-              const int lane_page = next_pages;
-              if (i + 1 < end) next_pages = kbuf.tile_page_of_lane(key0 + kBN, threadIdx.x, maps.box_rows);
-              kbuf.load_tile_tma_paged(&maps.k, key0, blk.head_kv,
-                                       issuer ? kring.expect_bytes(i, KTile::kBytes) : nullptr, lane_page, maps.box_rows);
+              kbuf.load_tile_tma_paged(&maps.k, key0, blk.head_kv, kring.expect_bytes(i, KTile::kBytes), maps.box_rows);
               vring.acquire(i);
-              vbuf.load_tile_tma_paged(&maps.v, key0, blk.head_kv,
-                                       issuer ? vring.expect_bytes(i, VTile::kBytes) : nullptr, lane_page, maps.box_rows);
+              vbuf.load_tile_tma_paged(&maps.v, key0, blk.head_kv, vring.expect_bytes(i, VTile::kBytes), maps.box_rows);
             } else {
               // Varlen: one packed sequence of rows (batch 0), this sequence from k_begin.
               const int row = blk.k_begin + key0, batch = p.cu_seqlens_k ? 0 : blk.batch;
@@ -203,27 +191,31 @@ struct PrefillSm90 {
       if (!use_tma) {
         produce(std::false_type{}, 0, num_tiles);  // every producer thread copies its chunks
       } else {
-        // One thread issues whole tiles; paged, its warp reads the page table alongside.
-        if (threadIdx.x < (Paged ? 32 : 1)) produce(std::true_type{}, 0, tma_tiles);
-        // A paged sequence's tile that reaches past its end (the last), gathered by every
-        // producer thread into rings whose full barriers expect one arrival: each thread's
-        // copies are tracked on the barrier, then one arrival once all threads have tracked.
-        // The first sync is required: thread 0 has acquired tile i - 1 by then, so tile i's
-        // empty barrier is at most one phase behind the others' parity wait (without it, a
-        // thread could see it two phases behind and pass the wait wrongly).
+        if (threadIdx.x == 0) produce(std::true_type{}, 0, tma_tiles);  // one thread issues whole tiles
+        // The tile that reaches past the sequence's end (the last; maps.gather_tail), gathered
+        // by every producer thread into rings whose full barriers expect one arrival: each
+        // thread waits for its own copies, the warpgroup syncs, then thread 0 arrives (its
+        // release covers the others' writes, ordered before it by the named barrier). K and V
+        // are both in flight before the first wait. The first sync is required: thread 0 has
+        // acquired tile i - 1 by then, so tile i's empty barrier is at most one phase behind
+        // the others' parity wait (without it, a thread could see it two phases behind and
+        // pass the wait wrongly).
         for (int i = tma_tiles; i < num_tiles; ++i) {
           const int key0 = (n_first + i) * kBN;
           kbuf.write_stage = vbuf.write_stage = Ring::stage(i);
-          const auto gather = [&](const Ring& ring, auto& buf) {
-            sm90::named_barrier_sync(kProducerSync, kProducerThreads);
-            ring.acquire(i);
-            buf.load_from_dram(key0, blk.seqlen_k - key0);
-            ring.track_cp_async(i);
-            sm90::named_barrier_sync(kProducerSync, kProducerThreads);  // every thread tracks before the arrival
-            if (threadIdx.x == 0) ring.arrive_full(i);
-          };
-          gather(kring, kbuf);  // K first: its arrival does not wait for V's stage
-          gather(vring, vbuf);
+          sm90::named_barrier_sync(kProducerSync, kProducerThreads);
+          kring.acquire(i);
+          kbuf.load_from_dram(key0, blk.seqlen_k - key0);
+          sm80::cp_async_commit_group();
+          vring.acquire(i);
+          vbuf.load_from_dram(key0, blk.seqlen_k - key0);
+          sm80::cp_async_commit_group();
+          sm80::cp_async_wait_group<1>();  // this thread's K copies landed
+          sm90::named_barrier_sync(kProducerSync, kProducerThreads);
+          if (threadIdx.x == 0) kring.arrive_full(i);
+          sm80::cp_async_wait_group<0>();
+          sm90::named_barrier_sync(kProducerSync, kProducerThreads);
+          if (threadIdx.x == 0) vring.arrive_full(i);
         }
       }
       sm80::cp_async_wait_all();  // leave no copy of this thread in flight at exit

@@ -35,13 +35,6 @@ __device__ __forceinline__ void cp_async_mbarrier_arrive_noinc(std::uint64_t* ba
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(sm80::smem_u32(bar)) : "memory");
 }
 
-// Makes the current phase of `bar` also wait for every cp.async this thread issued so far
-// (its pending count goes up by one now and down by one when they land): for a barrier whose
-// expected arrivals are someone else's (a TMA barrier's one arrival, made after this).
-__device__ __forceinline__ void cp_async_mbarrier_track(std::uint64_t* bar) {
-  asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];\n" ::"r"(sm80::smem_u32(bar)) : "memory");
-}
-
 // Blocks until the phase of parity `parity` has completed (acquire: the data the arrivals
 // published is visible to this thread afterwards).
 __device__ __forceinline__ void mbarrier_wait_parity(std::uint64_t* bar, int parity) {
