@@ -78,7 +78,11 @@ struct DecodeTile {
   static constexpr int kOPad = 8;
   static constexpr int kEpilogueOBytes = kWarpsN * kRows * (HeadDim + kOPad) * 4;
   static constexpr int kEpilogueBytes = kEpilogueOBytes + kWarpsN * kRows * 2 * 4 + kRows * 4;
-  static constexpr int kMainBytes = kStages * kStageBytes + kQBytes;
+  // Paged caches: the page-table entries of 2 * kStages tiles (<= kBlockN pages a tile, at
+  // page size 1), copied kStages - 1 tiles ahead with the K/V copies (decode_kernel.cuh).
+  static constexpr int kPageSlots = 2 * kStages;
+  static constexpr int kPageEntryBytes = kPageSlots * kBlockN * 4;
+  static constexpr int kMainBytes = kStages * kStageBytes + kQBytes + kPageEntryBytes;
   static constexpr int kSmemBytes = kMainBytes > kEpilogueBytes ? kMainBytes : kEpilogueBytes;
   // Tile loads: threads cover a tile row by row, kChunksPerRow threads per key row.
   static constexpr int kRowsPerPass = kThreads / kChunksPerRow;

@@ -22,6 +22,11 @@ __device__ __forceinline__ void cp_async_cg_16(void* smem_dst, const void* gmem_
                "l"(gmem_src), "r"(src_bytes));
 }
 
+// cp.async.ca.shared.global 4 bytes (one int32: a page-table entry), cached in L1.
+__device__ __forceinline__ void cp_async_ca_4(void* smem_dst, const void* gmem_src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_u32(smem_dst)), "l"(gmem_src));
+}
+
 __device__ __forceinline__ void cp_async_commit_group() { asm volatile("cp.async.commit_group;\n" ::); }
 
 // Waits until at most `Pending` committed groups are still in flight.
