@@ -283,24 +283,18 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
         vp += v_pass_step;
       }
     } else {
-      // Every pass's entry first: a shared-memory read placed after a cp.async (which writes
-      // shared memory) is not hoisted above it, so reading them pass by pass chains one
-      // read's latency and the address arithmetic per pass (SASS).
       const std::int32_t* const entries = page_slots + (tile % Tile::kPageSlots) * kBN;
       const int first = p.page_div.div(blk_lo + tile * kBN);
-      int entry[kPasses];
-#pragma unroll
-      for (int i = 0; i < kPasses; ++i) {
-        // Rows past the end read the last key's entry (their copy is a zero-fill).
-        entry[i] = entries[p.page_div.div(min(kb + i * kRowsPerPass, blk_hi - 1)) - first];
-      }
 #pragma unroll
       for (int i = 0; i < kPasses; ++i) {
         const int j = kb + i * kRowsPerPass;
         const bool valid = j < blk_hi;
-        const int in_page = j - p.page_div.div(j) * p.page_size;
+        const int jj = min(j, blk_hi - 1);  // rows past the end read the last key's (a zero-fill)
+        const int page_in_seq = p.page_div.div(jj);
+        const int in_page = jj - page_in_seq * p.page_size;
         // A bad index stays in bounds: one unsigned min clamps negatives and overflows alike.
-        const int pg = static_cast<int>(min(static_cast<unsigned>(entry[i]), static_cast<unsigned>(p.num_pages - 1)));
+        const int pg = static_cast<int>(
+            min(static_cast<unsigned>(entries[page_in_seq - first]), static_cast<unsigned>(p.num_pages - 1)));
         const Elem* const ksrc = k_head + static_cast<std::int64_t>(pg) * p.k_batch_stride +
                                  static_cast<std::int64_t>(in_page) * p.k_row_stride + load_chunk * 8;
         const Elem* const vsrc = v_head + static_cast<std::int64_t>(pg) * p.v_batch_stride +
