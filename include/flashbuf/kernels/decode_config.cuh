@@ -208,11 +208,12 @@ struct SplitChoice {
 //   cluster allow, always merged in the cluster.
 //   Otherwise (long contexts, or no clusters) the workspace merge with >= max(2 tiles,
 //   256 keys) per split, as many as give one block per SM (`sms`) where that keeps >= 3/4 of
-//   the SMs busy, else as many as fit in the wave; at most max_splits.
+//   the SMs busy (contiguous caches only: `paged` keeps the wave, see below), else as many as
+//   fit in the wave; at most max_splits.
 // The count is then reduced to the number whole-tile splits of max_seqlen_k fill evenly.
 constexpr SplitChoice choose_decode_splits(int sms, int blocks_per_sm, std::int64_t work_items, int max_seqlen_k,
-                                           int block_n, int max_cluster, bool prefer_cluster = false,
-                                           int max_splits = split_kv::kDefaultMaxSplits) {
+                                           int block_n, int max_cluster, bool paged = false,
+                                           bool prefer_cluster = false, int max_splits = split_kv::kDefaultMaxSplits) {
   const int slots = sms * blocks_per_sm;
   if (slots <= 0 || work_items <= 0 || max_seqlen_k <= 0 || block_n <= 0 || max_splits <= 1) return {};
   if (2 * work_items > slots) return {};
@@ -234,9 +235,11 @@ constexpr SplitChoice choose_decode_splits(int sms, int blocks_per_sm, std::int6
   // B=1 Hkv=8 L=8k, graph replay): 16 splits 14.8 us, 32 splits (two blocks per SM) 16.8 us;
   // one block's stages already keep enough bytes in flight, and every extra split is one more
   // partial O to write and merge. Where sms / items rounds far down (e.g. 72 items: 1 split,
-  // 72 of 132 SMs busy), the slots' wave stays.
+  // 72 of 132 SMs busy), the slots' wave stays. Paged caches keep the slots' wave: with one
+  // block per SM they ran at 0.84-0.88x contiguous on the same keys (B = 1 and 8, L 2k-32k,
+  // pages 16 and 64 alike), with two per SM (B = 32) at 0.93-0.98x.
   const std::int64_t sm_wave = sms / work_items;
-  if (sm_wave * work_items * 4 >= 3LL * sms && sm_wave < wave) wave = sm_wave;
+  if (!paged && sm_wave * work_items * 4 >= 3LL * sms && sm_wave < wave) wave = sm_wave;
   int min_tiles = ceil_div(split_kv::kMinKeysPerSplit, block_n);
   if (min_tiles < split_kv::kMinTilesPerSplit) min_tiles = split_kv::kMinTilesPerSplit;
   std::int64_t splits = wave < tiles / min_tiles ? wave : tiles / min_tiles;
