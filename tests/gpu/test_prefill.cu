@@ -237,9 +237,9 @@ Mask rotating_mask(int i) {
 // may multiply them in, not even by P = 0 (a V row read past the end turns O into NaN; a K
 // row is masked to -inf before it matters, so V is what catches an over-read) (the Hopper kernel's TMA path reads whole pages and
 // gathers the tile that reaches past the end; the gathers zero-fill). Page sizes on both sides
-// of the TMA rule (boxes of gcd(page, key tile) rows, a multiple of 8: 24 and 40 give boxes of
-// 8 and 8 or 40 rows across page ends), every head dim, lengths that end mid-page, on a tile,
-// inside the first tile.
+// of the TMA rule (boxes of gcd(page, key tile) rows, a multiple of 8 holding >= 4 KB: pages
+// 24 and 40 give 8-row boxes whose tiles cross page ends, TMA at D 256 and the gather below),
+// every head dim, lengths that end mid-page, on a tile, inside the first tile.
 TEST_P(PrefillGpu, PagedRowsWithoutKeysAreNeverRead) {
   // Every head dim (key tiles 128 and 64) at a page dividing the tile, one sharing only 8 rows
   // with it, one not a multiple of 8 (the gather) and one of several tiles; the first head dim
@@ -249,7 +249,8 @@ TEST_P(PrefillGpu, PagedRowsWithoutKeysAreNeverRead) {
   for (const HeadDims hd : kHeadDims) {
     if (!instantiated(DType::bf16, hd)) continue;
     ++run;
-    const std::vector<int> pages = first ? std::vector<int>{8, 16, 24, 40, 64, 100, 128, 256} : std::vector<int>{16, 40, 100, 256};
+    const std::vector<int> pages =
+        first ? std::vector<int>{8, 16, 24, 40, 64, 100, 128, 256} : std::vector<int>{16, 40, 100, 256};
     first = false;
     for (int page : pages) {
       ProblemSpec s = base_spec(DType::bf16, hd.d, hd.dv, 77, 0);

@@ -12,9 +12,10 @@
 //   WG 0  producer  (setmaxnreg down): Q, then K(i), V(i) for every key tile into the rings;
 //                    each stage is handed over on mbarriers (StageRing). One thread issues
 //                    TMA boxes (tensor maps from the host: batch-form, seqlens_k and varlen
-//                    K/V, pages sharing a multiple of 8 rows with the tile); where the map's rows go on past a
-//                    sequence, its last tile, which reaches past the end, is gathered by all
-//                    128 threads with cp.async, as every tile is for other page sizes.
+//                    K/V, and pages whose boxes the launcher's rule takes); where the map's
+//                    rows go on past a sequence, its last tile, which reaches past the end, is
+//                    gathered by all 128 threads with cp.async, as every tile is for other
+//                    page sizes.
 //   WG 1  consumer  query rows   0..63  of the block  (setmaxnreg up)
 //   WG 2  consumer  query rows  64..127
 //
@@ -69,7 +70,7 @@ struct PrefillTmaMaps {
   // next sequence; seqlens_k: the cache's capacity): the tile that reaches past seqlen_k is
   // then gathered with cp.async (zero-filled), never read through the map.
   int gather_tail;
-  int box_rows;  // rows per box: block_n, or for pages a multiple of 8 dividing page and tile
+  int box_rows;  // rows per box: block_n, or for pages tma_page_box_rows (src/cuda/prefill_launch.cuh)
 };
 
 template <class In, int D, int Dv, bool Paged>
@@ -133,7 +134,7 @@ struct PrefillSm90 {
     vbuf.smem = reinterpret_cast<In*>(smem + kQBytes + KBuf::kSmemBytes);
     auto* barriers = reinterpret_cast<std::uint64_t*>(smem + kQBytes + KBuf::kSmemBytes + VBuf::kSmemBytes);
     std::uint64_t* q_full = barriers;
-    const bool use_tma = maps.enabled;  // batch-form K/V, or pages TMA boxes can take (see the launcher)
+    const bool use_tma = maps.enabled;  // every form but pages the box rule leaves to the gather
     const int copiers = use_tma ? 1 : kProducerThreads;
     Ring kring, vring;
     kring.init(barriers + 1, copiers, kConsumerThreads / 32);
