@@ -100,6 +100,7 @@ consteval bool check_decode_tile() {
   static_assert(T::kChunksPerRow % 8 == 0 || T::kChunksPerRow == 8,
                 "the XOR swizzle permutes 8 chunks of 16 bytes: rows of >= 128 bytes");
   static_assert((T::kRows * T::kChunksPerRow) % T::kThreads == 0, "Q loads: whole passes");
+  static_assert(T::kBlockN <= T::kThreads, "page-table entries: one thread copies each of a tile's");
   static_assert(T::kSmemBytes <= kMaxSmemBytes, "decode tile exceeds the shared memory of a block");
   return true;
 }
