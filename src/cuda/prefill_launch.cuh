@@ -6,11 +6,11 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
-#include <numeric>
 
 #include "api/problem.hpp"
 #include "cuda/check.cuh"
 #include "cuda/tensor_map.hpp"
+#include "flashbuf/core/paged_boxes.hpp"
 #include "flashbuf/kernels/prefill_sm80.cuh"
 #include "flashbuf/kernels/prefill_sm90.cuh"
 
@@ -41,24 +41,13 @@ void launch_prefill_kernel(void (*kernel)(PrefillParams, Extra...), const Prefil
   FLASHBUF_CUDA_CHECK(cudaGetLastError());
 }
 
-// Rows per TMA box over a paged source, 0 where the cp.async gather takes the pages: a box lies
-// inside one page and one tile (it divides both) and starts on a 128-byte swizzle atom (a
-// multiple of 8 rows); and a box's rows hold at least 4 KB over all columns (measured at page
-// 16: TMA 0.91x the gather at D 64, 2 KB a box; 1.05-1.12x at D 128 and 1.4-1.5x at D 256).
-// Page 16 at block_n 128 and D 128: 8 boxes of whole pages; page 256: one box per tile.
-template <int BlockN>
-constexpr int tma_page_box_rows(int page_size, int head_dim, int elem_bytes) {
-  const int rows = std::gcd(page_size, BlockN);
-  return rows % 8 == 0 && rows * head_dim * elem_bytes >= 4096 ? rows : 0;
-}
-
 // The Hopper kernel's K/V tensor maps, boxes of 64 columns x BlockN rows (pages: fewer):
 //   batch-form K/V   (cols, seqlen_k, heads, batch); rows past seqlen_k read as zeros
 //   seqlens_k        the same over the cache's capacity; the tail tile is gathered
 //   varlen           (cols, total_k, heads, 1), a sequence from its cu_seqlens_k row; the tail
 //                    tile is gathered (the rows after it are the next sequence's)
-//   paged            (cols, page rows, heads, pages), boxes of tma_page_box_rows rows; the
-//                    tail tile is gathered
+//   paged            (cols, page rows, heads, pages), boxes of paged_tma::box_rows rows
+//                    (core/paged_boxes.hpp); the tail tile is gathered
 // Other page sizes, or strides TMA cannot describe, keep maps.enabled = 0 and the cp.async
 // gather for every tile.
 template <int BlockN>
@@ -67,7 +56,8 @@ PrefillTmaMaps make_prefill_tma_maps(const AttentionProblem& pr) {
   int rows = pr.seqlen_k, outer = pr.batch, box_rows = BlockN;
   std::int64_t k_outer_stride = pr.k_batch_stride, v_outer_stride = pr.v_batch_stride;
   if (pr.paged()) {
-    box_rows = tma_page_box_rows<BlockN>(pr.page_size, pr.head_dim < pr.head_dim_v ? pr.head_dim : pr.head_dim_v, 2);
+    const int row_bytes = 2 * (pr.head_dim < pr.head_dim_v ? pr.head_dim : pr.head_dim_v);  // bf16 / fp16
+    box_rows = paged_tma::box_rows(pr.page_size, BlockN, row_bytes);
     if (box_rows == 0) return maps;
     rows = pr.page_size;
     outer = pr.num_pages;  // the batch strides are the page strides

@@ -670,67 +670,6 @@ std::vector<Case> feature_cases() {
 
 // ---- the tests ---------------------------------------------------------------------------
 
-// Host-only checks of the decode's plan arithmetic (run without a GPU).
-TEST(DecodeHost, FastDivmodIsExact) {
-  long bad = 0;
-  for (int d = 1; d <= 256; ++d) {
-    const dk::FastDivmod f(d);
-    for (int n = 0; n < 70000; ++n) bad += f.div(n) != n / d;
-    for (int n = std::numeric_limits<int>::max() - 5000; n > 0 && n <= std::numeric_limits<int>::max() - 1; ++n) {
-      bad += f.div(n) != n / d;
-    }
-  }
-  EXPECT_EQ(bad, 0) << "page-size division by multiply-high gave wrong quotients";
-}
-
-TEST(DecodeHost, SplitHeuristicAndWorkspace) {
-  // H200: 132 SMs, two D = 128 blocks per SM
-  auto choose = [&](std::int64_t items, int keys, int max_cluster, bool prefer_cluster = false, bool paged = false) {
-    const dk::SplitChoice c = dk::choose_decode_splits(132, 2, items, keys, 64, max_cluster, paged, prefer_cluster);
-    return std::make_pair(c.num_splits, c.merge);
-  };
-  using P = std::pair<int, Merge>;
-  EXPECT_EQ(choose(128 * 8, 2048, 16), P(1, Merge::none)) << "a full grid does not split";
-  EXPECT_EQ(choose(32 * 8, 8192, 16), P(1, Merge::none)) << "256 items already fill one wave";
-  // Latency-bound: small grids of short splits, merged in clusters of <= 8 (measured).
-  EXPECT_EQ(choose(8, 512, 16), P(8, Merge::cluster)) << "B=1 Hkv=8 L=512: 64 blocks of one tile";
-  EXPECT_EQ(choose(8, 2048, 16), P(8, Merge::cluster)) << "B=1 Hkv=8 L=2k: 64 blocks of four tiles";
-  EXPECT_EQ(choose(8, 100, 16), P(2, Merge::cluster)) << "two tiles: one each";
-  EXPECT_EQ(choose(8, 64, 16), P(1, Merge::none)) << "one tile cannot split";
-  // Larger grids or longer splits: the workspace merge, one block per SM where that keeps
-  // >= 3/4 of the SMs busy, else the wave of resident blocks.
-  EXPECT_EQ(choose(8, 8192, 16), P(16, Merge::workspace)) << "B=1 Hkv=8 L=8k: one block per SM";
-  EXPECT_EQ(choose(64, 512, 16), P(2, Merge::workspace)) << "B=8 Hkv=8: 256 blocks in clusters ran slower";
-  EXPECT_EQ(choose(32, 2048, 16), P(4, Merge::workspace)) << "B=1 Hkv=32: 128 blocks";
-  EXPECT_EQ(choose(8, 32768, 16), P(16, Merge::workspace));
-  EXPECT_EQ(choose(8, 131072, 16), P(16, Merge::workspace));
-  EXPECT_EQ(choose(72, 32768, 16), P(3, Merge::workspace)) << "sms / items = 1 would leave 60 SMs idle";
-  EXPECT_EQ(choose(8, 131072, 16, true), P(16, Merge::cluster)) << "FLASHBUF_DECODE_MERGE=cluster";
-  // Paged caches keep the wave of resident blocks (two per SM here).
-  EXPECT_EQ(choose(8, 8192, 16, false, true), P(32, Merge::workspace)) << "B=1 Hkv=8 L=8k paged";
-  EXPECT_EQ(choose(64, 32768, 16, false, true), P(4, Merge::workspace)) << "B=8 Hkv=8 L=32k paged";
-  EXPECT_EQ(choose(8, 512, 16, false, true), P(8, Merge::cluster)) << "latency-bound: as contiguous";
-  // No clusters (sm_80, or FLASHBUF_DECODE_MERGE=workspace): >= max(2 tiles, 256 keys) per split.
-  EXPECT_EQ(choose(8, 512, 0), P(2, Merge::workspace));
-  EXPECT_EQ(choose(64, 32768, 0), P(2, Merge::workspace));
-  EXPECT_EQ(choose(8, 100, 0), P(1, Merge::none)) << "too few keys to split";
-  EXPECT_EQ(choose(8, 0, 16), P(1, Merge::none));
-  const auto w = dk::workspace_layout(3, 2, 4, 8, 128);
-  EXPECT_EQ(w.o_parts_offset, 0u);
-  EXPECT_EQ(w.lse_parts_offset, std::size_t(3) * 2 * 4 * 8 * 128 * 4);
-  EXPECT_EQ(w.lse_parts_offset % dk::kWorkspaceAlignment, 0u);
-  EXPECT_GE(w.bytes, w.lse_parts_offset + std::size_t(3) * 2 * 4 * 8 * 4);
-  EXPECT_EQ(dk::workspace_layout(1, 2, 4, 8, 128).bytes, 0u) << "one split writes O directly";
-  EXPECT_EQ(dk::split_keys(1000, 3, 64), 384);
-  EXPECT_EQ(dk::split_keys(0, 3, 64), 0);
-  EXPECT_EQ(dk::mtiles_for_rows(1), 1);
-  EXPECT_EQ(dk::mtiles_for_rows(17), 2);
-  EXPECT_EQ(dk::mtiles_for_rows(33), 4);
-  EXPECT_EQ(dk::mtiles_for_rows(128), 8);
-  EXPECT_EQ(dk::mtiles_for_rows(1000), 8);
-}
-
-
 // Every feature case, contiguous and paged, with the plan's splits and with forced splits
 // (1 = the direct-output path, 3 and 7 = the workspace + combine path and the cluster merge),
 // against float64.

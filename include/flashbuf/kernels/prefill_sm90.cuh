@@ -70,7 +70,7 @@ struct PrefillTmaMaps {
   // next sequence; seqlens_k: the cache's capacity): the tile that reaches past seqlen_k is
   // then gathered with cp.async (zero-filled), never read through the map.
   int gather_tail;
-  int box_rows;  // rows per box: block_n, or for pages tma_page_box_rows (src/cuda/prefill_launch.cuh)
+  int box_rows;  // rows per box: block_n, or for pages paged_tma::box_rows (core/paged_boxes.hpp)
 };
 
 template <class In, int D, int Dv, bool Paged>
