@@ -235,8 +235,9 @@ Mask rotating_mask(int i) {
 // Pool rows that hold no key (past each sequence's end in its last page, unused and spare
 // pages, and the page padding entries of the table point at such a page) are NaN: no kernel
 // may multiply them in, not even by P = 0 (a V row read past the end turns O into NaN; a K
-// row is masked to -inf before it matters, so V is what catches an over-read) (the Hopper kernel's TMA path reads whole pages and
-// gathers the tile that reaches past the end; the gathers zero-fill). Page sizes on both sides
+// row is masked to -inf before it matters, so V is what catches an over-read). The Hopper
+// kernel's TMA path reads whole boxes of pages and gathers the tile that reaches past the
+// end; the gathers zero-fill. Page sizes on both sides
 // of the TMA rule (boxes of gcd(page, key tile) rows, a multiple of 8 holding >= 4 KB: pages
 // 24 and 40 give 8-row boxes whose tiles cross page ends, TMA at D 256 and the gather below),
 // every head dim, lengths that end mid-page, on a tile, inside the first tile.

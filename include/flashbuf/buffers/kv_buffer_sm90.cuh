@@ -82,29 +82,21 @@ struct KVBufferLDSSm90 {
   // page rows, heads, pages; boxes of box_rows rows, a multiple of 8 dividing both the page and
   // the tile, so no box straddles pages): one box per box_rows rows per slab, issued by one
   // thread. Every row must be a key of the sequence (the caller gathers a tile that reaches
-  // past its end). One division per tile: a box's row in its page steps by box_rows and wraps
-  // exactly at the page's end (a division costs ~100 cycles of this thread, which must stay
-  // ahead of the consumers); a tile's page-table entries share a line, so all but the first
-  // read hit L1. (Measured slower: the entries read a tile ahead by the lanes of the warp and
-  // shuffled to the issuing lane, 0.81-0.90x the gather at page 16, D 64 and 128.)
+  // past its end). One division per tile (KVSource::paged_rows_within_pages: a division costs
+  // ~100 cycles of this thread, which must stay ahead of the consumers); a tile's page-table
+  // entries share a line, so all but the first read hit L1. (Measured slower: the entries read
+  // a tile ahead by the lanes of the warp and shuffled to the issuing lane, 0.81-0.90x the
+  // gather at page 16, D 64 and 128.)
   __device__ void load_tile_tma_paged(const CUtensorMap* map, int key0, int head, std::uint64_t* full,
                                       int box_rows) {
     In* tile = stage_ptr(write_stage);
-    int page_in_seq = key0 / src.page_size;
-    int in_page = key0 - page_in_seq * src.page_size;
-    for (int r = 0; r < Tile::kRows; r += box_rows) {
-      // One unsigned min clamps both ways, as KVSource::paged_row does.
-      const int page = static_cast<int>(min(static_cast<unsigned>(__ldg(src.pages + page_in_seq)),
-                                            static_cast<unsigned>(src.num_pages - 1)));
+    auto box = src.paged_rows_within_pages(key0, box_rows);
+    for (int r = 0; r < Tile::kRows; r += box_rows, box.next(true)) {
+      const int page = box.page();
 #pragma unroll
       for (int slab = 0; slab < Tile::kSlabs; ++slab) {
         sm90::cp_async_bulk_tensor_4d_g2s(tile + slab * Tile::kSlabElems + r * Tile::kSlabCols, map,
-                                          slab * Tile::kSlabCols, in_page, head, page, full);
-      }
-      in_page += box_rows;
-      if (in_page == src.page_size) {
-        in_page = 0;
-        ++page_in_seq;
+                                          slab * Tile::kSlabCols, box.in_page, head, page, full);
       }
     }
     write_stage = (write_stage + 1) % NumSmemStages;

@@ -21,15 +21,19 @@ struct KVSource {
     const int page_in_seq = key / page_size;
     return paged_row(__ldg(pages + page_in_seq), key - page_in_seq * page_size);
   }
+  // The pool page of a page-table entry: one unsigned min clamps both ways (a negative index
+  // wraps to a large one).
+  __device__ __forceinline__ unsigned pool_page(int entry) const {
+    return min(static_cast<unsigned>(entry), static_cast<unsigned>(num_pages - 1));
+  }
   __device__ __forceinline__ const T* paged_row(int entry, int in_page) const {
-    // One unsigned min clamps both ways (a negative index wraps to a large one).
-    const unsigned page = min(static_cast<unsigned>(entry), static_cast<unsigned>(num_pages - 1));
-    return base + page * page_stride + static_cast<unsigned>(in_page) * row_stride;
+    return base + pool_page(entry) * page_stride + static_cast<unsigned>(in_page) * row_stride;
   }
 
   // Keys key, key + Step, key + 2 Step, ... of a paged source at column col: two divisions
   // per walk instead of one per key. get(valid): a key past the sequence may be past its
-  // page-table row, so it reads no entry and gets a row of page 0.
+  // page-table row, so it reads no entry and gets a row of page 0. page(): the current key's
+  // pool page (for a TMA box at row in_page).
   struct PagedRows {
     const KVSource& src;
     int col;
@@ -38,6 +42,7 @@ struct KVSource {
     __device__ const T* get(bool valid) const {
       return src.paged_row(valid ? __ldg(src.pages + page_in_seq) : 0, in_page) + col;
     }
+    __device__ int page() const { return static_cast<int>(src.pool_page(__ldg(src.pages + page_in_seq))); }
     __device__ void next(bool /*more*/) {
       page_in_seq += step_pages;
       in_page += step_rows;
@@ -51,6 +56,12 @@ struct KVSource {
   __device__ PagedRows paged_rows(int key, int col) const {
     const int page_in_seq = key / page_size, step_pages = Step / page_size;
     return {*this, col, page_in_seq, key - page_in_seq * page_size, step_pages, Step - step_pages * page_size};
+  }
+  // The same walk in steps of `step` <= page_size rows that divide the page (TMA boxes): one
+  // division, none per step.
+  __device__ PagedRows paged_rows_within_pages(int key, int step) const {
+    const int page_in_seq = key / page_size;
+    return {*this, 0, page_in_seq, key - page_in_seq * page_size, 0, step};
   }
 };
 

@@ -151,6 +151,7 @@ struct PrefillSm90 {
     // map; a last tile reaching past seqlen_k is gathered with cp.async (its rows past the end
     // zero-filled: the rows there belong to no key of this sequence, and garbage times P = 0
     // would still be NaN).
+    // (0 without TMA: every tile is a cp.async gather, and the consumers fence each.)
     const int tma_tiles =
         !use_tma ? 0 : !maps.gather_tail ? num_tiles : max(0, min(num_tiles, blk.seqlen_k / kBN - n_first));
 
@@ -163,8 +164,8 @@ struct PrefillSm90 {
       // Tile i into stage Ring::stage(i) of each buffer, by either engine; one loop per engine,
       // so neither carries the other's state. The stage is set from i rather than left to the
       // buffers' own cycling count (the same stages): a loop-carried modulo spills at 40 registers.
-      const auto produce = [&](auto engine_is_tma, int begin, int end) {
-        for (int i = begin; i < end; ++i) {
+      const auto produce = [&](auto engine_is_tma, int end) {
+        for (int i = 0; i < end; ++i) {
           const int key0 = (n_first + i) * kBN;
           kbuf.write_stage = vbuf.write_stage = Ring::stage(i);
           kring.acquire(i);
@@ -190,9 +191,9 @@ struct PrefillSm90 {
         }
       };
       if (!use_tma) {
-        produce(std::false_type{}, 0, num_tiles);  // every producer thread copies its chunks
+        produce(std::false_type{}, num_tiles);  // every producer thread copies its chunks
       } else {
-        if (threadIdx.x == 0) produce(std::true_type{}, 0, tma_tiles);  // one thread issues whole tiles
+        if (threadIdx.x == 0) produce(std::true_type{}, tma_tiles);  // one thread issues whole tiles
         // The tile that reaches past the sequence's end (the last; maps.gather_tail), gathered
         // by every producer thread into rings whose full barriers expect one arrival: each
         // thread waits for its own copies, the warpgroup syncs, then thread 0 arrives (its
@@ -306,7 +307,7 @@ struct PrefillSm90 {
       for (int i = 1; i < num_tiles; ++i) {
         kring.wait(i);
         vring.wait(i - 1);
-        if (!use_tma || i >= tma_tiles) sm90::fence_proxy_async_shared();  // TMA writes through the async proxy
+        if (i >= tma_tiles) sm90::fence_proxy_async_shared();  // cp.async wrote it (TMA: the async proxy)
         take_turn();
         fence_operands();
         issue_scores(i);
@@ -324,7 +325,7 @@ struct PrefillSm90 {
       }
 
       vring.wait(num_tiles - 1);
-      if (!use_tma || num_tiles - 1 >= tma_tiles) sm90::fence_proxy_async_shared();
+      if (num_tiles - 1 >= tma_tiles) sm90::fence_proxy_async_shared();
       take_turn();
       fence_operands();
       issue_pv(num_tiles - 1);
