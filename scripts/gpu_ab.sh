@@ -45,15 +45,10 @@ for t in "${trees[@]}"; do  # GPU tests: sharded processes on the one GPU (the f
   grep -q "pip exit 0" "$OUT/pip-$name.log" || { echo "== $name: package build failed"; tail -20 "$OUT/pip-$name.log"; }
   [ -n "${GPU_TESTS:-}" ] || continue
   grep -q "build exit 0" "$OUT/build-$name.log" || { echo "== $name: test build failed"; grep -E "error" -A3 "$OUT/build-$name.log" | head -30; continue; }
-  shards=${TEST_SHARDS:-8}
-  for i in $(seq 0 $((shards - 1))); do
-    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout "${TEST_TIMEOUT_S:-300}" stdbuf -oL \
-      "$t/build-ab/tests/flashbuf_gpu_tests" --gtest_filter="$GPU_TESTS" >"$OUT/tests-$name-$i.log" 2>&1 &
-  done
-  wait
-  cat "$OUT"/tests-"$name"-*.log >"$OUT/tests-$name.log" && rm -f "$OUT"/tests-"$name"-*.log
-  echo "== $name tests: $(grep -c '^\[       OK \]' "$OUT/tests-$name.log") ok, $(grep -c '^\[  FAILED  \] [A-Za-z]' "$OUT/tests-$name.log") failed, $(grep -c '^\[  PASSED  \]' "$OUT/tests-$name.log") of $shards shards finished"
-  grep -E '^\[  FAILED  \] [A-Za-z]|Failure' "$OUT/tests-$name.log" | head -10
+  res=$("$here/scripts/gpu_tests_sharded.sh" "$t/build-ab/tests/flashbuf_gpu_tests" "$GPU_TESTS" \
+    "${TEST_SHARDS:-8}" "${TEST_TIMEOUT_S:-300}" "$OUT/tests-$name.log")
+  echo "== $name tests: ${res##*$'\n'}"
+  [ "$res" = "${res##*$'\n'}" ] || echo "${res%$'\n'*}"  # the failures
 done
 for t in "${trees[@]}"; do
   name=$(basename "$t")

@@ -44,15 +44,10 @@ if [ "$TESTS_ONLY" = 0 ]; then  # the package builds on the CPU while the GPU te
 fi
 
 step gpu tests
-shards=${TEST_SHARDS:-4}
-for i in $(seq 0 $((shards - 1))); do  # line-buffered: a timeout keeps what ran
-  GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout "${TEST_TIMEOUT_S:-400}" stdbuf -oL \
-    ./build-gpu/tests/flashbuf_gpu_tests --gtest_filter="${GTEST_FILTER:-*}" >"$OUT/gpu_tests_$i.log" 2>&1 &
-done
-wait $(jobs -p | grep -v "^${pip_pid:-none}$")
-cat "$OUT"/gpu_tests_*.log >"$OUT/gpu_tests.log"
-grep -E '^\[  FAILED  \]|Failure' "$OUT/gpu_tests.log" | head -20
-summary+=("gpu tests: $(grep -c '^\[       OK \]' "$OUT/gpu_tests.log") ok, $(grep -c '^\[  FAILED  \] [A-Za-z]' "$OUT/gpu_tests.log") failed in $shards shards ($(grep -c '^\[  PASSED  \]' "$OUT/gpu_tests.log") of them finished)")
+tests=$(scripts/gpu_tests_sharded.sh ./build-gpu/tests/flashbuf_gpu_tests "${GTEST_FILTER:-*}" "${TEST_SHARDS:-4}" \
+  "${TEST_TIMEOUT_S:-400}" "$OUT/gpu_tests.log")
+echo "$tests"
+summary+=("gpu tests: ${tests##*$'\n'}")
 step host tests
 ctest --test-dir build-gpu -L host -j"$JOBS" --output-on-failure >"$OUT/host_tests.log" 2>&1
 summary+=("host tests: $(grep -E 'tests passed' "$OUT/host_tests.log")")
