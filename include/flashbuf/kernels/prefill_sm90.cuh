@@ -161,47 +161,50 @@ struct PrefillSm90 {
       blk.bind_kv<In, Paged>(kbuf, vbuf, p);
       load_tile_async<QTile, kProducerThreads>(smem_q, blk.q_ptr<In>(p), p.q_row_stride, blk.rows_q);
       sm90::cp_async_mbarrier_arrive_noinc(q_full);
-      // Tile i into stage Ring::stage(i) of each buffer, by either engine; one loop per engine,
-      // so neither carries the other's state. The stage is set from i rather than left to the
-      // buffers' own cycling count (the same stages): a loop-carried modulo spills at 40 registers.
-      const auto produce = [&](auto engine_is_tma, int end) {
+      // Tile i into stage Ring::stage(i) of each buffer. The stage is set from i rather than left
+      // to the buffers' own cycling count (the same stages): a loop-carried modulo spills at 40
+      // registers. cp.async: every producer thread copies its chunks of K(i), then of V(i).
+      const auto gather_tiles = [&](int end) {
         for (int i = 0; i < end; ++i) {
           const int key0 = (n_first + i) * kBN;
           kbuf.write_stage = vbuf.write_stage = Ring::stage(i);
           kring.acquire(i);
-          if constexpr (decltype(engine_is_tma)::value) {
-            if constexpr (Paged) {
-              kbuf.load_tile_tma_paged(&maps.k, key0, blk.head_kv, kring.expect_bytes(i, KTile::kBytes), maps.box_rows);
-              vring.acquire(i);
-              vbuf.load_tile_tma_paged(&maps.v, key0, blk.head_kv, vring.expect_bytes(i, VTile::kBytes), maps.box_rows);
-            } else {
-              // Varlen: one packed sequence of rows (batch 0), this sequence from k_begin.
-              const int row = blk.k_begin + key0, batch = p.cu_seqlens_k ? 0 : blk.batch;
-              kbuf.load_tile_tma(&maps.k, row, blk.head_kv, batch, kring.expect_bytes(i, KTile::kBytes));
-              vring.acquire(i);
-              vbuf.load_tile_tma(&maps.v, row, blk.head_kv, batch, vring.expect_bytes(i, VTile::kBytes));
-            }
+          kbuf.load_from_dram(key0, blk.seqlen_k - key0);
+          kring.commit_cp_async(i);
+          vring.acquire(i);
+          vbuf.load_from_dram(key0, blk.seqlen_k - key0);
+          vring.commit_cp_async(i);
+        }
+      };
+      // TMA: one thread per operand issues whole tiles (K from warp 0, V from warp 1), so neither
+      // operand's boxes wait behind the other's (paged, page 16 at D 128: 16 boxes a tile each).
+      const auto issue_tma = [&](const Ring& ring, auto& buf, const CUtensorMap* map, std::uint32_t bytes) {
+        for (int i = 0; i < tma_tiles; ++i) {
+          const int key0 = (n_first + i) * kBN;
+          buf.write_stage = Ring::stage(i);
+          ring.acquire(i);
+          if constexpr (Paged) {
+            buf.load_tile_tma_paged(map, key0, blk.head_kv, ring.expect_bytes(i, bytes), maps.box_rows);
           } else {
-            kbuf.load_from_dram(key0, blk.seqlen_k - key0);
-            kring.commit_cp_async(i);
-            vring.acquire(i);
-            vbuf.load_from_dram(key0, blk.seqlen_k - key0);
-            vring.commit_cp_async(i);
+            // Varlen: one packed sequence of rows (batch 0), this sequence from k_begin.
+            const int row = blk.k_begin + key0, batch = p.cu_seqlens_k ? 0 : blk.batch;
+            buf.load_tile_tma(map, row, blk.head_kv, batch, ring.expect_bytes(i, bytes));
           }
         }
       };
       if (!use_tma) {
-        produce(std::false_type{}, num_tiles);  // every producer thread copies its chunks
+        gather_tiles(num_tiles);
       } else {
-        if (threadIdx.x == 0) produce(std::true_type{}, tma_tiles);  // one thread issues whole tiles
+        if (threadIdx.x == 0) issue_tma(kring, kbuf, &maps.k, KTile::kBytes);
+        if (threadIdx.x == 32) issue_tma(vring, vbuf, &maps.v, VTile::kBytes);
         // The tile that reaches past the sequence's end (the last; maps.gather_tail), gathered
         // by every producer thread into rings whose full barriers expect one arrival: each
         // thread waits for its own copies, the warpgroup syncs, then thread 0 arrives (its
         // release covers the others' writes, ordered before it by the named barrier). K and V
-        // are both in flight before the first wait. The first sync is required: thread 0 has
-        // acquired tile i - 1 by then, so tile i's empty barrier is at most one phase behind
-        // the others' parity wait (without it, a thread could see it two phases behind and
-        // pass the wait wrongly).
+        // are both in flight before the first wait. The first sync is required: threads 0 and
+        // 32 have acquired tile i - 1 of their rings by then, so tile i's empty barriers are at
+        // most one phase behind the others' parity wait (without it, a thread could see one two
+        // phases behind and pass the wait wrongly).
         for (int i = tma_tiles; i < num_tiles; ++i) {
           const int key0 = (n_first + i) * kBN;
           kbuf.write_stage = vbuf.write_stage = Ring::stage(i);
