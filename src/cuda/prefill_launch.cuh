@@ -28,6 +28,9 @@ void raise_smem_limit_once(const void* kernel_fn, int device) {
   if (done.load(std::memory_order_acquire)) return;
   FLASHBUF_CUDA_CHECK(cudaFuncSetAttribute(kernel_fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            Kernel::kSmemBytes));
+  // All of the SM's unified L1 as shared memory: kernels that run two blocks per SM need it.
+  FLASHBUF_CUDA_CHECK(cudaFuncSetAttribute(kernel_fn, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                           cudaSharedmemCarveoutMaxShared));
   done.store(true, std::memory_order_release);
 }
 

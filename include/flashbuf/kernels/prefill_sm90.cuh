@@ -54,10 +54,15 @@ namespace flashbuf {
 constexpr int prefill_sm90_block_n(int head_dim, int head_dim_v) {
   return (head_dim > head_dim_v ? head_dim : head_dim_v) <= 128 ? 128 : 64;
 }
-// Stages per ring: as many K+V stages as shared memory holds beside Q, at most 4.
-constexpr int prefill_sm90_stages(int q_bytes, int kv_stage_bytes) {
-  constexpr int kUsable = 227 * 1024 - 2048;  // opt-in limit less alignment and barriers
-  const int fit = (kUsable - q_bytes) / kv_stage_bytes;
+// Shared memory one block may use with `ctas_per_sm` resident per SM (H100/H200: 228 KB per
+// SM, 1 KB of it reserved per block, 227 KB at most for one block).
+constexpr int prefill_sm90_smem_budget(int ctas_per_sm) {
+  return ctas_per_sm <= 1 ? 227 * 1024 : 228 * 1024 / ctas_per_sm - 1024;
+}
+// Stages per ring: as many K+V stages as the block's shared memory holds beside Q, at most 4.
+constexpr int prefill_sm90_stages(int q_bytes, int kv_stage_bytes, int ctas_per_sm) {
+  const int usable = prefill_sm90_smem_budget(ctas_per_sm) - 2048;  // less alignment and barriers
+  const int fit = (usable - q_bytes) / kv_stage_bytes;
   return fit < 4 ? fit : 4;
 }
 
@@ -75,16 +80,22 @@ struct PrefillTmaMaps {
 
 template <class In, int D, int Dv, bool Paged>
 struct PrefillSm90 {
-  static constexpr int kConsumers = 2;  // consumer warpgroups
+  // Consumer warpgroups per block. D 64: one (64 query rows), two blocks per SM, so one
+  // block's pipeline fill and epilogue run under the other's products (short sequences lose
+  // most of their time there with one block per SM); the consumers of the two blocks take
+  // turns on the tensor cores by themselves. Above: two consumers in one block, ping-pong.
+  static constexpr int kConsumers = D <= 64 && Dv <= 64 ? 1 : 2;
+  static constexpr int kCtasPerSm = kConsumers == 1 ? 2 : 1;
   static constexpr int kBM = 64 * kConsumers;
   static constexpr int kBN = prefill_sm90_block_n(D, Dv);
   static constexpr int kProducerThreads = 128;
   static constexpr int kConsumerThreads = 128 * kConsumers;
   static constexpr int kThreads = kProducerThreads + kConsumerThreads;
-  // Launched at 168 registers per thread (65536 / 384, rounded down to 8): the producer keeps
-  // 40, the consumers take 232 (40 + 2 * 232 = 3 * 168).
+  // Launched at 65536 / (kThreads * kCtasPerSm) registers per thread (168: 384 threads, one
+  // block; 128: 256 threads, two blocks); the producer keeps 40, the consumers take the rest
+  // (40 + 2 * 232 = 3 * 168; 40 + 216 = 2 * 128).
   static constexpr int kProducerRegisters = 40;
-  static constexpr int kConsumerRegisters = 232;
+  static constexpr int kConsumerRegisters = kConsumers == 1 ? 216 : 232;
 
   using TC = TiledTensorCore<In>;  // P packing and the epilogue's conversion
   using WG = WgmmaTensorCore<In>;
@@ -95,7 +106,7 @@ struct PrefillSm90 {
   static constexpr int kAlign = 1024;  // 128-byte swizzle atoms must start 1024-byte aligned
   using OTile = SwizzledTile<kBM, Dv>;
   static constexpr int kQBytes = round_up(QTile::kBytes > OTile::kBytes ? QTile::kBytes : OTile::kBytes, kAlign);
-  static constexpr int kStages = prefill_sm90_stages(kQBytes, KTile::kBytes + VTile::kBytes);
+  static constexpr int kStages = prefill_sm90_stages(kQBytes, KTile::kBytes + VTile::kBytes, kCtasPerSm);
   static_assert(kStages >= 2, "prefill_sm90: shared memory must hold two K+V stages beside Q");
 
   using KBuf = KVBufferLDSSm90<KBufferConfig<kBN, D, kBN>, WG, kProducerThreads, kStages>;
@@ -110,7 +121,8 @@ struct PrefillSm90 {
   // Shared memory: [Q / O epilogue][K stages][V stages][barriers: Q, K ring, V ring].
   static constexpr int kBarrierBytes = sizeof(std::uint64_t) + 2 * Ring::kBarrierBytes;
   static constexpr int kSmemBytes = kAlign + kQBytes + KBuf::kSmemBytes + VBuf::kSmemBytes + kBarrierBytes;
-  static_assert(kSmemBytes <= 227 * 1024, "prefill_sm90: over the 227 KB a block may opt into on sm_90");
+  static_assert(kSmemBytes <= prefill_sm90_smem_budget(kCtasPerSm),
+                "prefill_sm90: over the shared memory a block may use at kCtasPerSm blocks per SM");
 
   // Named barriers (0 is __syncthreads).
   enum Barrier : int {
@@ -249,12 +261,18 @@ struct PrefillSm90 {
 
       // Issue turns: consumer c waits on kIssueTurn0 + c, then passes the turn to the other.
       // Every consumer has num_tiles + 1 turns; consumer 1 grants consumer 0 its first turn
-      // and does not pass on its last, so no arrival is left over.
-      const auto take_turn = [&] { sm90::named_barrier_sync(kIssueTurn0 + consumer, kConsumerThreads); };
-      const auto pass_turn = [&](bool last) {
-        if (!(last && consumer == 1)) sm90::named_barrier_arrive(kIssueTurn0 + 1 - consumer, kConsumerThreads);
+      // and does not pass on its last, so no arrival is left over. One consumer: no turns.
+      const auto take_turn = [&] {
+        if constexpr (kConsumers > 1) sm90::named_barrier_sync(kIssueTurn0 + consumer, kConsumerThreads);
       };
-      if (consumer == 1) sm90::named_barrier_arrive(kIssueTurn0, kConsumerThreads);
+      const auto pass_turn = [&](bool last) {
+        if constexpr (kConsumers > 1) {
+          if (!(last && consumer == 1)) sm90::named_barrier_arrive(kIssueTurn0 + 1 - consumer, kConsumerThreads);
+        }
+      };
+      if constexpr (kConsumers > 1) {
+        if (consumer == 1) sm90::named_barrier_arrive(kIssueTurn0, kConsumerThreads);
+      }
 
       // Register writes (softmax, rescale, packing) must stay above wgmma.fence: the compiler
       // sees wgmma_fence as a memory barrier only, so the operands are pinned first.
@@ -349,7 +367,7 @@ struct PrefillSm90 {
 };
 
 template <class In, int D, int Dv, bool Paged>
-__global__ void __launch_bounds__(PrefillSm90<In, D, Dv, Paged>::kThreads, 1)
+__global__ void __launch_bounds__(PrefillSm90<In, D, Dv, Paged>::kThreads, PrefillSm90<In, D, Dv, Paged>::kCtasPerSm)
     prefill_sm90_kernel(const __grid_constant__ PrefillParams params, const __grid_constant__ PrefillTmaMaps maps) {
   extern __shared__ __align__(128) char smem[];
   PrefillSm90<In, D, Dv, Paged>::run(params, maps, smem);
