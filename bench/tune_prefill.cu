@@ -74,14 +74,18 @@ int main(int argc, char** argv) {
   for (bool causal : {false, true}) {
     time_variant<64, TileShape<128, 64, 4, 2, true>>("128x64 w4 m2 qreg", s, causal);
     time_variant<64, TileShape<128, 128, 4, 2, true>>("128x128 w4 m2 qreg", s, causal);
+    time_variant<64, TileShape<128, 128, 4, 2, false>>("128x128 w4 m2", s, causal);
+    time_variant<64, TileShape<64, 64, 4, 1, true>>("64x64 w4 m1 qreg", s, causal);
+    time_variant<64, TileShape<64, 128, 4, 1, true>>("64x128 w4 m1 qreg", s, causal);
     time_variant<64, TileShape<128, 64, 8, 1, true>>("128x64 w8 m1 qreg", s, causal);
     time_variant<128, TileShape<128, 64, 4, 2, false>>("128x64 w4 m2", s, causal);
-    time_variant<128, TileShape<128, 64, 8, 1, true>>("128x64 w8 m1 qreg", s, causal);
-    time_variant<128, TileShape<128, 32, 4, 2, false>>("128x32 w4 m2", s, causal);
     time_variant<128, TileShape<64, 64, 4, 1, true>>("64x64 w4 m1 qreg", s, causal);
+    time_variant<128, TileShape<64, 64, 4, 1, false>>("64x64 w4 m1", s, causal);
+    time_variant<128, TileShape<64, 128, 4, 1, false>>("64x128 w4 m1", s, causal);
+    time_variant<128, TileShape<128, 128, 8, 1, false>>("128x128 w8 m1", s, causal);
     time_variant<256, TileShape<128, 64, 8, 1, false>>("128x64 w8 m1", s, causal);
     time_variant<256, TileShape<64, 64, 4, 1, false>>("64x64 w4 m1", s, causal);
-    time_variant<256, TileShape<128, 32, 8, 1, false>>("128x32 w8 m1", s, causal);
+    time_variant<256, TileShape<64, 32, 4, 1, false>>("64x32 w4 m1", s, causal);
   }
   return 0;
 }

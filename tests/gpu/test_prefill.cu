@@ -97,6 +97,9 @@ std::string run_on_gpu(const ProblemSpec& spec, AttentionTensors& t, Backend bac
 void check_spec(const ProblemSpec& spec, Backend backend, int max_rows_checked = 1500,
                 const std::function<void(AttentionTensors&)>& edit = {}) {
   spec.check();
+  // A build with a restricted instantiation list (FLASHBUF_INSTANTIATIONS) skips the other cases.
+  if (!detail::prefill_instantiated(spec.dtype, spec.head_dim, spec.head_dim_v))
+    GTEST_SKIP() << spec.describe() << ": not instantiated in this build";
   Rng rng(Rng::fresh_seed());
   SCOPED_TRACE(spec.describe() + " on " + backend_name(backend) + " seed " + std::to_string(rng.seed()));
   AttentionTensors t = make_tensors(spec, rng);
