@@ -12,18 +12,30 @@ struct PrefillTile {
   bool q_in_registers;
 };
 
-// Two m16 tiles per warp halve the shared-memory reads of K and V per FLOP (each B fragment
-// feeds two MMAs); that costs registers (O is m_tiles * Dv / 2 floats per thread), so from
-// D = 192 a warp keeps one m16 tile and the block has 8 warps to stay at 128 rows.
-// Q stays in registers only where it fits beside O and S without spills (D = 64); above
-// that it is re-read from shared memory each k-step (one ldmatrix.x4 per 2 x 8 MMAs).
-// block_n = 64 everywhere: S costs m_tiles * block_n / 2 registers per thread.
+// Measured on an H200 against FlashAttention-2 (bench/tune_prefill.cu, every tile of a head dim
+// in one run; bench/NOTES-prefill.md):
+// - D <= 64: 128 x 128, two m16 tiles per warp (FlashAttention-2's tile): a B fragment feeds two
+//   MMAs, and 128 keys per tile halve the barriers per FLOP; Q is re-read from shared memory
+//   (in registers beside S, O and two K fragment sets it spills 396 B and ran 20% slower).
+// - D <= 128: 128 x 64, two m16 tiles per warp (128 keys: S and O leave no room).
+// - above: 64 x 64 with four warps of one m16 tile (FlashAttention-2's tile for D 256): 96 KB of
+//   shared memory and <= 255 registers let two blocks share an SM, so one block's barriers and
+//   loads hide under the other's MMAs; 1.04-1.23x the 128 x 64 tile with 8 warps that it replaces.
+// Masked (causal, windowed) problems with short queries run 64 x 64 tiles (Q in registers at
+// D 64): many short blocks, two or three per SM, whose fill and epilogue overlap; at S 512
+// causal 1.13-1.33x the main tile, at 2k 0.92-0.95x (hence the cut, kShortMaskedRows).
 constexpr PrefillTile prefill_tile(int head_dim, int head_dim_v) {
   const int widest = head_dim > head_dim_v ? head_dim : head_dim_v;
-  if (widest <= 64) return {128, 64, 4, 2, true};
+  if (widest <= 64) return {128, 128, 4, 2, false};
   if (widest <= 128) return {128, 64, 4, 2, false};
-  return {128, 64, 8, 1, false};
+  return {64, 64, 4, 1, false};
 }
+constexpr PrefillTile prefill_tile_short_masked(int head_dim, int head_dim_v) {
+  const int widest = head_dim > head_dim_v ? head_dim : head_dim_v;
+  return {64, 64, 4, 1, widest <= 64};
+}
+// Longest query length (rows) for which a masked problem takes the short-masked tile.
+constexpr int kShortMaskedRows = 1024;
 
 }  // namespace flashbuf
 
@@ -37,5 +49,7 @@ struct TileShape {
 };
 template <int D, int Dv, PrefillTile T = prefill_tile(D, Dv)>
 using TableTile = TileShape<T.block_m, T.block_n, T.warps, T.m_tiles, T.q_in_registers>;
+template <int D, int Dv, PrefillTile T = prefill_tile_short_masked(D, Dv)>
+using ShortMaskedTile = TileShape<T.block_m, T.block_n, T.warps, T.m_tiles, T.q_in_registers>;
 
 }  // namespace flashbuf
