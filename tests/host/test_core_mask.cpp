@@ -94,6 +94,22 @@ TEST(CoreMask, KeyRangeIsTheExactHullOfVisibleKeys) {
   }
 }
 
+// The kernels mask a score by its row's own key range (kernels/prefill_common.cuh): for one
+// query, visible() must be exactly membership in key_range(q, q + 1).
+TEST(CoreMask, OneRowKeyRangeIsItsVisibleSet) {
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  for (int trial = 0; trial < 500; ++trial) {
+    const MaskParams p = random_params(rng);
+    for (int q = -2; q < p.seqlen_q + 2; ++q) {
+      const KeyRange r = key_range(p, q, q + 1);
+      for (int k = -2; k < p.seqlen_k + 2; ++k)
+        ASSERT_EQ(visible(p, q, k), k >= r.begin && k < r.end) << show(p) << " q=" << q << " k=" << k;
+    }
+  }
+}
+
 TEST(CoreMask, TileFullyVisibleMatchesBruteForce) {
   const unsigned seed = std::random_device{}();
   SCOPED_TRACE("seed=" + std::to_string(seed));

@@ -137,18 +137,26 @@ struct OnlineSoftmax {
   }
 
   // Scores the mask hides become -inf; q_row0 is the first query row of this warp's tiles.
+  // Each of a thread's rows sees one interval of keys (key_range of that row alone), so the
+  // per-element test is two compares, not visible()'s bounds and window arithmetic.
   __device__ static void apply_mask(float (&s)[MTiles][NTiles][4], const MaskParams& mask, int q_row0,
                                     int key0) {
     const int lane = threadIdx.x % 32;
 #pragma unroll
     for (int mt = 0; mt < MTiles; ++mt)
 #pragma unroll
-      for (int nt = 0; nt < NTiles; ++nt)
+      for (int h = 0; h < 2; ++h) {
+        const int q = q_row0 + mt * 16 + mma_m16n8k16::c_coord(lane, 2 * h).row;
+        const KeyRange seen = key_range(mask, q, q + 1);  // {0, 0} for rows past seqlen_q
+        const int lo = seen.begin - key0, hi = seen.end - key0;  // in this tile's columns
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const RowCol rc = mma_m16n8k16::c_coord(lane, i);
-          if (!visible(mask, q_row0 + mt * 16 + rc.row, key0 + nt * 8 + rc.col)) s[mt][nt][i] = kNegInf;
-        }
+        for (int nt = 0; nt < NTiles; ++nt)
+#pragma unroll
+          for (int j = 0; j < 2; ++j) {
+            const int col = nt * 8 + mma_m16n8k16::c_coord(lane, 2 * h + j).col;
+            if (col < lo || col >= hi) s[mt][nt][2 * h + j] = kNegInf;
+          }
+      }
   }
 
   // Exponentiates s in place (it becomes P) and returns per row the factor exp2(m_old - m_new)
