@@ -1,12 +1,13 @@
 // Tuning tool (not a test, not the benchmark of record): times the sm80-class prefill kernel
 // with alternative tiles on the BENCH.md grid shapes, so the tile table's choices come from
 // measurement. Build with -DFLASHBUF_BUILD_TUNER=ON; run on the GPU machine:
-//   build/flashbuf_tune_prefill [S]
+//   build/flashbuf_tune_prefill [S] [both|causal|full]
 #include <cuda_bf16.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "cuda/prefill_launch.cuh"
@@ -71,7 +72,9 @@ void time_variant(const char* name, int s, bool causal) {
 
 int main(int argc, char** argv) {
   const int s = argc > 1 ? std::atoi(argv[1]) : 4096;
+  const std::string masks = argc > 2 ? argv[2] : "both";  // both, causal or full
   for (bool causal : {false, true}) {
+    if (masks != "both" && causal != (masks == "causal")) continue;
     time_variant<64, TileShape<128, 64, 4, 2, true>>("128x64 w4 m2 qreg", s, causal);
     time_variant<64, TileShape<128, 128, 4, 2, true>>("128x128 w4 m2 qreg", s, causal);
     time_variant<64, TileShape<128, 128, 4, 2, false>>("128x128 w4 m2", s, causal);
