@@ -6,7 +6,6 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
-#include <type_traits>
 
 #include "api/problem.hpp"
 #include "cuda/check.cuh"
@@ -124,11 +123,10 @@ inline PrefillParams make_prefill_params(const AttentionProblem& pr, int block_m
   return p;
 }
 
-template <PrefillKernel K, class In, int D, int Dv, bool Paged, class Sm80Tile>
+template <PrefillKernel K, class In, int D, int Dv, bool Paged>
 void launch_prefill_variant(const PrefillParams& params, const AttentionProblem& pr) {
   if constexpr (K == PrefillKernel::mma_sync) {
-    launch_prefill_kernel<PrefillSm80<In, D, Dv, Paged, Sm80Tile>>(&prefill_sm80_kernel<In, D, Dv, Paged, Sm80Tile>,
-                                                                   params, pr);
+    launch_prefill_kernel<PrefillSm80<In, D, Dv, Paged>>(&prefill_sm80_kernel<In, D, Dv, Paged>, params, pr);
   } else {
     using Kernel = PrefillSm90<In, D, Dv, Paged>;
     launch_prefill_kernel<Kernel>(&prefill_sm90_kernel<In, D, Dv, Paged>, params, pr,
@@ -136,31 +134,17 @@ void launch_prefill_variant(const PrefillParams& params, const AttentionProblem&
   }
 }
 
-template <PrefillKernel K, class In, int D, int Dv, class Sm80Tile = TableTile<D, Dv>>
-void launch_prefill_tile(const AttentionProblem& pr) {
-  constexpr int block_m = K == PrefillKernel::mma_sync ? Sm80Tile::value.block_m : PrefillSm90<In, D, Dv, false>::kBM;
+template <PrefillKernel K, class In, int D, int Dv>
+void launch_prefill(const AttentionProblem& pr) {
+  constexpr int block_m =
+      K == PrefillKernel::mma_sync ? PrefillSm80<In, D, Dv, false>::kBM : PrefillSm90<In, D, Dv, false>::kBM;
   const PrefillParams p = make_prefill_params(pr, block_m);
   if (pr.batch == 0 || p.num_m_blocks == 0) return;
   if (pr.paged()) {
-    launch_prefill_variant<K, In, D, Dv, true, Sm80Tile>(p, pr);
+    launch_prefill_variant<K, In, D, Dv, true>(p, pr);
   } else {
-    launch_prefill_variant<K, In, D, Dv, false, Sm80Tile>(p, pr);
+    launch_prefill_variant<K, In, D, Dv, false>(p, pr);
   }
-}
-
-// The mma.sync kernel runs masked problems with short queries on their own tile
-// (kernels/prefill_tiles.hpp), where the head dim's table has one that differs.
-template <PrefillKernel K, class In, int D, int Dv>
-void launch_prefill(const AttentionProblem& pr) {
-  if constexpr (K == PrefillKernel::mma_sync &&
-                !std::is_same_v<TableTile<D, Dv>, ShortMaskedTile<D, Dv>>) {
-    const bool masked = pr.window_left >= 0 || pr.window_right >= 0;
-    if (masked && pr.max_seqlen_q <= kShortMaskedRows) {
-      launch_prefill_tile<K, In, D, Dv, ShortMaskedTile<D, Dv>>(pr);
-      return;
-    }
-  }
-  launch_prefill_tile<K, In, D, Dv>(pr);
 }
 
 // True when this binary holds sm_90a code for the Hopper kernel (probed on one instantiation).

@@ -21,21 +21,14 @@ struct PrefillTile {
 // - above: 64 x 64 with four warps of one m16 tile (FlashAttention-2's tile for D 256): 96 KB of
 //   shared memory and <= 255 registers let two blocks share an SM, so one block's barriers and
 //   loads hide under the other's MMAs; 1.04-1.23x the 128 x 64 tile with 8 warps that it replaces.
-// Masked (causal, windowed) problems with short queries run 64 x 64 tiles (Q in registers at
-// D 64): many short blocks, two or three per SM, whose fill and epilogue overlap; at S 512
-// causal 1.13-1.33x the main tile, at 2k 0.92-0.95x (hence the cut, kShortMaskedRows).
+// Causal problems take the same tiles: with masking by row intervals (prefill_common.cuh), the
+// 64 x 64 tile measured 0.86-0.93x these at D 64 and S 512..4k causal, 0.91-1.04x at D 128.
 constexpr PrefillTile prefill_tile(int head_dim, int head_dim_v) {
   const int widest = head_dim > head_dim_v ? head_dim : head_dim_v;
   if (widest <= 64) return {128, 128, 4, 2, false};
   if (widest <= 128) return {128, 64, 4, 2, false};
   return {64, 64, 4, 1, false};
 }
-constexpr PrefillTile prefill_tile_short_masked(int head_dim, int head_dim_v) {
-  const int widest = head_dim > head_dim_v ? head_dim : head_dim_v;
-  return {64, 64, 4, 1, widest <= 64};
-}
-// Longest query length (rows) for which a masked problem takes the short-masked tile.
-constexpr int kShortMaskedRows = 1024;
 
 }  // namespace flashbuf
 
@@ -49,7 +42,5 @@ struct TileShape {
 };
 template <int D, int Dv, PrefillTile T = prefill_tile(D, Dv)>
 using TableTile = TileShape<T.block_m, T.block_n, T.warps, T.m_tiles, T.q_in_registers>;
-template <int D, int Dv, PrefillTile T = prefill_tile_short_masked(D, Dv)>
-using ShortMaskedTile = TileShape<T.block_m, T.block_n, T.warps, T.m_tiles, T.q_in_registers>;
 
 }  // namespace flashbuf
