@@ -17,7 +17,7 @@
 namespace flashbuf::paged_tma {
 
 inline constexpr int kAtomRows = 8;            // 128-byte swizzle atom: 8 rows of 128 bytes
-inline constexpr int kMinBoxBytes = 4 * 1024;  // below: the gather is as fast (measured)
+inline constexpr int kMinBoxBytes = 2 * 1024;  // experiment: 2 KB boxes with one issuer per operand
 
 // Rows per box for pages of `page_size` rows and key tiles of `block_n` rows whose rows hold
 // `row_bytes` bytes (the narrower of K and V); 0 where the gather should take the pages.
