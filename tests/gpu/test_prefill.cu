@@ -241,8 +241,8 @@ Mask rotating_mask(int i) {
 // row is masked to -inf before it matters, so V is what catches an over-read). The Hopper
 // kernel's TMA path reads whole boxes of pages and gathers the tile that reaches past the
 // end; the gathers zero-fill. Page sizes on both sides
-// of the TMA rule (boxes of gcd(page, key tile) rows, a multiple of 8 holding >= 4 KB: pages
-// 24 and 40 give 8-row boxes whose tiles cross page ends, TMA at D 256 and the gather below),
+// of the TMA rule (boxes of gcd(page, key tile) rows, a multiple of 8 holding >= 2 KB: pages
+// 24 and 40 give 8-row boxes whose tiles cross page ends, TMA from D 128, the gather at D 64),
 // every head dim, lengths that end mid-page, on a tile, inside the first tile.
 TEST_P(PrefillGpu, PagedRowsWithoutKeysAreNeverRead) {
   // Every head dim (key tiles 128 and 64) at a page dividing the tile, one sharing only 8 rows

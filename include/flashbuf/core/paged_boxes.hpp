@@ -8,8 +8,9 @@
 //   page 256, key tile 128: one box per tile, two tiles per page
 //
 // so the box is gcd(page, tile) rows. It must start on a swizzle atom (a multiple of 8 rows)
-// and, measured on the H200, hold at least 4 KB over all of a row's columns: smaller boxes
-// (D 64 at page 16, 2 KB) ran no faster than the cp.async gather (bench/NOTES-prefill.md).
+// and hold at least 2 KB over all of a row's columns. Measured on the H200 (bench/NOTES-prefill.md):
+// D 64 at page 16 (2 KB boxes) 1.23-1.36x the cp.async gather since K and V have their own
+// issuing threads (0.91x with one thread issuing both); 1 KB boxes are not tried.
 #pragma once
 
 #include "flashbuf/core/config.hpp"
@@ -17,7 +18,7 @@
 namespace flashbuf::paged_tma {
 
 inline constexpr int kAtomRows = 8;            // 128-byte swizzle atom: 8 rows of 128 bytes
-inline constexpr int kMinBoxBytes = 2 * 1024;  // experiment: 2 KB boxes with one issuer per operand
+inline constexpr int kMinBoxBytes = 2 * 1024;  // smallest box measured faster than the gather
 
 // Rows per box for pages of `page_size` rows and key tiles of `block_n` rows whose rows hold
 // `row_bytes` bytes (the narrower of K and V); 0 where the gather should take the pages.
