@@ -16,7 +16,8 @@ struct PrefillTile {
 // in one run; bench/NOTES-prefill.md):
 // - D <= 64: 128 x 128, two m16 tiles per warp (FlashAttention-2's tile): a B fragment feeds two
 //   MMAs, and 128 keys per tile halve the barriers per FLOP; Q is re-read from shared memory
-//   (in registers beside S, O and two K fragment sets it spills 396 B and ran 20% slower).
+//   (in registers beside S, O and two K fragment sets it spills 396 B and ran 20% slower; as
+//   chosen, ptxas spills 76 B and it still ran 1.02-1.09x the 128 x 64 tile).
 // - D <= 128: 128 x 64, two m16 tiles per warp (128 keys: S and O leave no room).
 // - above: 64 x 64 with four warps of one m16 tile (FlashAttention-2's tile for D 256): 96 KB of
 //   shared memory and <= 255 registers let two blocks share an SM, so one block's barriers and
