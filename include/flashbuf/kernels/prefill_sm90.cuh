@@ -8,14 +8,14 @@
 //        into A fragments of O += P V straight from registers (wgmma's register-A form)
 //   O  : OutputRegisterBuffer, same epilogue as the sm80 kernel
 //
-// Block = 3 warpgroups:
+// Block = 3 warpgroups (D 64: the producer and one consumer, two blocks per SM):
 //   WG 0  producer  (setmaxnreg down): Q, then K(i), V(i) for every key tile into the rings;
-//                    each stage is handed over on mbarriers (StageRing). One thread issues
-//                    TMA boxes (tensor maps from the host: batch-form, seqlens_k and varlen
-//                    K/V, and pages whose boxes the launcher's rule takes); where the map's
-//                    rows go on past a sequence, its last tile, which reaches past the end, is
-//                    gathered by all 128 threads with cp.async, as every tile is for other
-//                    page sizes.
+//                    each stage is handed over on mbarriers (StageRing). One thread per
+//                    operand (K: thread 0, V: thread 32) issues TMA boxes (tensor maps from the
+//                    host: batch-form, seqlens_k and varlen K/V, and pages whose boxes the
+//                    launcher's rule takes); where the map's rows go on past a sequence, its
+//                    last tile, which reaches past the end, is gathered by all 128 threads with
+//                    cp.async, as every tile is for other page sizes.
 //   WG 1  consumer  query rows   0..63  of the block  (setmaxnreg up)
 //   WG 2  consumer  query rows  64..127
 //
@@ -128,7 +128,7 @@ struct PrefillSm90 {
   enum Barrier : int {
     kConsumersSync = 1,  // both consumer warpgroups (the epilogue)
     kIssueTurn0 = 2,     // consumer c waits on kIssueTurn0 + c for its turn to issue wgmma
-    kProducerSync = 4,   // the producer warpgroup (a gathered last tile of a paged TMA ring)
+    kProducerSync = 4,   // the producer warpgroup (the gathered last tile of a TMA ring)
   };
 
   __device__ static void run(const PrefillParams& p, const PrefillTmaMaps& maps, char* smem_raw) {
@@ -173,21 +173,9 @@ struct PrefillSm90 {
       blk.bind_kv<In, Paged>(kbuf, vbuf, p);
       load_tile_async<QTile, kProducerThreads>(smem_q, blk.q_ptr<In>(p), p.q_row_stride, blk.rows_q);
       sm90::cp_async_mbarrier_arrive_noinc(q_full);
-      // Tile i into stage Ring::stage(i) of each buffer. The stage is set from i rather than left
-      // to the buffers' own cycling count (the same stages): a loop-carried modulo spills at 40
-      // registers. cp.async: every producer thread copies its chunks of K(i), then of V(i).
-      const auto gather_tiles = [&](int end) {
-        for (int i = 0; i < end; ++i) {
-          const int key0 = (n_first + i) * kBN;
-          kbuf.write_stage = vbuf.write_stage = Ring::stage(i);
-          kring.acquire(i);
-          kbuf.load_from_dram(key0, blk.seqlen_k - key0);
-          kring.commit_cp_async(i);
-          vring.acquire(i);
-          vbuf.load_from_dram(key0, blk.seqlen_k - key0);
-          vring.commit_cp_async(i);
-        }
-      };
+      // Tile i goes into stage Ring::stage(i) of each buffer. The stage is set from i rather than
+      // left to the buffers' own cycling count (the same stages): a loop-carried modulo spills at
+      // 40 registers.
       // TMA: one thread per operand issues whole tiles (K from warp 0, V from warp 1), so neither
       // operand's boxes wait behind the other's (paged, page 16 at D 128: 16 boxes a tile each).
       const auto issue_tma = [&](const Ring& ring, auto& buf, const CUtensorMap* map, std::uint32_t bytes) {
@@ -204,8 +192,17 @@ struct PrefillSm90 {
           }
         }
       };
-      if (!use_tma) {
-        gather_tiles(num_tiles);
+      if (!use_tma) {  // every producer thread copies its chunks of K(i), then of V(i)
+        for (int i = 0; i < num_tiles; ++i) {
+          const int key0 = (n_first + i) * kBN;
+          kbuf.write_stage = vbuf.write_stage = Ring::stage(i);
+          kring.acquire(i);
+          kbuf.load_from_dram(key0, blk.seqlen_k - key0);
+          kring.commit_cp_async(i);
+          vring.acquire(i);
+          vbuf.load_from_dram(key0, blk.seqlen_k - key0);
+          vring.commit_cp_async(i);
+        }
       } else {
         if (threadIdx.x == 0) issue_tma(kring, kbuf, &maps.k, KTile::kBytes);
         if (threadIdx.x == 32) issue_tma(vring, vbuf, &maps.v, VTile::kBytes);
