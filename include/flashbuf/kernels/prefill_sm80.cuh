@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "flashbuf/arch/sm80/cp_async.cuh"
@@ -54,6 +55,12 @@ struct PrefillSm80 {
   static constexpr int kQBytes = QTile::kBytes > OTile::kBytes ? QTile::kBytes : OTile::kBytes;
   static constexpr int kSmemBytes = kQBytes + KBuf::kSmemBytes + VBuf::kSmemBytes;
   using Softmax = OnlineSoftmax<kMTiles, PBuf::kNTiles>;
+  // Softcap and mask as compile-time choices: four straight-line tile bodies from S's MMAs to
+  // the softmax, which ptxas then interleaves (with runtime branches the softmax starts only
+  // after S's last MMA). Only above D 128: there it fits unspilled (H200, one call, sm80 grid:
+  // D 256 1.00-1.03x the branchy body); at D 64 / 128 the tiles sit at 255 registers and the
+  // four bodies spill more (0.81-0.91x). bench/results/*-straight-tiles-*.json.
+  static constexpr bool kStraightTiles = D > 128;
 
   __device__ static void run(const PrefillParams& p, char* smem) {
     const PrefillBlock blk = PrefillBlock::make(p, kBM);
@@ -87,7 +94,9 @@ struct PrefillSm80 {
       qbuf.smem = smem_q;
       qbuf.warp_row0 = warp_row0;
 
-      for (int n = n_first; n <= n_last; ++n) {
+      // One key tile. `softcap` and `masked` are bools, or std::bool_constant where the body
+      // is compiled per variant (kStraightTiles).
+      const auto key_tile = [&](int n, auto softcap, auto masked) {
         const int key0 = n * kBN;
         sm80::cp_async_wait_group<0>();  // K(n) (and Q) have landed: this thread's copies
         __syncthreads();                 // ... every thread's; and every warp is done with V(n-1)
@@ -98,11 +107,8 @@ struct PrefillSm80 {
         PBuf pbuf;
         pbuf.zero();
         compute_scores(qbuf, kbuf, pbuf);
-        if (p.softcap_inv > 0.0f) Softmax::apply_softcap(pbuf.s, p.softcap_inv);
-        const int q_row0 = blk.m0 + warp_row0;
-        if (!tile_fully_visible(blk.mask, q_row0, q_row0 + 16 * kMTiles, key0, key0 + kBN)) {
-          Softmax::apply_mask(pbuf.s, blk.mask, q_row0, key0);
-        }
+        if (softcap) Softmax::apply_softcap(pbuf.s, p.softcap_inv);
+        if (masked) Softmax::apply_mask(pbuf.s, blk.mask, blk.m0 + warp_row0, key0);
         softmax.update(pbuf.s, out, p.scale_log2);
 
         sm80::cp_async_wait_group<0>();  // V(n) has landed
@@ -112,6 +118,28 @@ struct PrefillSm80 {
           sm80::cp_async_commit_group();
         }
         accumulate_pv(pbuf, vbuf, out);
+      };
+      const int q_row0 = blk.m0 + warp_row0;
+      const auto tile_masked = [&](int n) {
+        return !tile_fully_visible(blk.mask, q_row0, q_row0 + 16 * kMTiles, n * kBN, (n + 1) * kBN);
+      };
+      if constexpr (kStraightTiles) {
+        const auto walk = [&](auto softcap) {
+          for (int n = n_first; n <= n_last; ++n) {
+            if (tile_masked(n)) {
+              key_tile(n, softcap, std::true_type{});
+            } else {
+              key_tile(n, softcap, std::false_type{});
+            }
+          }
+        };
+        if (p.softcap_inv > 0.0f) {
+          walk(std::true_type{});
+        } else {
+          walk(std::false_type{});
+        }
+      } else {
+        for (int n = n_first; n <= n_last; ++n) key_tile(n, p.softcap_inv > 0.0f, tile_masked(n));
       }
     }
 
