@@ -418,7 +418,6 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
 
     // Online softmax per row; a row with no visible key so far keeps max = -inf and uses 0
     // as its reference, so no -inf - -inf NaN arises and its p are exactly 0.
-    float corr[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       float mx = m_run[h];
@@ -427,7 +426,7 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float ref = mx == kNegInfF ? 0.0f : mx;
-      corr[h] = sm80::ex2_approx_ftz(m_run[h] - ref);
+      const float corr = sm80::ex2_approx_ftz(m_run[h] - ref);
       m_run[h] = mx;
       float sum = 0.0f;
 #pragma unroll
@@ -436,19 +435,11 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
         s_acc[n][2 * h + 1] = sm80::ex2_approx_ftz(s_acc[n][2 * h + 1] - ref);
         sum += s_acc[n][2 * h] + s_acc[n][2 * h + 1];
       }
-      l_run[h] = l_run[h] * corr[h] + sum;
-    }
-    // O is rescaled only when some row's max moved (warp-uniform): never on the first tile (O
-    // is still 0), rarely later. A split is a few tiles, so its warps issue every instruction
-    // in sequence (ncu, B=1 L=2k: 6.2 cycles between a warp's instructions, 0.64 IPC).
-    if (t > 0 && __any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {
+      l_run[h] = l_run[h] * corr + sum;
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-#pragma unroll
-        for (int n = 0; n < kON; ++n) {
-          o_acc[n][2 * h] *= corr[h];
-          o_acc[n][2 * h + 1] *= corr[h];
-        }
+      for (int n = 0; n < kON; ++n) {
+        o_acc[n][2 * h] *= corr;
+        o_acc[n][2 * h + 1] *= corr;
       }
     }
 
