@@ -5,7 +5,7 @@
 # sharing the cores), then this tree's bench/bench.py (one harness for all) runs against each
 # tree's package; the anchors run with the first tree only (the others get --anchors none, and
 # their cuDNN ratios use the first tree's cuDNN times). Results go to $OUT/<name>.json, logs
-# into $OUT/ab-logs.tgz, a table of the ratios of every tree to the first is printed last.
+# (and the plots) into $OUT/ab-logs.tgz, a table of the ratios of every tree to the first is printed last.
 #   scripts/gpu_ab.sh .ab/main .ab/persistent -- --prefill --backend sm90 --target-ms 10
 # GPU_TESTS="<gtest filter>" also builds and runs each tree's GPU tests (its own CMake build,
 # TEST_SHARDS processes, default 8), before any benchmark; AB_SKIP_BUILD=1 reuses packages that
@@ -60,7 +60,7 @@ for t in "${trees[@]}"; do
      "${anchors[@]}" --out "$OUT/$name.json" --plot "$OUT/$name.png" >"$OUT/bench-$name.log" 2>&1)
   echo "== $name bench exit $?"
 done
-(cd "$OUT" && tar czf ab-logs.tgz ./*.log && rm -f ./*.log)
+(cd "$OUT" && tar czf ab-logs.tgz ./*.log ./*.png 2>/dev/null; rm -f ./*.log ./*.png)  # the device returns <= 8 files
 python3 - "$OUT" "${trees[@]}" <<'PY'
 import json, os, sys
 out, trees = sys.argv[1], [os.path.basename(t) for t in sys.argv[2:]]

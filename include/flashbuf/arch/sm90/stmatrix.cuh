@@ -1,7 +1,7 @@
 // arch/sm90: stmatrix — four 8x8 16-bit matrices from MMA accumulator fragments into shared
 // memory, the mirror of ldmatrix: lane l supplies the address of row (l % 8) of matrix (l / 8)
-// and gives, for each matrix, row l / 4, elements 2 * (l % 4) and +1 (one 32-bit register).
-// Plain 16-byte shared-memory accesses, also lds/sts of 16 bytes for the epilogue copy.
+// and gives, for each matrix, row l / 4, elements 2 * (l % 4) and +1 (one 32-bit register):
+// the layout of an mma.sync / wgmma accumulator fragment after packing to 16 bits.
 #pragma once
 
 #include <cstdint>
