@@ -52,40 +52,57 @@ for t in "${trees[@]}"; do  # GPU tests: sharded processes on the one GPU (the f
   echo "== $name tests: ${res##*$'\n'}"
   [ "$res" = "${res##*$'\n'}" ] || echo "${res%$'\n'*}"  # the failures
 done
-for t in "${trees[@]}"; do
-  name=$(basename "$t")
-  commit=$(cat "$t/.commit" 2>/dev/null || echo unknown)
-  anchors=(); [ "$t" = "${trees[0]}" ] || anchors=(--anchors none)
-  (cd /tmp && FLASHBUF_COMMIT=$commit PYTHONPATH="/tmp/ab-pkg-$name" PYTHONUNBUFFERED=1 python3 "$here/bench/bench.py" "$@" \
-     "${anchors[@]}" --out "$OUT/$name.json" --plot "$OUT/$name.png" >"$OUT/bench-$name.log" 2>&1)
-  echo "== $name bench exit $?"
+# AB_ROUNDS=n (default 1) measures the trees n times, in reversed order every other round
+# (A B, B A, A B, ...: the first tree of a call ran ~3% fast on the H200, and clocks drift);
+# round r > 1 writes <name>-r<r>.json (anchors only in round 1) and the table shows each
+# point's geometric mean over the rounds.
+rounds=${AB_ROUNDS:-1}
+for ((r = 1; r <= rounds; r++)); do
+  order=("${trees[@]}")
+  if ((r % 2 == 0)); then order=(); for ((i = ${#trees[@]} - 1; i >= 0; i--)); do order+=("${trees[i]}"); done; fi
+  suffix=""; ((r > 1)) && suffix="-r$r"
+  for t in "${order[@]}"; do
+    name=$(basename "$t")
+    commit=$(cat "$t/.commit" 2>/dev/null || echo unknown)
+    anchors=(); { [ "$t" = "${trees[0]}" ] && ((r == 1)); } || anchors=(--anchors none)
+    (cd /tmp && FLASHBUF_COMMIT=$commit PYTHONPATH="/tmp/ab-pkg-$name" PYTHONUNBUFFERED=1 python3 "$here/bench/bench.py" "$@" \
+       "${anchors[@]}" --out "$OUT/$name$suffix.json" --plot "$OUT/$name$suffix.png" >"$OUT/bench-$name$suffix.log" 2>&1)
+    echo "== $name bench$suffix exit $?"
+  done
 done
-(cd "$OUT" && tar czf ab-logs.tgz ./*.log ./*.png 2>/dev/null; rm -f ./*.log ./*.png)  # the device returns <= 8 files
-python3 - "$OUT" "${trees[@]}" <<'PY'
-import json, os, sys
-out, trees = sys.argv[1], [os.path.basename(t) for t in sys.argv[2:]]
-runs = {}
+python3 - "$OUT" "$rounds" "${trees[@]}" <<'PY'
+import json, math, os, sys
+out, rounds, trees = sys.argv[1], int(sys.argv[2]), [os.path.basename(t) for t in sys.argv[3:]]
+runs = {}  # name -> [rows of round 1, rows of round 2, ...]
 for name in trees:
     try:
-        runs[name] = json.load(open(os.path.join(out, name + ".json")))["rows"]
+        runs[name] = [json.load(open(os.path.join(out, name + ("" if r == 1 else f"-r{r}") + ".json")))["rows"]
+                      for r in range(1, rounds + 1)]
     except OSError:
-        print(f"{name}: no results")
+        print(f"{name}: no results (every round)")
 base = trees[0]
+same = lambda a, b: all(a.get(k) == b.get(k) for k in ("kind", "d", "sq", "causal", "b", "hq", "sk", "page"))
+speed = lambda row: row["flashbuf"] if row["unit"] == "TFLOP/s" else 1.0 / row["flashbuf"]
 if base in runs:
     for name in trees[1:]:
         if name not in runs:
             continue
-        print(f"\n{name} / {base} (flashbuf speed; > 1: {name} faster), and each vs cudnn:")
-        same = lambda a, b: all(a.get(k) == b.get(k) for k in ("kind", "d", "sq", "causal", "b", "hq", "sk", "page"))
-        for a, b in zip(runs[base], runs[name]):
-            if not same(a, b):
+        print(f"\n{name} / {base} (flashbuf speed; > 1: {name} faster{', geometric mean of the rounds' if rounds > 1 else ''}),"
+              " and each vs cudnn (round 1):")
+        for i, a in enumerate(runs[base][0]):
+            bs = [runs[name][r][i] for r in range(rounds)]
+            as_ = [runs[base][r][i] for r in range(rounds)]
+            if not all(same(a, x) for x in bs + as_):
                 sys.exit(f"{name}: its rows are not {base}'s (different arguments?)")
-            if not (a.get("flashbuf") and b.get("flashbuf")):
-                print(f"  {a['kind']} d={a['d']} sq={a['sq']} causal={a['causal']} sk={a['sk']}: missing in "
-                      f"{base if not a.get('flashbuf') else name}")
-            else:
-                key = " ".join(f"{k}={a[k]}" for k in ("d", "sq", "causal", "b", "hq", "sk", "page") if k in a)
-                faster = b["flashbuf"] / a["flashbuf"] if a["unit"] == "TFLOP/s" else a["flashbuf"] / b["flashbuf"]
-                vs = lambda r: (r["flashbuf"] / a["cudnn"] if r["unit"] == "TFLOP/s" else a["cudnn"] / r["flashbuf"]) if a.get("cudnn") else float("nan")
-                print(f"  {key:45s} {faster:5.2f}   {vs(a):5.2f} -> {vs(b):5.2f}")
+            key = " ".join(f"{k}={a[k]}" for k in ("d", "sq", "causal", "b", "hq", "sk", "page") if k in a)
+            if not all(x.get("flashbuf") for x in bs + as_):
+                print(f"  {key}: missing in a round")
+                continue
+            ratios = [speed(b) / speed(x) for b, x in zip(bs, as_)]
+            mean = math.exp(sum(map(math.log, ratios)) / rounds)
+            per_round = "  (" + " ".join(f"{q:.2f}" for q in ratios) + ")" if rounds > 1 else ""
+            vs = lambda row: speed(row) * (a["cudnn"] if a["unit"] != "TFLOP/s" else 1.0 / a["cudnn"]) if a.get("cudnn") else float("nan")
+            print(f"  {key:45s} {mean:5.2f}   {vs(a):5.2f} -> {vs(bs[0]):5.2f}{per_round}")
 PY
+# Logs, plots and the extra rounds' results travel in one archive: the device returns <= 8 files.
+(cd "$OUT" && tar czf ab-logs.tgz ./*.log ./*.png ./*-r[0-9]*.json 2>/dev/null; rm -f ./*.log ./*.png ./*-r[0-9]*.json)
