@@ -192,16 +192,21 @@ struct PrefillSm90 {
           }
         }
       };
-      if (!use_tma) {  // every producer thread copies its chunks of K(i), then of V(i)
+      // Every producer thread copies its chunks of K(i), then of V(i), each after its stage is
+      // free; after_k / after_v close the copies (a cp.async group, or its arrival on the ring).
+      const auto gather_tile = [&](int i, auto after_k, auto after_v) {
+        const int key0 = (n_first + i) * kBN;
+        kbuf.write_stage = vbuf.write_stage = Ring::stage(i);
+        kring.acquire(i);
+        kbuf.load_from_dram(key0, blk.seqlen_k - key0);
+        after_k();
+        vring.acquire(i);
+        vbuf.load_from_dram(key0, blk.seqlen_k - key0);
+        after_v();
+      };
+      if (!use_tma) {
         for (int i = 0; i < num_tiles; ++i) {
-          const int key0 = (n_first + i) * kBN;
-          kbuf.write_stage = vbuf.write_stage = Ring::stage(i);
-          kring.acquire(i);
-          kbuf.load_from_dram(key0, blk.seqlen_k - key0);
-          kring.commit_cp_async(i);
-          vring.acquire(i);
-          vbuf.load_from_dram(key0, blk.seqlen_k - key0);
-          vring.commit_cp_async(i);
+          gather_tile(i, [&] { kring.commit_cp_async(i); }, [&] { vring.commit_cp_async(i); });
         }
       } else {
         if (threadIdx.x == 0) issue_tma(kring, kbuf, &maps.k, KTile::kBytes);
@@ -215,15 +220,8 @@ struct PrefillSm90 {
         // most one phase behind the others' parity wait (without it, a thread could see one two
         // phases behind and pass the wait wrongly).
         for (int i = tma_tiles; i < num_tiles; ++i) {
-          const int key0 = (n_first + i) * kBN;
-          kbuf.write_stage = vbuf.write_stage = Ring::stage(i);
           sm90::named_barrier_sync(kProducerSync, kProducerThreads);
-          kring.acquire(i);
-          kbuf.load_from_dram(key0, blk.seqlen_k - key0);
-          sm80::cp_async_commit_group();
-          vring.acquire(i);
-          vbuf.load_from_dram(key0, blk.seqlen_k - key0);
-          sm80::cp_async_commit_group();
+          gather_tile(i, sm80::cp_async_commit_group, sm80::cp_async_commit_group);
           sm80::cp_async_wait_group<1>();  // this thread's K copies landed
           sm90::named_barrier_sync(kProducerSync, kProducerThreads);
           if (threadIdx.x == 0) kring.arrive_full(i);
