@@ -11,7 +11,7 @@
 # TEST_SHARDS processes, default 8), before any benchmark; AB_SKIP_BUILD=1 reuses packages that
 # an earlier run in the same call built (a second benchmark over the same trees, another $OUT);
 # AB_TESTS_FIRST_ONLY=1 builds and runs the tests of the first tree only (the others are
-# measured, not re-verified); AB_CMAKE_ARGS adds CMake options (e.g. -DFLASHBUF_INSTANTIATIONS=bf16_128_128), to the test
+# measured, not re-verified), AB_TEST_TREES="name ..." those of the trees named; AB_CMAKE_ARGS adds CMake options (e.g. -DFLASHBUF_INSTANTIATIONS=bf16_128_128), to the test
 # builds too unless AB_TEST_CMAKE_ARGS is set (to "" for every instantiation); a file
 # <tree>/.commit (git rev-parse --short) names the commit in that tree's results.
 set -uo pipefail
@@ -23,6 +23,11 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do trees+=("$(cd "$1" && pwd)"); shift; 
 [ "${1:-}" = "--" ] && shift
 [ ${#trees[@]} -ge 1 ] || { echo "usage: scripts/gpu_ab.sh TREE... -- BENCH_ARGS" >&2; exit 2; }
 jobs_each=$(( $(nproc) / ${#trees[@]} )); [ "$jobs_each" -ge 1 ] || jobs_each=1
+tested() {  # $1 tree: are its GPU tests built and run?
+  [ -n "${GPU_TESTS:-}" ] || return 1
+  [ -n "${AB_TEST_TREES:-}" ] && { [[ " $AB_TEST_TREES " == *" $(basename "$1") "* ]]; return; }
+  [ -z "${AB_TESTS_FIRST_ONLY:-}" ] || [ "$1" = "${trees[0]}" ]
+}
 
 build_tests() {  # $1 tree, $2 build jobs
   cmake -S "$1" -B "$1/build-ab" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHBUF_ENABLE_CUDA=ON \
@@ -38,14 +43,13 @@ for t in "${trees[@]}"; do  # packages (and test binaries) build side by side, s
   else
     echo "pip exit 0 (reused)" >"$OUT/pip-$name.log"
   fi
-  [ -n "${GPU_TESTS:-}" ] && { [ -z "${AB_TESTS_FIRST_ONLY:-}" ] || [ "$t" = "${trees[0]}" ]; } && (build_tests "$t" "$jobs_each" >"$OUT/build-$name.log" 2>&1; echo "build exit $?" >>"$OUT/build-$name.log") &
+  tested "$t" && (build_tests "$t" "$jobs_each" >"$OUT/build-$name.log" 2>&1; echo "build exit $?" >>"$OUT/build-$name.log") &
 done
 wait
 for t in "${trees[@]}"; do  # GPU tests: sharded processes on the one GPU (the float64 references run on the CPU)
   name=$(basename "$t")
   grep -q "pip exit 0" "$OUT/pip-$name.log" || { echo "== $name: package build failed"; tail -20 "$OUT/pip-$name.log"; }
-  [ -n "${GPU_TESTS:-}" ] || continue
-  [ -n "${AB_TESTS_FIRST_ONLY:-}" ] && [ "$t" != "${trees[0]}" ] && continue
+  tested "$t" || continue
   grep -q "build exit 0" "$OUT/build-$name.log" || { echo "== $name: test build failed"; grep -E "error" -A3 "$OUT/build-$name.log" | head -30; continue; }
   res=$("$here/scripts/gpu_tests_sharded.sh" "$t/build-ab/tests/flashbuf_gpu_tests" "$GPU_TESTS" \
     "${TEST_SHARDS:-8}" "${TEST_TIMEOUT_S:-300}" "$OUT/tests-$name.log")
