@@ -6,7 +6,8 @@
 //   V  : KVBufferLDSSm90<VBufferConfig>  (N-major B of O += P V, the descriptor's transpose)
 //   S/P: PRegisterBuffer over the wgmma accumulators (per warp the mma.sync C layout), packed
 //        into A fragments of O += P V straight from registers (wgmma's register-A form)
-//   O  : OutputRegisterBuffer, same epilogue as the sm80 kernel
+//   O  : OutputRegisterBuffer, the sm80 kernel's epilogue (store_output) over Q's slabs: each
+//        consumer writes its own 64 rows when its last P V is done, not waiting for the other
 //
 // Block = 3 warpgroups (D 64: the producer and one consumer, two blocks per SM):
 //   WG 0  producer  (setmaxnreg down): Q, then K(i), V(i) for every key tile into the rings;
@@ -40,6 +41,7 @@
 #include "flashbuf/arch/sm90/wgmma.cuh"
 #include "flashbuf/buffers/kv_buffer_sm90.cuh"
 #include "flashbuf/buffers/register_buffers.cuh"
+#include "flashbuf/buffers/smem_tile_sm90.cuh"
 #include "flashbuf/buffers/smem_tile.cuh"
 #include "flashbuf/buffers/stage_ring_sm90.cuh"
 #include "flashbuf/buffers/tensor_core.cuh"
@@ -104,7 +106,12 @@ struct PrefillSm90 {
   using KTile = SlabTile<kBN, D>;
   using VTile = SlabTile<kBN, Dv>;
   static constexpr int kAlign = 1024;  // 128-byte swizzle atoms must start 1024-byte aligned
-  using OTile = SwizzledTile<kBM, Dv>;
+  // O is staged over Q's tile in Q's slab layout: slab s holds columns 64s.. of every row in
+  // both, so row r of O lies on row r of Q's bytes and each consumer's O rows on its own Q
+  // rows. Each consumer then writes its O once its own products are done, without waiting for
+  // the other's last tile (the epilogue is a fifth of a short sequence's time).
+  using OTile = SlabTile<kBM, Dv>;
+  static_assert(OTile::kSlabElems == QTile::kSlabElems, "O's rows must fall on the same rows of Q's slabs");
   static constexpr int kQBytes = round_up(QTile::kBytes > OTile::kBytes ? QTile::kBytes : OTile::kBytes, kAlign);
   static constexpr int kStages = prefill_sm90_stages(kQBytes, KTile::kBytes + VTile::kBytes, kCtasPerSm);
   static_assert(kStages >= 2, "prefill_sm90: shared memory must hold two K+V stages beside Q");
@@ -126,9 +133,9 @@ struct PrefillSm90 {
 
   // Named barriers (0 is __syncthreads).
   enum Barrier : int {
-    kConsumersSync = 1,  // both consumer warpgroups (the epilogue)
     kIssueTurn0 = 2,     // consumer c waits on kIssueTurn0 + c for its turn to issue wgmma
     kProducerSync = 4,   // the producer warpgroup (the gathered last tile of a TMA ring)
+    kEpilogue0 = 5,      // consumer c's warpgroup in its epilogue: kEpilogue0 + c
   };
 
   __device__ static void run(const PrefillParams& p, const PrefillTmaMaps& maps, char* smem_raw) {
@@ -353,10 +360,10 @@ struct PrefillSm90 {
     }
 
     softmax.finalize(out, p, blk, warp_row0);
-    const auto consumers_sync = [] { sm90::named_barrier_sync(kConsumersSync, kConsumerThreads); };
-    consumers_sync();  // both consumers are done with Q's tile: it takes the O epilogue
-    store_output<OTile, TC, kConsumerThreads>(out.o, smem_q, warp_row0, blk.o_ptr<In>(p), p.o_row_stride,
-                                              blk.rows_q, consumer_thread, consumers_sync);
+    const auto warpgroup_sync = [consumer] { sm90::named_barrier_sync(kEpilogue0 + consumer, 128); };
+    warpgroup_sync();  // this consumer's wgmma are done with its Q rows: they take its O
+    store_output<OTile, TC, 128, 64>(out.o, smem_q, warp_row0, blk.o_ptr<In>(p), p.o_row_stride, blk.rows_q,
+                                     consumer_thread % 128, warpgroup_sync, consumer * 64);
 #endif
   }
 };
