@@ -53,9 +53,16 @@ void launch_prefill_kernel(void (*kernel)(PrefillParams, Extra...), const Prefil
 //                    (core/paged_boxes.hpp); the tail tile is gathered
 // Other page sizes, or strides TMA cannot describe, keep maps.enabled = 0 and the cp.async
 // gather for every tile.
+// O (batch-form queries only: a varlen block's 64-row box would run into the next sequence)
+//   (cols, seqlen_q, heads, batch), boxes of 64 columns x 64 rows, written by TMA stores.
 template <int BlockN>
 PrefillTmaMaps make_prefill_tma_maps(const AttentionProblem& pr) {
   PrefillTmaMaps maps{};
+  if (pr.cu_seqlens_q == nullptr) {
+    const SlabTensor o{pr.o, pr.dtype, pr.head_dim_v, pr.seqlen_q, pr.heads_q, pr.batch,
+                       pr.o_row_stride, pr.o_head_stride, pr.o_batch_stride};
+    maps.o_enabled = make_slab_tensor_map(&maps.o, o, 64);
+  }
   int rows = pr.seqlen_k, outer = pr.batch, box_rows = BlockN;
   std::int64_t k_outer_stride = pr.k_batch_stride, v_outer_stride = pr.v_batch_stride;
   if (pr.paged()) {

@@ -72,6 +72,10 @@ constexpr int prefill_sm90_stages(int q_bytes, int kv_stage_bytes, int ctas_per_
 struct PrefillTmaMaps {
   CUtensorMap k;
   CUtensorMap v;
+  // O of batch-form queries (cols, seqlen_q, heads, batch) in boxes of 64 columns x 64 rows:
+  // one consumer's rows of one slab of the staged O tile (rows past seqlen_q are not written).
+  CUtensorMap o;
+  int o_enabled;  // 0: varlen queries, or strides TMA cannot describe; the threads copy O
   int enabled;
   // 1 when the map's rows go on past a sequence's keys (paged: other pool rows; varlen: the
   // next sequence; seqlens_k: the cache's capacity): the tile that reaches past seqlen_k is
@@ -362,8 +366,26 @@ struct PrefillSm90 {
     softmax.finalize(out, p, blk, warp_row0);
     const auto warpgroup_sync = [consumer] { sm90::named_barrier_sync(kEpilogue0 + consumer, 128); };
     warpgroup_sync();  // this consumer's wgmma are done with its Q rows: they take its O
-    store_output<OTile, TC, 128, 64>(out.o, smem_q, warp_row0, blk.o_ptr<In>(p), p.o_row_stride, blk.rows_q,
-                                     consumer_thread % 128, warpgroup_sync, consumer * 64);
+    if (maps.o_enabled) {
+      // One thread stores the consumer's rows, a box per slab: no per-thread addresses or row
+      // bounds (the map clips rows past seqlen_q). The generic-proxy writes of every thread are
+      // fenced to the async proxy before the barrier that hands them over.
+      stage_output<OTile, TC>(out.o, smem_q, warp_row0, consumer_thread % 32);
+      sm90::fence_proxy_async_shared();
+      warpgroup_sync();
+      if (consumer_thread % 128 == 0 && consumer * 64 < blk.rows_q) {
+        static_for<OTile::kSlabs>([&](auto sc) {
+          constexpr int slab = decltype(sc)::value;
+          sm90::cp_async_bulk_tensor_4d_s2g(&maps.o, slab * OTile::kSlabCols, blk.m0 + consumer * 64, blk.head,
+                                            blk.batch, smem_q + slab * OTile::kSlabElems + consumer * 64 * OTile::kSlabCols);
+        });
+        sm90::cp_async_bulk_commit_group();
+        sm90::cp_async_bulk_wait_group_read<0>();  // shared memory stays until the boxes are read
+      }
+    } else {
+      store_output<OTile, TC, 128, 64>(out.o, smem_q, warp_row0, blk.o_ptr<In>(p), p.o_row_stride, blk.rows_q,
+                                       consumer_thread % 128, warpgroup_sync, consumer * 64);
+    }
 #endif
   }
 };
