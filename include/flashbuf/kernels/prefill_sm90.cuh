@@ -1,7 +1,8 @@
 // kernels: the Hopper prefill kernel (sm_90a), the same buffer concepts in their wgmma forms,
 // warp-specialised:
-//   Q  : cp.async into a slab-major 128B-swizzled tile; QSharedBufferSm90 hands each consumer
-//        warpgroup the descriptor of its 64 rows (A of S = Q K^T from shared memory)
+//   Q  : TMA (batch form; varlen: cp.async) into a slab-major 128B-swizzled tile;
+//        QSharedBufferSm90 hands each consumer warpgroup the descriptor of its 64 rows (A of
+//        S = Q K^T from shared memory)
 //   K  : KVBufferLDSSm90<KBufferConfig>  (K-major B of S = Q K^T), a StageRing of stages
 //   V  : KVBufferLDSSm90<VBufferConfig>  (N-major B of O += P V, the descriptor's transpose)
 //   S/P: PRegisterBuffer over the wgmma accumulators (per warp the mma.sync C layout), packed
@@ -75,7 +76,10 @@ struct PrefillTmaMaps {
   // O of batch-form queries (cols, seqlen_q, heads, batch) in boxes of 64 columns x 64 rows:
   // one consumer's rows of one slab of the staged O tile (rows past seqlen_q are not written).
   CUtensorMap o;
+  // Q of batch-form queries (cols, seqlen_q, heads, batch) in boxes of 64 columns x BM rows.
+  CUtensorMap q;
   int o_enabled;  // 0: varlen queries, or strides TMA cannot describe; the threads copy O
+  int q_enabled;  // 0: the same for Q; the producer warpgroup copies Q with cp.async
   int enabled;
   // 1 when the map's rows go on past a sequence's keys (paged: other pool rows; varlen: the
   // next sequence; seqlens_k: the cache's capacity): the tile that reaches past seqlen_k is
@@ -163,7 +167,7 @@ struct PrefillSm90 {
     kring.init(barriers + 1, copiers, kConsumerThreads / 32);
     vring.init(barriers + 1 + 2 * kStages, copiers, kConsumerThreads / 32);
     if (threadIdx.x == 0) {
-      sm90::mbarrier_init(q_full, kProducerThreads);
+      sm90::mbarrier_init(q_full, maps.q_enabled ? 1 : kProducerThreads);
       sm90::fence_mbarrier_init();  // the TMA unit completes transactions on these barriers
     }
     __syncthreads();  // barriers initialised before anyone arrives or waits
@@ -182,8 +186,15 @@ struct PrefillSm90 {
       sm90::setmaxnreg_dec<kProducerRegisters>();
       if (num_tiles == 0) return;  // no keys: the consumers write O = 0 without Q
       blk.bind_kv<In, Paged>(kbuf, vbuf, p);
-      load_tile_async<QTile, kProducerThreads>(smem_q, blk.q_ptr<In>(p), p.q_row_stride, blk.rows_q);
-      sm90::cp_async_mbarrier_arrive_noinc(q_full);
+      // Q by TMA from thread 0 just before its K boxes: both are in flight at once, where the
+      // warpgroup's cp.async copy of Q (~200 instructions per warp of address work) delayed the
+      // first K box.
+      if (maps.q_enabled) {
+        if (threadIdx.x == 0) QBuf::load_tile_tma(smem_q, &maps.q, blk.m0, blk.head, blk.batch, q_full);
+      } else {
+        load_tile_async<QTile, kProducerThreads>(smem_q, blk.q_ptr<In>(p), p.q_row_stride, blk.rows_q);
+        sm90::cp_async_mbarrier_arrive_noinc(q_full);
+      }
       // Tile i goes into stage Ring::stage(i) of each buffer. The stage is set from i rather than
       // left to the buffers' own cycling count (the same stages): a loop-carried modulo spills at
       // 40 registers.
