@@ -53,9 +53,20 @@ void launch_prefill_kernel(void (*kernel)(PrefillParams, Extra...), const Prefil
 //                    (core/paged_boxes.hpp); the tail tile is gathered
 // Other page sizes, or strides TMA cannot describe, keep maps.enabled = 0 and the cp.async
 // gather for every tile.
-template <int BlockN>
+// Q and O of batch-form queries (varlen: a block's box would run into the next sequence)
+//   (cols, seqlen_q, heads, batch): Q in boxes of 64 columns x BlockM rows (rows past seqlen_q
+//   read as zeros), O in boxes of 64 x 64 written by TMA stores (rows past it not written).
+template <int BlockN, int BlockM>
 PrefillTmaMaps make_prefill_tma_maps(const AttentionProblem& pr) {
   PrefillTmaMaps maps{};
+  if (pr.cu_seqlens_q == nullptr) {
+    const SlabTensor q{pr.q, pr.dtype, pr.head_dim, pr.seqlen_q, pr.heads_q, pr.batch,
+                       pr.q_row_stride, pr.q_head_stride, pr.q_batch_stride};
+    maps.q_enabled = make_slab_tensor_map(&maps.q, q, BlockM);
+    const SlabTensor o{pr.o, pr.dtype, pr.head_dim_v, pr.seqlen_q, pr.heads_q, pr.batch,
+                       pr.o_row_stride, pr.o_head_stride, pr.o_batch_stride};
+    maps.o_enabled = make_slab_tensor_map(&maps.o, o, 64);
+  }
   int rows = pr.seqlen_k, outer = pr.batch, box_rows = BlockN;
   std::int64_t k_outer_stride = pr.k_batch_stride, v_outer_stride = pr.v_batch_stride;
   if (pr.paged()) {
@@ -130,7 +141,7 @@ void launch_prefill_variant(const PrefillParams& params, const AttentionProblem&
   } else {
     using Kernel = PrefillSm90<In, D, Dv, Paged>;
     launch_prefill_kernel<Kernel>(&prefill_sm90_kernel<In, D, Dv, Paged>, params, pr,
-                                  make_prefill_tma_maps<Kernel::kBN>(pr));
+                                  make_prefill_tma_maps<Kernel::kBN, Kernel::kBM>(pr));
   }
 }
 

@@ -133,6 +133,18 @@ struct QSharedBufferSm90 {
   __device__ std::uint64_t mma_tile() const {
     return detail::kmajor_desc<Tile>(smem, first_row, K);
   }
+  // The block's BM rows from `row` of a batch-form Q by TMA (boxes of 64 columns x BM rows, one
+  // per slab; rows past the sequence arrive as zeros), completing on `full`, which this one
+  // thread arms with the tile's bytes.
+  __device__ static void load_tile_tma(typename TC::in_type* tile, const CUtensorMap* map, int row, int head,
+                                       int batch, std::uint64_t* full) {
+    sm90::mbarrier_arrive_expect_tx(full, Tile::kBytes);
+#pragma unroll
+    for (int slab = 0; slab < Tile::kSlabs; ++slab) {
+      sm90::cp_async_bulk_tensor_4d_g2s(tile + slab * Tile::kSlabElems, map, slab * Tile::kSlabCols, row, head, batch,
+                                        full);
+    }
+  }
 };
 
 static_assert(KVBuffer<KVBufferLDSSm90<KBufferConfig<128, 128, 128>, WgmmaTensorCore<__nv_bfloat16>, 256>>);

@@ -231,18 +231,13 @@ struct OnlineSoftmax {
 };
 
 // The epilogue: O fragments (rows from row_in_block0) -> shared tile OTile (16-bit, converted
-// with TC::pack) -> whole 16-byte chunks of rows in device memory. The caller synchronises
-// before (the shared region must be free); `sync` synchronises the NumThreads writers in
-// between, `thread` is this thread's index among them.
-// Both copies are unrolled with addresses from one base per thread (ncu, Hopper D 128 S 512:
-// the epilogue was ~23% of the stall samples, its per-element generic stores and swizzle
-// arithmetic 8-10 integer instructions per 4 bytes): on sm_90 stmatrix writes four 8x8
-// matrices per instruction (the accumulator's fragment is stmatrix's), and the device-memory
-// copy steps whole rows per pass.
-template <class OTile, class TC, int NumThreads, int MTiles, int OTiles, class In, class Sync>
-__device__ void store_output(const float (&o)[MTiles][OTiles][4], In* smem, int row_in_block0, In* dst,
-                             std::int64_t row_stride, int rows, int thread, Sync&& sync) {
-  const int lane = thread % 32;
+// with TC::pack) -> whole 16-byte chunks of rows in device memory (store_output: the two
+// steps below with `sync` between them). On sm_90 stmatrix writes four 8x8 matrices per
+// instruction (the accumulator's fragment is stmatrix's; ncu, Hopper D 128 S 512: per-element
+// stores with their swizzle arithmetic made the epilogue ~23% of the stall samples).
+template <class OTile, class TC, int MTiles, int OTiles, class In>
+__device__ __forceinline__ void stage_output(const float (&o)[MTiles][OTiles][4], In* smem, int row_in_block0,
+                                             int lane) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   static_assert(OTiles % 2 == 0, "stmatrix.x4 takes two 8-column tiles of both 8-row halves");
   // Lane l addresses row l % 8 of matrix l / 8: matrices (rows 0-7 | 8-15) x (tile nt | nt+1).
@@ -270,26 +265,44 @@ __device__ void store_output(const float (&o)[MTiles][OTiles][4], In* smem, int 
         *reinterpret_cast<std::uint32_t*>(smem + OTile::offset(r, c)) = TC::pack(o[mt][nt][2 * h], o[mt][nt][2 * h + 1]);
       }
 #endif
-  sync();
+}
+
+// NumThreads threads (this one is `thread`) copy CopyRows rows of the staged tile from
+// copy_row0 to dst (row copy_row0 at dst + copy_row0 * row_stride); rows >= `rows` are not
+// written. Unrolled with one (row, chunk) base per thread where every pass covers whole rows.
+template <class OTile, int NumThreads, int CopyRows = OTile::kRows, class In>
+__device__ __forceinline__ void copy_output(const In* smem, In* dst, std::int64_t row_stride, int rows, int thread,
+                                            int copy_row0 = 0) {
   constexpr int kChunksPerRow = OTile::kCols / 8;
-  if constexpr (NumThreads % kChunksPerRow == 0) {  // every pass covers whole rows: one (row, chunk) base
+  if constexpr (NumThreads % kChunksPerRow == 0) {
     constexpr int kRowsPerPass = NumThreads / kChunksPerRow;
-    static_assert(OTile::kRows % kRowsPerPass == 0, "epilogue copy: whole passes");
-    const int r0 = thread / kChunksPerRow, c = thread % kChunksPerRow * 8;
+    static_assert(CopyRows % kRowsPerPass == 0, "epilogue copy: whole passes");
+    const int r0 = copy_row0 + thread / kChunksPerRow, c = thread % kChunksPerRow * 8;
     In* out = dst + r0 * row_stride + c;
 #pragma unroll
-    for (int i = 0; i < OTile::kRows / kRowsPerPass; ++i) {
+    for (int i = 0; i < CopyRows / kRowsPerPass; ++i) {
       const int r = r0 + i * kRowsPerPass;
       if (r < rows) *reinterpret_cast<uint4*>(out) = *reinterpret_cast<const uint4*>(smem + OTile::offset(r, c));
       out += kRowsPerPass * row_stride;
     }
   } else {
-    for (int chunk = thread; chunk < OTile::kRows * kChunksPerRow; chunk += NumThreads) {
-      const int r = chunk / kChunksPerRow, c = chunk % kChunksPerRow * 8;
+    for (int chunk = thread; chunk < CopyRows * kChunksPerRow; chunk += NumThreads) {
+      const int r = copy_row0 + chunk / kChunksPerRow, c = chunk % kChunksPerRow * 8;
       if (r < rows)
         *reinterpret_cast<uint4*>(dst + r * row_stride + c) = *reinterpret_cast<const uint4*>(smem + OTile::offset(r, c));
     }
   }
+}
+
+// The caller synchronises before (the shared region must be free); `sync` synchronises the
+// NumThreads writers in between.
+template <class OTile, class TC, int NumThreads, int CopyRows = OTile::kRows, int MTiles, int OTiles, class In,
+          class Sync>
+__device__ void store_output(const float (&o)[MTiles][OTiles][4], In* smem, int row_in_block0, In* dst,
+                             std::int64_t row_stride, int rows, int thread, Sync&& sync, int copy_row0 = 0) {
+  stage_output<OTile, TC>(o, smem, row_in_block0, thread % 32);
+  sync();
+  copy_output<OTile, NumThreads, CopyRows>(smem, dst, row_stride, rows, thread, copy_row0);
 }
 // Every thread of the block writes.
 template <class OTile, class TC, int NumThreads, int MTiles, int OTiles, class In>

@@ -1,12 +1,14 @@
 // kernels: the Hopper prefill kernel (sm_90a), the same buffer concepts in their wgmma forms,
 // warp-specialised:
-//   Q  : cp.async into a slab-major 128B-swizzled tile; QSharedBufferSm90 hands each consumer
-//        warpgroup the descriptor of its 64 rows (A of S = Q K^T from shared memory)
+//   Q  : TMA (batch form; varlen: cp.async) into a slab-major 128B-swizzled tile;
+//        QSharedBufferSm90 hands each consumer warpgroup the descriptor of its 64 rows (A of
+//        S = Q K^T from shared memory)
 //   K  : KVBufferLDSSm90<KBufferConfig>  (K-major B of S = Q K^T), a StageRing of stages
 //   V  : KVBufferLDSSm90<VBufferConfig>  (N-major B of O += P V, the descriptor's transpose)
 //   S/P: PRegisterBuffer over the wgmma accumulators (per warp the mma.sync C layout), packed
 //        into A fragments of O += P V straight from registers (wgmma's register-A form)
-//   O  : OutputRegisterBuffer, same epilogue as the sm80 kernel
+//   O  : OutputRegisterBuffer, the sm80 kernel's epilogue (store_output) over Q's slabs: each
+//        consumer writes its own 64 rows when its last P V is done, not waiting for the other
 //
 // Block = 3 warpgroups (D 64: the producer and one consumer, two blocks per SM):
 //   WG 0  producer  (setmaxnreg down): Q, then K(i), V(i) for every key tile into the rings;
@@ -40,6 +42,7 @@
 #include "flashbuf/arch/sm90/wgmma.cuh"
 #include "flashbuf/buffers/kv_buffer_sm90.cuh"
 #include "flashbuf/buffers/register_buffers.cuh"
+#include "flashbuf/buffers/smem_tile_sm90.cuh"
 #include "flashbuf/buffers/smem_tile.cuh"
 #include "flashbuf/buffers/stage_ring_sm90.cuh"
 #include "flashbuf/buffers/tensor_core.cuh"
@@ -70,6 +73,13 @@ constexpr int prefill_sm90_stages(int q_bytes, int kv_stage_bytes, int ctas_per_
 struct PrefillTmaMaps {
   CUtensorMap k;
   CUtensorMap v;
+  // O of batch-form queries (cols, seqlen_q, heads, batch) in boxes of 64 columns x 64 rows:
+  // one consumer's rows of one slab of the staged O tile (rows past seqlen_q are not written).
+  CUtensorMap o;
+  // Q of batch-form queries (cols, seqlen_q, heads, batch) in boxes of 64 columns x BM rows.
+  CUtensorMap q;
+  int o_enabled;  // 0: varlen queries, or strides TMA cannot describe; the threads copy O
+  int q_enabled;  // 0: the same for Q; the producer warpgroup copies Q with cp.async
   int enabled;
   // 1 when the map's rows go on past a sequence's keys (paged: other pool rows; varlen: the
   // next sequence; seqlens_k: the cache's capacity): the tile that reaches past seqlen_k is
@@ -104,7 +114,12 @@ struct PrefillSm90 {
   using KTile = SlabTile<kBN, D>;
   using VTile = SlabTile<kBN, Dv>;
   static constexpr int kAlign = 1024;  // 128-byte swizzle atoms must start 1024-byte aligned
-  using OTile = SwizzledTile<kBM, Dv>;
+  // O is staged over Q's tile in Q's slab layout: slab s holds columns 64s.. of every row in
+  // both, so row r of O lies on row r of Q's bytes and each consumer's O rows on its own Q
+  // rows. Each consumer then writes its O once its own products are done, without waiting for
+  // the other's last tile (the epilogue is a fifth of a short sequence's time).
+  using OTile = SlabTile<kBM, Dv>;
+  static_assert(OTile::kSlabElems == QTile::kSlabElems, "O's rows must fall on the same rows of Q's slabs");
   static constexpr int kQBytes = round_up(QTile::kBytes > OTile::kBytes ? QTile::kBytes : OTile::kBytes, kAlign);
   static constexpr int kStages = prefill_sm90_stages(kQBytes, KTile::kBytes + VTile::kBytes, kCtasPerSm);
   static_assert(kStages >= 2, "prefill_sm90: shared memory must hold two K+V stages beside Q");
@@ -126,9 +141,9 @@ struct PrefillSm90 {
 
   // Named barriers (0 is __syncthreads).
   enum Barrier : int {
-    kConsumersSync = 1,  // both consumer warpgroups (the epilogue)
     kIssueTurn0 = 2,     // consumer c waits on kIssueTurn0 + c for its turn to issue wgmma
     kProducerSync = 4,   // the producer warpgroup (the gathered last tile of a TMA ring)
+    kEpilogue0 = 5,      // consumer c's warpgroup in its epilogue: kEpilogue0 + c
   };
 
   __device__ static void run(const PrefillParams& p, const PrefillTmaMaps& maps, char* smem_raw) {
@@ -152,7 +167,7 @@ struct PrefillSm90 {
     kring.init(barriers + 1, copiers, kConsumerThreads / 32);
     vring.init(barriers + 1 + 2 * kStages, copiers, kConsumerThreads / 32);
     if (threadIdx.x == 0) {
-      sm90::mbarrier_init(q_full, kProducerThreads);
+      sm90::mbarrier_init(q_full, maps.q_enabled ? 1 : kProducerThreads);
       sm90::fence_mbarrier_init();  // the TMA unit completes transactions on these barriers
     }
     __syncthreads();  // barriers initialised before anyone arrives or waits
@@ -171,8 +186,15 @@ struct PrefillSm90 {
       sm90::setmaxnreg_dec<kProducerRegisters>();
       if (num_tiles == 0) return;  // no keys: the consumers write O = 0 without Q
       blk.bind_kv<In, Paged>(kbuf, vbuf, p);
-      load_tile_async<QTile, kProducerThreads>(smem_q, blk.q_ptr<In>(p), p.q_row_stride, blk.rows_q);
-      sm90::cp_async_mbarrier_arrive_noinc(q_full);
+      // Q by TMA from thread 0 just before its K boxes: both are in flight at once, where the
+      // warpgroup's cp.async copy of Q (~200 instructions per warp of address work) delayed the
+      // first K box.
+      if (maps.q_enabled) {
+        if (threadIdx.x == 0) QBuf::load_tile_tma(smem_q, &maps.q, blk.m0, blk.head, blk.batch, q_full);
+      } else {
+        load_tile_async<QTile, kProducerThreads>(smem_q, blk.q_ptr<In>(p), p.q_row_stride, blk.rows_q);
+        sm90::cp_async_mbarrier_arrive_noinc(q_full);
+      }
       // Tile i goes into stage Ring::stage(i) of each buffer. The stage is set from i rather than
       // left to the buffers' own cycling count (the same stages): a loop-carried modulo spills at
       // 40 registers.
@@ -353,10 +375,28 @@ struct PrefillSm90 {
     }
 
     softmax.finalize(out, p, blk, warp_row0);
-    const auto consumers_sync = [] { sm90::named_barrier_sync(kConsumersSync, kConsumerThreads); };
-    consumers_sync();  // both consumers are done with Q's tile: it takes the O epilogue
-    store_output<OTile, TC, kConsumerThreads>(out.o, smem_q, warp_row0, blk.o_ptr<In>(p), p.o_row_stride,
-                                              blk.rows_q, consumer_thread, consumers_sync);
+    const auto warpgroup_sync = [consumer] { sm90::named_barrier_sync(kEpilogue0 + consumer, 128); };
+    warpgroup_sync();  // this consumer's wgmma are done with its Q rows: they take its O
+    if (maps.o_enabled) {
+      // One thread stores the consumer's rows, a box per slab: no per-thread addresses or row
+      // bounds (the map clips rows past seqlen_q). The generic-proxy writes of every thread are
+      // fenced to the async proxy before the barrier that hands them over.
+      stage_output<OTile, TC>(out.o, smem_q, warp_row0, consumer_thread % 32);
+      sm90::fence_proxy_async_shared();
+      warpgroup_sync();
+      if (consumer_thread % 128 == 0 && consumer * 64 < blk.rows_q) {
+        static_for<OTile::kSlabs>([&](auto sc) {
+          constexpr int slab = decltype(sc)::value;
+          sm90::cp_async_bulk_tensor_4d_s2g(&maps.o, slab * OTile::kSlabCols, blk.m0 + consumer * 64, blk.head,
+                                            blk.batch, smem_q + slab * OTile::kSlabElems + consumer * 64 * OTile::kSlabCols);
+        });
+        sm90::cp_async_bulk_commit_group();
+        sm90::cp_async_bulk_wait_group_read<0>();  // shared memory stays until the boxes are read
+      }
+    } else {
+      store_output<OTile, TC, 128, 64>(out.o, smem_q, warp_row0, blk.o_ptr<In>(p), p.o_row_stride, blk.rows_q,
+                                       consumer_thread % 128, warpgroup_sync, consumer * 64);
+    }
 #endif
   }
 };
