@@ -671,7 +671,8 @@ std::vector<Case> feature_cases() {
 // ---- the tests ---------------------------------------------------------------------------
 
 // Every feature case, contiguous and paged, with the plan's splits and with forced splits
-// (1 = the direct-output path, 3 and 7 = the workspace + combine path and the cluster merge),
+// (1 = the direct-output path, 3 and 7 = the workspace + combine path and the cluster merge,
+// 11 = a cluster merge past one batch of merge_piece's parts, where 16-block clusters run),
 // against float64.
 TEST(DecodeGpu, FeaturesAgainstReference) {
   DECODE_REQUIRE_GPU();
@@ -688,7 +689,7 @@ TEST(DecodeGpu, FeaturesAgainstReference) {
     reference(base, in, base.lens, ref_o, ref_lse);
     for (bool paged : {false, true}) {
       for (const SplitRun run : {SplitRun{0}, SplitRun{1}, SplitRun{3}, SplitRun{7}, SplitRun{3, Merge::cluster},
-                                 SplitRun{7, Merge::cluster}}) {
+                                 SplitRun{7, Merge::cluster}, SplitRun{11, Merge::cluster}}) {
         Case c = base;
         c.splits = run.splits;
         SCOPED_TRACE(c.describe() + (paged ? " paged " : " contiguous ") + run.describe());

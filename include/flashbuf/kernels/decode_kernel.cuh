@@ -108,33 +108,60 @@ __device__ __forceinline__ int swizzled_offset(int row, int chunk) {
   return row * kRowBytes + ((chunk ^ (row & 7)) << 4);
 }
 
-// Merges n partial results of one (row, 8 channels) piece: part i has base-2 LSE lse(i), row
-// sum weight(i) (1 when its O is already normalised) and O at piece(i) (two float4). Writes
-// the normalised O to acc and returns the merged base-2 LSE; parts with LSE -inf weigh 0, and
-// a piece no part saw gives O = 0, LSE = -inf. Unroll: loop unroll factor over parts.
-template <int Unroll, class Lse, class Weight, class Piece>
+// Merges n <= MaxParts partial results of one (row, 8 channels) piece: part i has base-2 LSE
+// lse(i), row sum weight(i) (1 when its O is already normalised) and O at piece(i) (two
+// float4). Writes the normalised O to acc and returns the merged base-2 LSE; parts with LSE
+// -inf weigh 0 (their O is finite: 0 or a normalised mean), and a piece no part saw gives
+// O = 0, LSE = -inf. Every part's loads are issued before any is used: from the peers' shared
+// memory of a cluster that is one round trip instead of one per unrolled batch, twice (the
+// maximum, then the sum), on the critical path of a latency-bound decode.
+template <int MaxParts, class Lse, class Weight, class Piece>
 __device__ __forceinline__ float merge_piece(int n, Lse lse, Weight weight, Piece piece, float (&acc)[8]) {
+  float l[MaxParts], w[MaxParts];
+  float4 lo[MaxParts], hi[MaxParts];
+#pragma unroll
+  for (int i = 0; i < MaxParts; ++i) {
+    l[i] = kNegInf;
+    w[i] = 0.0f;
+    lo[i] = hi[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (i < n) {
+      l[i] = lse(i);
+      w[i] = weight(i);
+      const float4* src = piece(i);
+      lo[i] = src[0];
+      hi[i] = src[1];
+    }
+  }
   float mx = kNegInf;
-#pragma unroll Unroll
-  for (int i = 0; i < n; ++i) mx = fmaxf(mx, lse(i));
+#pragma unroll
+  for (int i = 0; i < MaxParts; ++i) mx = fmaxf(mx, l[i]);
 #pragma unroll
   for (int e = 0; e < 8; ++e) acc[e] = 0.0f;
   float sum = 0.0f;
   if (mx != kNegInf) {
-#pragma unroll Unroll
-    for (int i = 0; i < n; ++i) {
-      const float f = sm80::ex2_approx_ftz(lse(i) - mx);  // 0 for an empty part
-      sum += f * weight(i);
-      const float4* src = piece(i);
-      const float4 lo = src[0], hi = src[1];
-      acc[0] += f * lo.x; acc[1] += f * lo.y; acc[2] += f * lo.z; acc[3] += f * lo.w;
-      acc[4] += f * hi.x; acc[5] += f * hi.y; acc[6] += f * hi.z; acc[7] += f * hi.w;
+#pragma unroll
+    for (int i = 0; i < MaxParts; ++i) {
+      const float f = sm80::ex2_approx_ftz(l[i] - mx);  // 0 for an empty part (and i >= n)
+      sum += f * w[i];
+      acc[0] += f * lo[i].x; acc[1] += f * lo[i].y; acc[2] += f * lo[i].z; acc[3] += f * lo[i].w;
+      acc[4] += f * hi[i].x; acc[5] += f * hi[i].y; acc[6] += f * hi[i].z; acc[7] += f * hi[i].w;
     }
   }
   const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
 #pragma unroll
   for (int e = 0; e < 8; ++e) acc[e] *= inv;
   return sum > 0.0f ? mx + __log2f(sum) : kNegInf;
+}
+
+// Merges two normalised results (O, base-2 LSE) of the same piece into the first.
+__device__ __forceinline__ float merge_two(float (&acc)[8], float lse_a, const float (&b)[8], float lse_b) {
+  const float mx = fmaxf(lse_a, lse_b);
+  if (mx == kNegInf) return kNegInf;  // both empty: acc is already 0
+  const float fa = sm80::ex2_approx_ftz(lse_a - mx), fb = sm80::ex2_approx_ftz(lse_b - mx);
+  const float inv = 1.0f / (fa + fb);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) acc[e] = (fa * acc[e] + fb * b[e]) * inv;
+  return mx + __log2f(fa + fb);
 }
 
 // The final O (8 channels from column 8c) and LSE of one (token, head) row; lse2 is base 2.
@@ -538,10 +565,20 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
       const int r = idx / kOutChunks;
       const int c = idx % kOutChunks;
       float acc[8];
-      const float lse2 = merge_piece<4>(
-          n, [&](int s) { return *cluster.map_shared_rank(sxl + r, s); }, [](int) { return 1.0f; },
-          [&](int s) { return reinterpret_cast<const float4*>(cluster.map_shared_rank(so + r * kOStride + c * 8, s)); },
-          acc);  // each block's O is already normalised: weight 1 per part
+      // Each block's O is already normalised: weight 1 per part.
+      const auto lse = [&](int s) { return *cluster.map_shared_rank(sxl + r, s); };
+      const auto one = [](int) { return 1.0f; };
+      const auto piece = [&](int s) {
+        return reinterpret_cast<const float4*>(cluster.map_shared_rank(so + r * kOStride + c * 8, s));
+      };
+      constexpr int kBatch = kClusterMaxSplitsUsed;  // parts per merge_piece (registers)
+      float lse2 = merge_piece<kBatch>(min(n, kBatch), lse, one, piece, acc);
+      if (n > kBatch) {  // more splits (forced by FLASHBUF_DECODE_SPLITS / _MERGE): a second batch
+        float more[8];
+        const float lse_more = merge_piece<kMaxClusterSplits - kBatch>(
+            n - kBatch, [&](int s) { return lse(s + kBatch); }, one, [&](int s) { return piece(s + kBatch); }, more);
+        lse2 = merge_two(acc, lse2, more, lse_more);
+      }
       const int gr = row0 + r;
       const int token = gr / G;
       store_output<Elem>(p, b, token, hkv * G + (gr - token * G), c, acc, lse2);
