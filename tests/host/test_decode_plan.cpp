@@ -40,10 +40,13 @@ TEST(DecodeHost, SplitHeuristicAndWorkspace) {
   EXPECT_EQ(choose(8, 2048, 16), P(8, Merge::cluster)) << "B=1 Hkv=8 L=2k: 64 blocks of four tiles";
   EXPECT_EQ(choose(8, 100, 16), P(2, Merge::cluster)) << "two tiles: one each";
   EXPECT_EQ(choose(8, 64, 16), P(1, Merge::none)) << "one tile cannot split";
-  // Larger grids or longer splits: the workspace merge, one block per SM where that keeps
+  // Longer splits: the workspace merge, one block per SM where that keeps
   // >= 3/4 of the SMs busy, else the wave of resident blocks.
   EXPECT_EQ(choose(8, 8192, 16), P(16, Merge::workspace)) << "B=1 Hkv=8 L=8k: one block per SM";
-  EXPECT_EQ(choose(64, 512, 16), P(2, Merge::workspace)) << "B=8 Hkv=8: 256 blocks in clusters ran slower";
+  EXPECT_EQ(choose(64, 512, 16), P(2, Merge::cluster)) << "B=8 Hkv=8 L=512: 128 blocks in clusters of 2";
+  EXPECT_EQ(choose(32, 512, 16), P(4, Merge::cluster)) << "B=1 Hkv=32 L=512: 128 blocks in clusters of 4";
+  EXPECT_EQ(choose(64, 2048, 16), P(2, Merge::workspace)) << "B=8 Hkv=8 L=2k: splits of 16 tiles";
+  EXPECT_EQ(choose(96, 512, 16), P(2, Merge::workspace)) << "a cluster of 2 would exceed one block per SM";
   EXPECT_EQ(choose(32, 2048, 16), P(4, Merge::workspace)) << "B=1 Hkv=32: 128 blocks";
   EXPECT_EQ(choose(8, 32768, 16), P(16, Merge::workspace));
   EXPECT_EQ(choose(8, 131072, 16), P(16, Merge::workspace));

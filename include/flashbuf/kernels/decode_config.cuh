@@ -184,13 +184,16 @@ enum class SplitMerge { none, cluster, workspace };
 
 inline constexpr int kMaxClusterSplits = 16;  // H100/H200 non-portable cluster limit
 // Where the cluster merge pays, measured on the H200 (bench/results/h200-decode-20261130.json
-// at cae9305, where it was used far more widely): 64 blocks of one tile in clusters of 8 ran
-// 1.3x faster than the workspace path; grids of 128-256 blocks in clusters of 4..16 ran 10-30%
-// slower (cluster co-scheduling leaves SMs idle). So: at most 8 splits per cluster, a grid of
-// at most a quarter of the slots, and short splits (longer ones want the full wave of splits).
+// at cae9305; the split sweep h200-decode-sweep-*-292318c-20261130.json): 64 blocks of one
+// tile in clusters of 8 ran 1.3x faster than the workspace path, and so did grids of up to one
+// block per SM in clusters of 2 and 4 with splits of <= 4 tiles (B = 8 Hkv = 8 L 512: 128
+// blocks, 1.13x; B = 1 Hkv = 32 L 512: 1.15x, page 16 1.32x); grids of 256 blocks in clusters
+// of 4..16 ran 10-30% slower (cluster co-scheduling leaves SMs idle), and longer splits in
+// clusters lost on paged caches (B = 8 L 2k-8k, 0.94-0.85x). So: at most 8 splits per
+// cluster, a grid of at most one block per SM, and short splits (longer ones want the full
+// wave of splits).
 inline constexpr int kClusterMaxSplitsUsed = 8;
 inline constexpr int kClusterMaxTilesPerSplit = 4;
-inline constexpr int kClusterMaxSlotFraction = 4;  // grid <= slots / 4
 
 struct SplitChoice {
   int num_splits = 1;
@@ -203,8 +206,8 @@ struct SplitChoice {
 //   1 when the (sequence, kv head, row chunk) items alone fill more than half the slots.
 //   Latency-bound problems (few blocks, short splits) want every tile in flight at once and
 //   no second launch: up to 8 splits merged in a cluster (`max_cluster` = the largest cluster
-//   the kernel can be scheduled with on the device, 0 = none) when the grid stays within a
-//   quarter of the slots and a split within 4 tiles (see above). `prefer_cluster`
+//   the kernel can be scheduled with on the device, 0 = none) when that grid stays within one
+//   block per SM and a split within 4 tiles (see above). `prefer_cluster`
 //   (FLASHBUF_DECODE_MERGE=cluster) drops those limits: as many splits as the wave and the
 //   cluster allow, always merged in the cluster.
 //   Otherwise (long contexts, or no clusters) the workspace merge with >= max(2 tiles,
@@ -227,8 +230,8 @@ constexpr SplitChoice choose_decode_splits(int sms, int blocks_per_sm, std::int6
     std::int64_t c = wave < max_cluster ? wave : max_cluster;
     if (prefer_cluster) return {balanced(c), SplitMerge::cluster};
     if (c > kClusterMaxSplitsUsed) c = kClusterMaxSplitsUsed;
-    const bool small_grid = work_items * c * kClusterMaxSlotFraction <= slots;
-    if (small_grid && ceil_div(tiles, static_cast<int>(c)) <= kClusterMaxTilesPerSplit) {
+    if (c > sms / work_items) c = sms / work_items;  // one block per SM at most
+    if (c > 1 && ceil_div(tiles, static_cast<int>(c)) <= kClusterMaxTilesPerSplit) {
       return {balanced(c), SplitMerge::cluster};
     }
   }
