@@ -48,7 +48,9 @@ TEST(DecodeHost, SplitHeuristicAndWorkspace) {
   EXPECT_EQ(choose(32, 512, 16), P(4, Merge::cluster)) << "B=1 Hkv=32 L=512: 128 blocks in clusters of 4";
   EXPECT_EQ(choose(64, 2048, 16), P(2, Merge::cluster)) << "B=8 Hkv=8 L=2k: as many splits as the workspace's";
   EXPECT_EQ(choose(96, 512, 16), P(2, Merge::workspace)) << "a cluster of 2 would exceed one block per SM";
-  EXPECT_EQ(choose(32, 2048, 16), P(4, Merge::cluster)) << "B=1 Hkv=32: 128 blocks";
+  EXPECT_EQ(choose(32, 2048, 16), P(4, Merge::workspace)) << "B=1 Hkv=32 L=2k: splits of 8 tiles";
+  EXPECT_EQ(choose(32, 8192, 16), P(4, Merge::workspace)) << "B=1 Hkv=32 L=8k: long splits, clusters of 4";
+  EXPECT_EQ(choose(64, 32768, 16), P(2, Merge::cluster)) << "B=8 Hkv=8 L=32k: long splits, pairs";
   EXPECT_EQ(choose(8, 32768, 16), P(16, Merge::workspace));
   EXPECT_EQ(choose(8, 131072, 16), P(16, Merge::workspace));
   EXPECT_EQ(choose(72, 32768, 16), P(3, Merge::workspace)) << "sms / items = 1 would leave 60 SMs idle";

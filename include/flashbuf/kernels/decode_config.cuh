@@ -190,9 +190,12 @@ inline constexpr int kMaxClusterSplits = 16;  // H100/H200 non-portable cluster 
 // 128 blocks in clusters of 2 and 4 (B = 8 Hkv = 8 L 512 1.13x, L 2k 1.06x; B = 1 Hkv = 32
 // L 512 1.15x, page 16 1.32x). It loses where it caps the splits below that (B = 1 L 8k: 8 in
 // a cluster 17.4 us, 16 in the workspace 15.1; paged B = 8 L 2k-8k: 2 against 4, 0.94-0.85x),
-// and when its grid passes one block per SM (256 blocks in clusters of 4..16: 10-30% slower,
-// cluster co-scheduling leaves SMs idle). So: at most 8 splits per cluster, one block per SM.
+// when its grid passes one block per SM (256 blocks in clusters of 4..16: 10-30% slower,
+// cluster co-scheduling leaves SMs idle), and with long splits in clusters of 4 (B = 1
+// Hkv = 32 L 8k / 32k: 0.97 / 0.94x; h200-decode-ab-cluster-rule2-*). So: at most 8 splits per
+// cluster, one block per SM, and splits of at most 4 tiles unless the cluster is a pair.
 inline constexpr int kClusterMaxSplitsUsed = 8;
+inline constexpr int kClusterMaxTilesPerSplit = 4;
 
 struct SplitChoice {
   int num_splits = 1;
@@ -208,7 +211,8 @@ struct SplitChoice {
 //   `paged` keeps the wave, see below), else as many as fit in the wave; at most max_splits.
 //   The cluster merge (`max_cluster` = the largest cluster the kernel can be scheduled with on
 //   the device, 0 = none) takes up to 8 splits in a grid of at most one block per SM, and is
-//   used when that is at least the workspace's count (see above). `prefer_cluster`
+//   used when that is at least the workspace's count, with splits of <= 4 tiles or clusters
+//   of 2 (see above). `prefer_cluster`
 //   (FLASHBUF_DECODE_MERGE=cluster) drops those limits: as many splits as the wave and the
 //   cluster allow, always merged in the cluster.
 // The count is then reduced to the number whole-tile splits of max_seqlen_k fill evenly.
@@ -241,7 +245,8 @@ constexpr SplitChoice choose_decode_splits(int sms, int blocks_per_sm, std::int6
     if (prefer_cluster) return {balanced(c), SplitMerge::cluster};
     if (c > kClusterMaxSplitsUsed) c = kClusterMaxSplitsUsed;
     if (c > sms / work_items) c = sms / work_items;  // one block per SM at most
-    if (c > 1 && c >= splits) return {balanced(c), SplitMerge::cluster};
+    const bool short_splits = ceil_div(tiles, static_cast<int>(c)) <= kClusterMaxTilesPerSplit;
+    if (c > 1 && c >= splits && (short_splits || c == 2)) return {balanced(c), SplitMerge::cluster};
   }
   if (splits <= 1) return {};
   return {balanced(splits), SplitMerge::workspace};
