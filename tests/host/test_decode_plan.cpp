@@ -35,19 +35,22 @@ TEST(DecodeHost, SplitHeuristicAndWorkspace) {
   using P = std::pair<int, Merge>;
   EXPECT_EQ(choose(128 * 8, 2048, 16), P(1, Merge::none)) << "a full grid does not split";
   EXPECT_EQ(choose(32 * 8, 8192, 16), P(1, Merge::none)) << "256 items already fill one wave";
-  // Latency-bound: small grids of short splits, merged in clusters of <= 8 (measured).
+  // The cluster merge wherever it holds as many splits as the workspace would (<= 8 per
+  // cluster, one block per SM; measured).
   EXPECT_EQ(choose(8, 512, 16), P(8, Merge::cluster)) << "B=1 Hkv=8 L=512: 64 blocks of one tile";
   EXPECT_EQ(choose(8, 2048, 16), P(8, Merge::cluster)) << "B=1 Hkv=8 L=2k: 64 blocks of four tiles";
   EXPECT_EQ(choose(8, 100, 16), P(2, Merge::cluster)) << "two tiles: one each";
   EXPECT_EQ(choose(8, 64, 16), P(1, Merge::none)) << "one tile cannot split";
-  // Longer splits: the workspace merge, one block per SM where that keeps
+  // The workspace merge where a cluster would hold fewer splits: one block per SM where that keeps
   // >= 3/4 of the SMs busy, else the wave of resident blocks.
   EXPECT_EQ(choose(8, 8192, 16), P(16, Merge::workspace)) << "B=1 Hkv=8 L=8k: one block per SM";
   EXPECT_EQ(choose(64, 512, 16), P(2, Merge::cluster)) << "B=8 Hkv=8 L=512: 128 blocks in clusters of 2";
   EXPECT_EQ(choose(32, 512, 16), P(4, Merge::cluster)) << "B=1 Hkv=32 L=512: 128 blocks in clusters of 4";
-  EXPECT_EQ(choose(64, 2048, 16), P(2, Merge::workspace)) << "B=8 Hkv=8 L=2k: splits of 16 tiles";
+  EXPECT_EQ(choose(64, 2048, 16), P(2, Merge::cluster)) << "B=8 Hkv=8 L=2k: as many splits as the workspace's";
   EXPECT_EQ(choose(96, 512, 16), P(2, Merge::workspace)) << "a cluster of 2 would exceed one block per SM";
-  EXPECT_EQ(choose(32, 2048, 16), P(4, Merge::workspace)) << "B=1 Hkv=32: 128 blocks";
+  EXPECT_EQ(choose(32, 2048, 16), P(4, Merge::workspace)) << "B=1 Hkv=32 L=2k: splits of 8 tiles";
+  EXPECT_EQ(choose(32, 8192, 16), P(4, Merge::workspace)) << "B=1 Hkv=32 L=8k: long splits, clusters of 4";
+  EXPECT_EQ(choose(64, 32768, 16), P(2, Merge::cluster)) << "B=8 Hkv=8 L=32k: long splits, pairs";
   EXPECT_EQ(choose(8, 32768, 16), P(16, Merge::workspace));
   EXPECT_EQ(choose(8, 131072, 16), P(16, Merge::workspace));
   EXPECT_EQ(choose(72, 32768, 16), P(3, Merge::workspace)) << "sms / items = 1 would leave 60 SMs idle";
@@ -56,6 +59,7 @@ TEST(DecodeHost, SplitHeuristicAndWorkspace) {
   EXPECT_EQ(choose(8, 8192, 16, false, true), P(32, Merge::workspace)) << "B=1 Hkv=8 L=8k paged";
   EXPECT_EQ(choose(64, 32768, 16, false, true), P(4, Merge::workspace)) << "B=8 Hkv=8 L=32k paged";
   EXPECT_EQ(choose(8, 512, 16, false, true), P(8, Merge::cluster)) << "latency-bound: as contiguous";
+  EXPECT_EQ(choose(64, 2048, 16, false, true), P(4, Merge::workspace)) << "B=8 L=2k paged: 4 splits, not 2";
   // No clusters (sm_80, or FLASHBUF_DECODE_MERGE=workspace): >= max(2 tiles, 256 keys) per split.
   EXPECT_EQ(choose(8, 512, 0), P(2, Merge::workspace));
   EXPECT_EQ(choose(64, 32768, 0), P(2, Merge::workspace));

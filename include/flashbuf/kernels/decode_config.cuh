@@ -184,14 +184,16 @@ enum class SplitMerge { none, cluster, workspace };
 
 inline constexpr int kMaxClusterSplits = 16;  // H100/H200 non-portable cluster limit
 // Where the cluster merge pays, measured on the H200 (bench/results/h200-decode-20261130.json
-// at cae9305; the split sweep h200-decode-sweep-*-292318c-20261130.json): 64 blocks of one
-// tile in clusters of 8 ran 1.3x faster than the workspace path, and so did grids of up to one
-// block per SM in clusters of 2 and 4 with splits of <= 4 tiles (B = 8 Hkv = 8 L 512: 128
-// blocks, 1.13x; B = 1 Hkv = 32 L 512: 1.15x, page 16 1.32x); grids of 256 blocks in clusters
-// of 4..16 ran 10-30% slower (cluster co-scheduling leaves SMs idle), and longer splits in
-// clusters lost on paged caches (B = 8 L 2k-8k, 0.94-0.85x). So: at most 8 splits per
-// cluster, a grid of at most one block per SM, and short splits (longer ones want the full
-// wave of splits).
+// at cae9305; the split sweep h200-decode-sweep-*-292318c-20261130.json): it saves the combine
+// launch and the partials' round trip through device memory, so it wins wherever it can run
+// as many splits as the workspace path would: 64 blocks of one tile in clusters of 8 (1.3x),
+// 128 blocks in clusters of 2 and 4 (B = 8 Hkv = 8 L 512 1.13x, L 2k 1.06x; B = 1 Hkv = 32
+// L 512 1.15x, page 16 1.32x). It loses where it caps the splits below that (B = 1 L 8k: 8 in
+// a cluster 17.4 us, 16 in the workspace 15.1; paged B = 8 L 2k-8k: 2 against 4, 0.94-0.85x),
+// when its grid passes one block per SM (256 blocks in clusters of 4..16: 10-30% slower,
+// cluster co-scheduling leaves SMs idle), and with long splits in clusters of 4 (B = 1
+// Hkv = 32 L 8k / 32k: 0.97 / 0.94x; h200-decode-ab-cluster-rule2-*). So: at most 8 splits per
+// cluster, one block per SM, and splits of at most 4 tiles unless the cluster is a pair.
 inline constexpr int kClusterMaxSplitsUsed = 8;
 inline constexpr int kClusterMaxTilesPerSplit = 4;
 
@@ -204,16 +206,15 @@ struct SplitChoice {
 // `blocks_per_sm` of the kernel that will run) and keeps the grid to ONE wave: a second
 // partial wave of long splits would run at a fraction of the read bandwidth.
 //   1 when the (sequence, kv head, row chunk) items alone fill more than half the slots.
-//   Latency-bound problems (few blocks, short splits) want every tile in flight at once and
-//   no second launch: up to 8 splits merged in a cluster (`max_cluster` = the largest cluster
-//   the kernel can be scheduled with on the device, 0 = none) when that grid stays within one
-//   block per SM and a split within 4 tiles (see above). `prefer_cluster`
+//   The workspace merge takes >= max(2 tiles, 256 keys) per split, as many splits as give one
+//   block per SM (`sms`) where that keeps >= 3/4 of the SMs busy (contiguous caches only:
+//   `paged` keeps the wave, see below), else as many as fit in the wave; at most max_splits.
+//   The cluster merge (`max_cluster` = the largest cluster the kernel can be scheduled with on
+//   the device, 0 = none) takes up to 8 splits in a grid of at most one block per SM, and is
+//   used when that is at least the workspace's count, with splits of <= 4 tiles or clusters
+//   of 2 (see above). `prefer_cluster`
 //   (FLASHBUF_DECODE_MERGE=cluster) drops those limits: as many splits as the wave and the
 //   cluster allow, always merged in the cluster.
-//   Otherwise (long contexts, or no clusters) the workspace merge with >= max(2 tiles,
-//   256 keys) per split, as many as give one block per SM (`sms`) where that keeps >= 3/4 of
-//   the SMs busy (contiguous caches only: `paged` keeps the wave, see below), else as many as
-//   fit in the wave; at most max_splits.
 // The count is then reduced to the number whole-tile splits of max_seqlen_k fill evenly.
 constexpr SplitChoice choose_decode_splits(int sms, int blocks_per_sm, std::int64_t work_items, int max_seqlen_k,
                                            int block_n, int max_cluster, bool paged = false,
@@ -226,15 +227,6 @@ constexpr SplitChoice choose_decode_splits(int sms, int blocks_per_sm, std::int6
   std::int64_t wave = slots / work_items;  // splits of >= 1 tile that fit in one wave
   if (wave > tiles) wave = tiles;
   if (wave > max_splits) wave = max_splits;
-  if (wave > 1 && max_cluster > 1) {
-    std::int64_t c = wave < max_cluster ? wave : max_cluster;
-    if (prefer_cluster) return {balanced(c), SplitMerge::cluster};
-    if (c > kClusterMaxSplitsUsed) c = kClusterMaxSplitsUsed;
-    if (c > sms / work_items) c = sms / work_items;  // one block per SM at most
-    if (c > 1 && ceil_div(tiles, static_cast<int>(c)) <= kClusterMaxTilesPerSplit) {
-      return {balanced(c), SplitMerge::cluster};
-    }
-  }
   // Workspace splits: one block per SM where that still fills most SMs. Measured (H200,
   // B=1 Hkv=8 L=8k, graph replay): 16 splits 14.8 us, 32 splits (two blocks per SM) 16.8 us;
   // one block's stages already keep enough bytes in flight, and every extra split is one more
@@ -242,11 +234,20 @@ constexpr SplitChoice choose_decode_splits(int sms, int blocks_per_sm, std::int6
   // 72 of 132 SMs busy), the slots' wave stays. Paged caches keep the slots' wave: with one
   // block per SM they ran at 0.84-0.88x contiguous on the same keys (B = 1 and 8, L 2k-32k,
   // pages 16 and 64 alike), with two per SM (B = 32) at 0.93-0.98x.
+  std::int64_t workspace_wave = wave;
   const std::int64_t sm_wave = sms / work_items;
-  if (!paged && sm_wave * work_items * 4 >= 3LL * sms && sm_wave < wave) wave = sm_wave;
+  if (!paged && sm_wave * work_items * 4 >= 3LL * sms && sm_wave < wave) workspace_wave = sm_wave;
   int min_tiles = ceil_div(split_kv::kMinKeysPerSplit, block_n);
   if (min_tiles < split_kv::kMinTilesPerSplit) min_tiles = split_kv::kMinTilesPerSplit;
-  std::int64_t splits = wave < tiles / min_tiles ? wave : tiles / min_tiles;
+  const std::int64_t splits = workspace_wave < tiles / min_tiles ? workspace_wave : tiles / min_tiles;
+  if (wave > 1 && max_cluster > 1) {
+    std::int64_t c = wave < max_cluster ? wave : max_cluster;
+    if (prefer_cluster) return {balanced(c), SplitMerge::cluster};
+    if (c > kClusterMaxSplitsUsed) c = kClusterMaxSplitsUsed;
+    if (c > sms / work_items) c = sms / work_items;  // one block per SM at most
+    const bool short_splits = ceil_div(tiles, static_cast<int>(c)) <= kClusterMaxTilesPerSplit;
+    if (c > 1 && c >= splits && (short_splits || c == 2)) return {balanced(c), SplitMerge::cluster};
+  }
   if (splits <= 1) return {};
   return {balanced(splits), SplitMerge::workspace};
 }
