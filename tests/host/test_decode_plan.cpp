@@ -65,6 +65,8 @@ TEST(DecodeHost, SplitHeuristicAndWorkspace) {
   EXPECT_EQ(choose(64, 32768, 0), P(2, Merge::workspace));
   EXPECT_EQ(choose(8, 100, 0), P(1, Merge::none)) << "too few keys to split";
   EXPECT_EQ(choose(8, 0, 16), P(1, Merge::none));
+  // Three blocks per SM: more items than SMs can still split, and take no cluster.
+  EXPECT_EQ(dk::choose_decode_splits(132, 3, 150, 8192, 64, 16).merge, Merge::workspace);
   const auto w = dk::workspace_layout(3, 2, 4, 8, 128);
   EXPECT_EQ(w.o_parts_offset, 0u);
   EXPECT_EQ(w.lse_parts_offset, std::size_t(3) * 2 * 4 * 8 * 128 * 4);

@@ -212,9 +212,8 @@ struct SplitChoice {
 //   The cluster merge (`max_cluster` = the largest cluster the kernel can be scheduled with on
 //   the device, 0 = none) takes up to 8 splits in a grid of at most one block per SM, and is
 //   used when that is at least the workspace's count, with splits of <= 4 tiles or clusters
-//   of 2 (see above). `prefer_cluster`
-//   (FLASHBUF_DECODE_MERGE=cluster) drops those limits: as many splits as the wave and the
-//   cluster allow, always merged in the cluster.
+//   of 2 (see above). `prefer_cluster` (FLASHBUF_DECODE_MERGE=cluster) drops those limits: as
+//   many splits as the wave and the cluster allow, always merged in the cluster.
 // The count is then reduced to the number whole-tile splits of max_seqlen_k fill evenly.
 constexpr SplitChoice choose_decode_splits(int sms, int blocks_per_sm, std::int64_t work_items, int max_seqlen_k,
                                            int block_n, int max_cluster, bool paged = false,
@@ -244,9 +243,11 @@ constexpr SplitChoice choose_decode_splits(int sms, int blocks_per_sm, std::int6
     std::int64_t c = wave < max_cluster ? wave : max_cluster;
     if (prefer_cluster) return {balanced(c), SplitMerge::cluster};
     if (c > kClusterMaxSplitsUsed) c = kClusterMaxSplitsUsed;
-    if (c > sms / work_items) c = sms / work_items;  // one block per SM at most
-    const bool short_splits = ceil_div(tiles, static_cast<int>(c)) <= kClusterMaxTilesPerSplit;
-    if (c > 1 && c >= splits && (short_splits || c == 2)) return {balanced(c), SplitMerge::cluster};
+    if (c > sms / work_items) c = sms / work_items;  // one block per SM at most (may be 0)
+    if (c > 1 && c >= splits) {
+      const bool short_splits = ceil_div(tiles, static_cast<int>(c)) <= kClusterMaxTilesPerSplit;
+      if (short_splits || c == 2) return {balanced(c), SplitMerge::cluster};
+    }
   }
   if (splits <= 1) return {};
   return {balanced(splits), SplitMerge::workspace};
