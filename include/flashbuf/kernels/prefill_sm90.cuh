@@ -385,13 +385,7 @@ struct PrefillSm90 {
       sm90::fence_proxy_async_shared();
       warpgroup_sync();
       if (consumer_thread % 128 == 0 && consumer * 64 < blk.rows_q) {
-        static_for<OTile::kSlabs>([&](auto sc) {
-          constexpr int slab = decltype(sc)::value;
-          sm90::cp_async_bulk_tensor_4d_s2g(&maps.o, slab * OTile::kSlabCols, blk.m0 + consumer * 64, blk.head,
-                                            blk.batch, smem_q + slab * OTile::kSlabElems + consumer * 64 * OTile::kSlabCols);
-        });
-        sm90::cp_async_bulk_commit_group();
-        sm90::cp_async_bulk_wait_group_read<0>();  // shared memory stays until the boxes are read
+        store_slab_rows_tma<OTile, 64>(smem_q, consumer * 64, &maps.o, blk.m0 + consumer * 64, blk.head, blk.batch);
       }
     } else {
       store_output<OTile, TC, 128, 64>(out.o, smem_q, warp_row0, blk.o_ptr<In>(p), p.o_row_stride, blk.rows_q,
