@@ -10,8 +10,8 @@
 # GPU_TESTS="<gtest filter>" also builds and runs each tree's GPU tests (its own CMake build,
 # TEST_SHARDS processes, default 8), before any benchmark; AB_SKIP_BUILD=1 reuses packages that
 # an earlier run in the same call built (a second benchmark over the same trees, another $OUT);
-# AB_TESTS_FIRST_ONLY=1 builds and runs the tests of the first tree only (the others are
-# measured, not re-verified), AB_TEST_TREES="name ..." those of the trees named; AB_CMAKE_ARGS adds CMake options (e.g. -DFLASHBUF_INSTANTIATIONS=bf16_128_128), to the test
+# AB_TEST_TREES="name ..." builds and runs the tests of the trees named only (e.g. the
+# branches; main is measured, not re-verified); AB_CMAKE_ARGS adds CMake options (e.g. -DFLASHBUF_INSTANTIATIONS=bf16_128_128), to the test
 # builds too unless AB_TEST_CMAKE_ARGS is set (to "" for every instantiation); a file
 # <tree>/.commit (git rev-parse --short) names the commit in that tree's results.
 set -uo pipefail
@@ -25,8 +25,7 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do trees+=("$(cd "$1" && pwd)"); shift; 
 jobs_each=$(( $(nproc) / ${#trees[@]} )); [ "$jobs_each" -ge 1 ] || jobs_each=1
 tested() {  # $1 tree: are its GPU tests built and run?
   [ -n "${GPU_TESTS:-}" ] || return 1
-  [ -n "${AB_TEST_TREES:-}" ] && { [[ " $AB_TEST_TREES " == *" $(basename "$1") "* ]]; return; }
-  [ -z "${AB_TESTS_FIRST_ONLY:-}" ] || [ "$1" = "${trees[0]}" ]
+  [ -z "${AB_TEST_TREES:-}" ] || [[ " $AB_TEST_TREES " == *" $(basename "$1") "* ]]
 }
 
 build_tests() {  # $1 tree, $2 build jobs
