@@ -304,6 +304,7 @@ void cuda_decode(const DecodePlan& plan, const AttentionProblem& p, void* worksp
   params.batch = pr.batch;
   params.q_per_seq = pr.q_per_seq;
   params.group = shape.group;
+  params.group_div = dk::FastDivmod(shape.group);
   params.heads_kv = pr.heads_kv;
   params.heads_q = pr.heads_q;
   // Lengths are clamped on the device to what both the plan and the K/V tensors hold
@@ -311,6 +312,7 @@ void cuda_decode(const DecodePlan& plan, const AttentionProblem& p, void* worksp
   params.kv_capacity = pr.max_seqlen_k;
   if (p.seqlen_k > 0 && p.seqlen_k < params.kv_capacity) params.kv_capacity = p.seqlen_k;
   params.num_splits = num_splits;
+  params.keys_per_split_static = dk::split_keys(params.kv_capacity, num_splits, shape.block_n);
   const float scale = p.softmax_scale != 0.0f ? p.softmax_scale : 1.0f / std::sqrt(static_cast<float>(pr.head_dim));
   if (p.softcap > 0.0f) {
     params.score_scale = scale / p.softcap;

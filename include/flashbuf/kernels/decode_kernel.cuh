@@ -68,8 +68,10 @@ struct DecodeParams {
   FastDivmod page_div{};
 
   int batch = 0, q_per_seq = 1, group = 1, heads_kv = 1, heads_q = 1;
+  FastDivmod group_div{};  // packed row -> token (divides by group; no integer division before the copies)
   int kv_capacity = 0;  // every seqlens_k entry is clamped to [0, kv_capacity]
   int num_splits = 1;
+  int keys_per_split_static = 0;  // split_keys(kv_capacity, num_splits, block_n): the splits without a left window
   SplitMerge merge = SplitMerge::none;  // num_splits > 1: cluster (grid x = one cluster) or workspace
 
   // Scores in base 2: s = x * score_scale (no softcap), or
@@ -216,42 +218,21 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
   // The combine (if any) may start launching: its blocks wait for this grid to finish.
   sm90::griddepcontrol_launch_dependents();
 
-  // ---- which keys this block reads --------------------------------------------------------
-  int len = p.seqlens_k[b];
-  len = len < 0 ? 0 : (len > p.kv_capacity ? p.kv_capacity : len);  // bad lengths stay in bounds
-  const int T = p.q_per_seq;
-  const int G = p.group;
-  const int rows_total = T * G;
-  const int row0 = chunk * kRows;
-  const MaskParams mask{T, len, p.window_left, p.window_right};
-  // Each sequence splits the keys its queries can see into num_splits whole-tile pieces.
-  const KeyRange seq = key_range(mask, 0, T);
-  const int kps = split_keys(seq.size(), p.num_splits, kBN);
-  const int split_lo = seq.begin + split * kps;
-  const int split_hi = min(split_lo + kps, seq.end);
-  // The tokens of this block's rows narrow it further (sliding window, causal).
-  const int tok_first = row0 / G;
-  const int tok_last = (min(rows_total, row0 + kRows) - 1) / G;
-  const KeyRange blk = key_range(mask, tok_first, tok_last + 1);
-  const int blk_lo = max(split_lo, blk.begin);
-  const int blk_hi = min(split_hi, blk.end);
-  const int n_tiles = blk_hi > blk_lo ? ceil_div(blk_hi - blk_lo, kBN) : 0;
-
-  // The two rows this thread holds in the MMA accumulators (lane / 4 and lane / 4 + 8 of the
-  // warp's tile) and the keys each may see in this split.
-  int row_lo[2], row_hi[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int gr = row0 + wm * 16 + (lane >> 2) + 8 * h;
-    row_lo[h] = 0;
-    row_hi[h] = 0;
-    if (gr < rows_total) {
-      const int token = gr / G;
-      const KeyRange kr = key_range(mask, token, token + 1);
-      row_lo[h] = max(kr.begin, split_lo);
-      row_hi[h] = min(kr.end, split_hi);
-    }
-  }
+  // ---- which keys this block may read, before its sequence's length is known -------------
+  // The length is a dependent global load; every copy that does not need it is issued while
+  // it is in flight. Without a left window every sequence's keys start at 0 and the splits
+  // are cut from the capacity (static: split s holds keys [s * kps, (s + 1) * kps)), so the
+  // first tiles' copies (and, paged, their page-table entries) go out at once, bounded by the
+  // capacity; rows they read past the length are masked as scores and their V rows zeroed
+  // before use (a cache's unused rows may hold anything, NaN included, and 0 * NaN is NaN).
+  // A left window makes each sequence's first key depend on its length: the splits divide
+  // the visible keys of each sequence and the copies wait for the length.
+  const int len_loaded = p.seqlens_k[b];
+  const bool static_splits = p.window_left < 0;
+  const int kps_static = p.keys_per_split_static;
+  int blk_lo = static_splits ? split * kps_static : 0;
+  const int early_hi = static_splits ? min(blk_lo + kps_static, p.kv_capacity) : 0;  // rows the early copies read
+  int blk_hi = early_hi;
 
   // ---- loads ---------------------------------------------------------------------------
   const Elem* const q_seq = static_cast<const Elem*>(p.q) + b * p.q_batch_stride;
@@ -261,6 +242,10 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
   const std::int32_t* const page_row = p.page_table + (paged ? b * p.page_table_stride : 0);
   const int load_chunk = tid % kCPR;
   const int load_row = tid / kCPR;
+  const int T = p.q_per_seq;
+  const int G = p.group;
+  const int rows_total = T * G;
+  const int row0 = chunk * kRows;
 
   // Paged caches: the page-table entries of tile `tile` (its first key's page onwards, one per
   // thread) are copied into slot tile % kPageSlots of a small ring by cp.async, in the group of
@@ -269,14 +254,14 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
   // read into registers a tile ahead still stalled its warp, its load queued behind the tile
   // copies (measured: pages in order, the same addresses as contiguous, at 0.60x; 0.77x with
   // the clamp deferred to the copy). Slots are reused 2 * kStages tiles later, after a barrier
-  // that follows the last read.
+  // that follows the last read. `hi` bounds the keys (blk_hi, or early_hi before the length).
   std::int32_t* const page_slots =
       reinterpret_cast<std::int32_t*>(smem + kStages * Tile::kStageBytes + Tile::kQBytes);
-  auto fetch_entries = [&](int tile) {
-    if (!paged || tile >= n_tiles) return;
+  auto fetch_entries = [&](int tile, int hi) {
     const int lo = blk_lo + tile * kBN;
+    if (!paged || lo >= hi) return;
     const int first = p.page_div.div(lo);
-    const int count = p.page_div.div(min(lo + kBN, blk_hi) - 1) - first + 1;
+    const int count = p.page_div.div(min(lo + kBN, hi) - 1) - first + 1;
     if (tid < count) sm80::cp_async_ca_4(page_slots + (tile % Tile::kPageSlots) * kBN + tid, page_row + first + tid);
   };
   // Shared-memory destination of pass i: when a pass covers a multiple of 8 rows the XOR
@@ -284,16 +269,20 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
   auto tile_dst = [&](int i) {
     return swizzled_offset<kRowBytes>(i * kRowsPerPass + load_row, load_chunk);
   };
-  // Contiguous caches: this thread's first row of tile 0, and the steps per pass and tile.
-  const Elem* const k_first = k_head + b * p.k_batch_stride +
-                              static_cast<std::int64_t>(blk_lo + load_row) * p.k_row_stride + load_chunk * 8;
-  const Elem* const v_first = v_head + b * p.v_batch_stride +
-                              static_cast<std::int64_t>(blk_lo + load_row) * p.v_row_stride + load_chunk * 8;
   const std::int64_t k_pass_step = kRowsPerPass * p.k_row_stride;
   const std::int64_t v_pass_step = kRowsPerPass * p.v_row_stride;
   const std::int64_t k_tile_step = kBN * p.k_row_stride;
   const std::int64_t v_tile_step = kBN * p.v_row_stride;
-  auto load_tile = [&](int tile, int stage) {
+  // Contiguous caches: this thread's first row of tile 0 (set once blk_lo is final).
+  const Elem* k_first = nullptr;
+  const Elem* v_first = nullptr;
+  auto set_first_rows = [&] {
+    k_first = k_head + b * p.k_batch_stride + static_cast<std::int64_t>(blk_lo + load_row) * p.k_row_stride + load_chunk * 8;
+    v_first = v_head + b * p.v_batch_stride + static_cast<std::int64_t>(blk_lo + load_row) * p.v_row_stride + load_chunk * 8;
+  };
+  // Tile `tile` of [blk_lo, hi) into stage `stage`; rows at or past hi are zero-filled.
+  auto load_tile = [&](int tile, int stage, int hi) {
+    if (blk_lo + tile * kBN >= hi) return;  // past the block's keys: nothing to read
     const int kb = blk_lo + tile * kBN + load_row;  // key of this thread's pass-0 row
     unsigned char* const sk = smem + stage * Tile::kStageBytes;
     unsigned char* const sv = sk + Tile::kTileBytes;
@@ -303,7 +292,7 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
       const Elem* vp = v_first + tile * v_tile_step;
 #pragma unroll
       for (int i = 0; i < kPasses; ++i) {
-        const bool valid = kb + i * kRowsPerPass < blk_hi;  // rows past the end: zero-fill
+        const bool valid = kb + i * kRowsPerPass < hi;
         sm80::cp_async_cg_16(sk + tile_dst(i), valid ? kp : k_head, valid);
         sm80::cp_async_cg_16(sv + tile_dst(i), valid ? vp : v_head, valid);
         kp += k_pass_step;
@@ -315,8 +304,8 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
 #pragma unroll
       for (int i = 0; i < kPasses; ++i) {
         const int j = kb + i * kRowsPerPass;
-        const bool valid = j < blk_hi;
-        const int jj = min(j, blk_hi - 1);  // rows past the end read the last key's (a zero-fill)
+        const bool valid = j < hi;
+        const int jj = min(j, hi - 1);  // rows past the end read the last key's (a zero-fill)
         const int page_in_seq = p.page_div.div(jj);
         const int in_page = jj - page_in_seq * p.page_size;
         // A bad index stays in bounds: one unsigned min clamps negatives and overflows alike.
@@ -331,9 +320,28 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
       }
     }
   };
+  // Prologue: kStages - 1 tiles in flight (group 0 also carries Q). Empty groups keep the
+  // group count uniform, so wait_group<kStages - 2> always means "tile t has landed".
+  // Paged: the entries of the prologue's tiles first (one wait, before any K/V copy), then
+  // each group also carries the entries of the tile kStages - 1 after its own.
+  auto issue_prologue = [&](int hi) {
+    set_first_rows();
+    if (paged) {
+#pragma unroll
+      for (int s = 0; s < kStages - 1; ++s) fetch_entries(s, hi);
+      sm80::cp_async_wait_all();
+      __syncthreads();
+    }
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+      load_tile(s, s, hi);
+      fetch_entries(s + kStages - 1, hi);
+      sm80::cp_async_commit_group();
+    }
+  };
 
   // Q rows: packed row gr = token * G + g -> q[b, token, hkv * G + g, :]; padding rows are 0.
-  if (n_tiles > 0) {
+  {
     constexpr int kQPasses = kRows * kCPR / kThreads;
 #pragma unroll
     for (int i = 0; i < kQPasses; ++i) {
@@ -344,28 +352,46 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
       const bool valid = gr < rows_total;
       const Elem* src = q_seq;
       if (valid) {
-        const int token = gr / G;
+        const int token = p.group_div.div(gr);
         const int g = gr - token * G;
         src += token * p.q_row_stride + (hkv * G + g) * p.q_head_stride + c * 8;
       }
       sm80::cp_async_cg_16(smem_q + swizzled_offset<kRowBytes>(r, c), src, valid);
     }
   }
-  // Prologue: kStages - 1 tiles in flight (group 0 also carries Q). Empty groups keep the
-  // group count uniform, so wait_group<kStages - 2> always means "tile t has landed".
-  // Paged: the entries of the prologue's tiles first (one wait, before any K/V copy), then
-  // each group also carries the entries of the tile kStages - 1 after its own.
-  if (paged) {
+  if (static_splits) issue_prologue(early_hi);
+
+  // ---- the length: this block's keys ----------------------------------------------------
+  const int len = len_loaded < 0 ? 0 : (len_loaded > p.kv_capacity ? p.kv_capacity : len_loaded);  // bad lengths stay in bounds
+  const MaskParams mask{T, len, p.window_left, p.window_right};
+  // Each sequence's visible keys, cut into num_splits whole-tile pieces (static: see above).
+  const KeyRange seq = key_range(mask, 0, T);
+  const int kps = static_splits ? kps_static : split_keys(seq.size(), p.num_splits, kBN);
+  const int split_lo = static_splits ? blk_lo : seq.begin + split * kps;
+  const int split_hi = min(split_lo + kps, seq.end);
+  // The tokens of this block's rows narrow it further (sliding window, causal).
+  const int tok_first = p.group_div.div(row0);
+  const int tok_last = p.group_div.div(min(rows_total, row0 + kRows) - 1);
+  const KeyRange blk = key_range(mask, tok_first, tok_last + 1);
+  if (!static_splits) blk_lo = max(split_lo, blk.begin);  // static: blk.begin is 0 (no left window)
+  blk_hi = min(split_hi, blk.end);
+  const int n_tiles = blk_hi > blk_lo ? ceil_div(blk_hi - blk_lo, kBN) : 0;
+  if (!static_splits) issue_prologue(blk_hi);
+
+  // The two rows this thread holds in the MMA accumulators (lane / 4 and lane / 4 + 8 of the
+  // warp's tile) and the keys each may see in this split.
+  int row_lo[2], row_hi[2];
 #pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) fetch_entries(s);
-    sm80::cp_async_wait_all();
-    __syncthreads();
-  }
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < n_tiles) load_tile(s, s);
-    fetch_entries(s + kStages - 1);
-    sm80::cp_async_commit_group();
+  for (int h = 0; h < 2; ++h) {
+    const int gr = row0 + wm * 16 + (lane >> 2) + 8 * h;
+    row_lo[h] = 0;
+    row_hi[h] = 0;
+    if (gr < rows_total) {
+      const int token = p.group_div.div(gr);
+      const KeyRange kr = key_range(mask, token, token + 1);
+      row_lo[h] = max(kr.begin, split_lo);
+      row_hi[h] = min(kr.end, split_hi);
+    }
   }
 
   // ---- main loop -----------------------------------------------------------------------
@@ -388,6 +414,16 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
 
   for (int t = 0; t < n_tiles; ++t) {
     sm80::cp_async_wait_group<kStages - 2>();
+    if (t < kStages - 1 && blk_hi < early_hi) {
+      // An early tile read rows past the length: zero their V (this thread's own copies,
+      // complete for it after the wait) so masked keys add 0, never NaN.
+      unsigned char* const sv = smem + t * Tile::kStageBytes + Tile::kTileBytes;
+      const int kb = blk_lo + t * kBN + load_row;
+#pragma unroll
+      for (int i = 0; i < kPasses; ++i) {
+        if (kb + i * kRowsPerPass >= blk_hi) *reinterpret_cast<uint4*>(sv + tile_dst(i)) = make_uint4(0, 0, 0, 0);
+      }
+    }
     __syncthreads();  // tile t visible to all; tile t-1's buffer free for reuse
     if constexpr (Tile::kQInRegisters) {
       if (t == 0) {
@@ -399,8 +435,8 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
     }
     {
       const int next = t + kStages - 1;
-      if (next < n_tiles) load_tile(next, next % kStages);
-      fetch_entries(next + kStages - 1);
+      load_tile(next, next % kStages, blk_hi);
+      fetch_entries(next + kStages - 1, blk_hi);
       sm80::cp_async_commit_group();
     }
 
@@ -531,7 +567,7 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
         Tile::kWarpsN, [&](int w) { return sml[(w * kRows + r) * 2]; },
         [&](int w) { return sml[(w * kRows + r) * 2 + 1]; },
         [&](int w) { return reinterpret_cast<const float4*>(so + (w * kRows + r) * kOStride + c * 8); }, acc);
-    const int token = gr / G;
+    const int token = p.group_div.div(gr);
     const int head = hkv * G + (gr - token * G);
     if (merge == SplitMerge::none) {
       store_output<Elem>(p, b, token, head, c, acc, lse2);
@@ -580,7 +616,7 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
         lse2 = merge_two(acc, lse2, more, lse_more);
       }
       const int gr = row0 + r;
-      const int token = gr / G;
+      const int token = p.group_div.div(gr);
       store_output<Elem>(p, b, token, hkv * G + (gr - token * G), c, acc, lse2);
     }
     cluster.sync();  // keep this block's shared memory alive until the peers have read it
