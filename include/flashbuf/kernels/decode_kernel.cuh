@@ -40,6 +40,7 @@
 #include "flashbuf/arch/sm80/fast_math.cuh"
 #include "flashbuf/arch/sm80/ldmatrix.cuh"
 #include "flashbuf/arch/sm80/mma.cuh"
+#include "flashbuf/arch/sm90/cluster.cuh"
 #include "flashbuf/arch/sm90/griddepcontrol.cuh"
 #include "flashbuf/core/config.hpp"
 #include "flashbuf/core/mask.hpp"
@@ -594,7 +595,8 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
   if (merge == SplitMerge::cluster) {
     namespace cg = cooperative_groups;
     const cg::cluster_group cluster = cg::this_cluster();
-    cluster.sync();  // every block's partial is in its shared memory
+    sm90::barrier_cluster_arrive_release();  // every block's partial is in its shared memory
+    sm90::barrier_cluster_wait();
     const int n = p.num_splits;
     const int pieces = min(kRows, rows_total - row0) * kOutChunks;
     for (int idx = split * kThreads + tid; idx < pieces; idx += n * kThreads) {
@@ -619,7 +621,11 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
       const int token = p.group_div.div(gr);
       store_output<Elem>(p, b, token, hkv * G + (gr - token * G), c, acc, lse2);
     }
-    cluster.sync();  // keep this block's shared memory alive until the peers have read it
+    // Keep this block's shared memory alive until the peers have read it. Relaxed: the reads
+    // are complete (their values are in the stores above), and the stores need not drain
+    // before the peers may exit.
+    sm90::barrier_cluster_arrive_relaxed();
+    sm90::barrier_cluster_wait();
   }
 #endif
 }
