@@ -29,7 +29,6 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -111,9 +110,13 @@ __device__ __forceinline__ int swizzled_offset(int row, int chunk) {
   return row * kRowBytes + ((chunk ^ (row & 7)) << 4);
 }
 
+// 8 fp32 channels of one row: the unit the epilogue merges and stores.
+struct Float8 {
+  float4 lo, hi;
+};
+
 // Merges n <= MaxParts partial results of one (row, 8 channels) piece: part i has base-2 LSE
-// lse(i), row sum weight(i) (1 when its O is already normalised) and O at piece(i) (two
-// float4). Writes the normalised O to acc and returns the merged base-2 LSE; parts with LSE
+// lse(i), row sum weight(i) (1 when its O is already normalised) and O piece(i) (a Float8). Writes the normalised O to acc and returns the merged base-2 LSE; parts with LSE
 // -inf weigh 0 (their O is finite: 0 or a normalised mean), and a piece no part saw gives
 // O = 0, LSE = -inf. Every part's loads are issued before any is used: from the peers' shared
 // memory of a cluster that is one round trip instead of one per unrolled batch, twice (the
@@ -130,9 +133,9 @@ __device__ __forceinline__ float merge_piece(int n, Lse lse, Weight weight, Piec
     if (i < n) {
       l[i] = lse(i);
       w[i] = weight(i);
-      const float4* src = piece(i);
-      lo[i] = src[0];
-      hi[i] = src[1];
+      const Float8 v = piece(i);
+      lo[i] = v.lo;
+      hi[i] = v.hi;
     }
   }
   float mx = kNegInf;
@@ -567,7 +570,11 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
     const float lse2 = merge_piece<Tile::kWarpsN>(
         Tile::kWarpsN, [&](int w) { return sml[(w * kRows + r) * 2]; },
         [&](int w) { return sml[(w * kRows + r) * 2 + 1]; },
-        [&](int w) { return reinterpret_cast<const float4*>(so + (w * kRows + r) * kOStride + c * 8); }, acc);
+        [&](int w) {
+          const float4* const src = reinterpret_cast<const float4*>(so + (w * kRows + r) * kOStride + c * 8);
+          return Float8{src[0], src[1]};
+        },
+        acc);
     const int token = p.group_div.div(gr);
     const int head = hkv * G + (gr - token * G);
     if (merge == SplitMerge::none) {
@@ -593,8 +600,6 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
   // cluster (rank = split). Each merges a 1/num_splits share of the (row, 8-column) pieces
   // across every block's normalised O and LSE, read from the peers' shared memory.
   if (merge == SplitMerge::cluster) {
-    namespace cg = cooperative_groups;
-    const cg::cluster_group cluster = cg::this_cluster();
     sm90::barrier_cluster_arrive_release();  // every block's partial is in its shared memory
     sm90::barrier_cluster_wait();
     const int n = p.num_splits;
@@ -603,11 +608,13 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
       const int r = idx / kOutChunks;
       const int c = idx % kOutChunks;
       float acc[8];
-      // Each block's O is already normalised: weight 1 per part.
-      const auto lse = [&](int s) { return *cluster.map_shared_rank(sxl + r, s); };
+      // Each block's O is already normalised: weight 1 per part. Peers' shared memory is read
+      // with ld.shared::cluster at mapa addresses (not generic loads).
+      const auto lse = [&](int s) { return sm90::ld_shared_cluster_f32(sm90::mapa_shared_cluster(sxl + r, s)); };
       const auto one = [](int) { return 1.0f; };
       const auto piece = [&](int s) {
-        return reinterpret_cast<const float4*>(cluster.map_shared_rank(so + r * kOStride + c * 8, s));
+        const std::uint32_t a = sm90::mapa_shared_cluster(so + r * kOStride + c * 8, s);
+        return Float8{sm90::ld_shared_cluster_v4_f32(a), sm90::ld_shared_cluster_v4_f32(a + 16)};
       };
       constexpr int kBatch = kClusterMaxSplitsUsed;  // parts per merge_piece (registers)
       float lse2 = merge_piece<kBatch>(min(n, kBatch), lse, one, piece, acc);
