@@ -159,17 +159,6 @@ __device__ __forceinline__ float merge_piece(int n, Lse lse, Weight weight, Piec
   return sum > 0.0f ? mx + __log2f(sum) : kNegInf;
 }
 
-// Merges two normalised results (O, base-2 LSE) of the same piece into the first.
-__device__ __forceinline__ float merge_two(float (&acc)[8], float lse_a, const float (&b)[8], float lse_b) {
-  const float mx = fmaxf(lse_a, lse_b);
-  if (mx == kNegInf) return kNegInf;  // both empty: acc is already 0
-  const float fa = sm80::ex2_approx_ftz(lse_a - mx), fb = sm80::ex2_approx_ftz(lse_b - mx);
-  const float inv = 1.0f / (fa + fb);
-#pragma unroll
-  for (int e = 0; e < 8; ++e) acc[e] = (fa * acc[e] + fb * b[e]) * inv;
-  return mx + __log2f(fa + fb);
-}
-
 // The final O (8 channels from column 8c) and LSE of one (token, head) row; lse2 is base 2.
 template <class Elem>
 __device__ __forceinline__ void store_output(const DecodeParams& p, int b, int token, int head, int c,
@@ -597,36 +586,51 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Cluster merge: the num_splits blocks of this (sequence, kv head, row chunk) are one
-  // cluster (rank = split). Each merges a 1/num_splits share of the (row, 8-column) pieces
-  // across every block's normalised O and LSE, read from the peers' shared memory.
+  // cluster (rank = split), each holding its normalised O and LSE in shared memory. One
+  // thread per (piece, part): a piece (row, 8 channels) owns a group of g = next power of two
+  // >= num_splits adjacent lanes, lane j reads part j from block j's shared memory, and the
+  // group reduces with shuffles; the group's first lane stores. The pieces spread over every
+  // block of the cluster. (One thread merging all parts of a piece ran ~600 instructions in
+  // one warp of one block after the barrier: the latency-bound rows' largest single cost.)
   if (merge == SplitMerge::cluster) {
     sm90::barrier_cluster_arrive_release();  // every block's partial is in its shared memory
     sm90::barrier_cluster_wait();
     const int n = p.num_splits;
-    const int pieces = min(kRows, rows_total - row0) * kOutChunks;
-    for (int idx = split * kThreads + tid; idx < pieces; idx += n * kThreads) {
-      const int r = idx / kOutChunks;
-      const int c = idx % kOutChunks;
-      float acc[8];
-      // Each block's O is already normalised: weight 1 per part. Peers' shared memory is read
-      // with ld.shared::cluster at mapa addresses (not generic loads).
-      const auto lse = [&](int s) { return sm90::ld_shared_cluster_f32(sm90::mapa_shared_cluster(sxl + r, s)); };
-      const auto one = [](int) { return 1.0f; };
-      const auto piece = [&](int s) {
-        const std::uint32_t a = sm90::mapa_shared_cluster(so + r * kOStride + c * 8, s);
-        return Float8{sm90::ld_shared_cluster_v4_f32(a), sm90::ld_shared_cluster_v4_f32(a + 16)};
-      };
-      constexpr int kBatch = kClusterMaxSplitsUsed;  // parts per merge_piece (registers)
-      float lse2 = merge_piece<kBatch>(min(n, kBatch), lse, one, piece, acc);
-      if (n > kBatch) {  // more splits (forced by FLASHBUF_DECODE_SPLITS / _MERGE): a second batch
-        float more[8];
-        const float lse_more = merge_piece<kMaxClusterSplits - kBatch>(
-            n - kBatch, [&](int s) { return lse(s + kBatch); }, one, [&](int s) { return piece(s + kBatch); }, more);
-        lse2 = merge_two(acc, lse2, more, lse_more);
+    const int g = 1 << (32 - __clz(n - 1));  // n in [2, 16]: g in [2, 16], divides 32
+    const int items = min(kRows, rows_total - row0) * kOutChunks * g;
+    // Warp-uniform trip count (every lane joins the shuffles); lanes past the end read nothing.
+    for (int idx = split * kThreads + tid; idx - lane < items; idx += n * kThreads) {
+      const int part = idx & (g - 1);
+      const int piece = idx / g;
+      const int r = piece / kOutChunks;
+      const int c = piece % kOutChunks;
+      float l = kNegInfF;
+      float4 lo = make_float4(0.0f, 0.0f, 0.0f, 0.0f), hi = lo;
+      if (idx < items && part < n) {
+        l = sm90::ld_shared_cluster_f32(sm90::mapa_shared_cluster(sxl + r, part));
+        const std::uint32_t a = sm90::mapa_shared_cluster(so + r * kOStride + c * 8, part);
+        lo = sm90::ld_shared_cluster_v4_f32(a);
+        hi = sm90::ld_shared_cluster_v4_f32(a + 16);
       }
-      const int gr = row0 + r;
-      const int token = p.group_div.div(gr);
-      store_output<Elem>(p, b, token, hkv * G + (gr - token * G), c, acc, lse2);
+      float mx = l;
+      for (int o = 1; o < g; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+      // Parts with LSE -inf (empty splits, O = 0) weigh 0; a piece no part saw gives 0, -inf.
+      const float f = mx == kNegInfF ? 0.0f : sm80::ex2_approx_ftz(l - mx);
+      float acc[8] = {f * lo.x, f * lo.y, f * lo.z, f * lo.w, f * hi.x, f * hi.y, f * hi.z, f * hi.w};
+      float sum = f;
+      for (int o = 1; o < g; o <<= 1) {
+        sum += __shfl_xor_sync(0xffffffffu, sum, o);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], o);
+      }
+      if (idx < items && part == 0) {
+        const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[e] *= inv;
+        const int gr = row0 + r;
+        const int token = p.group_div.div(gr);
+        store_output<Elem>(p, b, token, hkv * G + (gr - token * G), c, acc, sum > 0.0f ? mx + __log2f(sum) : kNegInfF);
+      }
     }
     // Keep this block's shared memory alive until the peers have read it. Relaxed: the reads
     // are complete (their values are in the stores above), and the stores need not drain
