@@ -1,0 +1,43 @@
+"""Where a kernel's warps wait, from an Nsight Compute source page: total stall samples by reason,
+then per chunk of SASS instructions (in address order) its share of the samples, the instruction
+with the most, and the chunk's top reasons. Input: the CSV of
+
+  ncu --import REPORT.ncu-rep --page source --csv --print-source sass -k regex:KERNEL > source.csv
+
+for a report taken with `--set full --import-source yes` (bench/profile_decode.py and
+bench/profile_prefill.py run one step of each kernel for it).
+
+  python3 bench/ncu_stalls.py source.csv [CHUNK=64]
+"""
+import collections
+import csv
+import sys
+
+
+def main(path, chunk):
+    rows = list(csv.reader(open(path)))
+    header = next(i for i, r in enumerate(rows) if r and r[0] == "Address")
+    names, data = rows[header], rows[header + 1:]
+    col = {n: i for i, n in enumerate(names)}
+    samples = col["Warp Stall Sampling (All Samples)"]
+    executed = col["Instructions Executed"]
+    reasons = [n for n in names if n.startswith("stall_") and "(Not" not in n]
+    count = lambda r, c: int(r[c] or 0)
+    total = sum(count(r, samples) for r in data) or 1
+    by_reason = collections.Counter({n: sum(count(r, col[n]) for r in data) for n in reasons})
+    print(f"{total} samples over {len(data)} instructions, "
+          f"{sum(count(r, executed) for r in data)} warp-instructions executed")
+    print(" ".join(f"{k[6:]}={v * 100 / total:.1f}%" for k, v in by_reason.most_common(9)))
+    for start in range(0, len(data), chunk):
+        part = data[start:start + chunk]
+        n = sum(count(r, samples) for r in part)
+        if n * 100 / total < 1.0:
+            continue
+        top = max(part, key=lambda r: count(r, samples))
+        why = collections.Counter({k: sum(count(r, col[k]) for r in part) for k in reasons})
+        print(f"[{start:5d}] {n * 100 / total:5.1f}%  top: {top[1].strip()[:48]:48s} {count(top, samples):4d}  "
+              + " ".join(f"{k[6:]}={v}" for k, v in why.most_common(3)))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 64)
