@@ -170,6 +170,16 @@ int forced_splits() {
   return n >= 1 ? (n > kMaxDecodeSplits ? kMaxDecodeSplits : n) : 0;
 }
 
+// FLASHBUF_DECODE_RING=shared keeps every launch on the kStages ring (tests and A/Bs of the
+// deep ring; read once per process).
+bool deep_ring_allowed() {
+  static const bool allowed = [] {
+    const char* env = std::getenv("FLASHBUF_DECODE_RING");
+    return env == nullptr || std::string(env) != "shared";
+  }();
+  return allowed;
+}
+
 dk::SplitMerge forced_merge() {
   const char* env = std::getenv("FLASHBUF_DECODE_MERGE");
   if (env == nullptr) return dk::SplitMerge::none;
@@ -262,8 +272,9 @@ void cuda_decode(const DecodePlan& plan, const AttentionProblem& p, void* worksp
   if (p.seqlens_k == nullptr) throw ArgumentError("seqlens_k", "required by the GPU decode");
 
   DecodeDeviceScope scope(pr.device_index);
+  const dk::DecodeKernelInfo info = kernel_info(pr, shape.mtiles);  // cached by the plan
   if (merge == dk::SplitMerge::cluster) {
-    const int max_cluster = kernel_info(pr, shape.mtiles).max_cluster;  // cached by the plan
+    const int max_cluster = info.max_cluster;
     if (num_splits > max_cluster) {
       throw ArgumentError("plan.workspace_bytes",
                           "0 with " + std::to_string(num_splits) + " splits asks for the cluster merge, which this "
@@ -332,6 +343,11 @@ void cuda_decode(const DecodePlan& plan, const AttentionProblem& p, void* worksp
 
   const dim3 grid(static_cast<unsigned>(num_splits), static_cast<unsigned>(pr.heads_kv * shape.row_chunks),
                   static_cast<unsigned>(pr.batch));
+  // At most one block per SM (the latency-bound plans): each block takes the deep ring.
+  const std::int64_t blocks = static_cast<std::int64_t>(grid.x) * grid.y * grid.z;
+  params.deep_ring = info.deep_ring && deep_ring_allowed() && blocks <= info.sm_count &&
+                     (merge != dk::SplitMerge::cluster ||
+                      (num_splits <= dk::kMaxClusterSplits && grid.y * grid.z <= unsigned(info.deep_active_clusters[num_splits])));
   const cudaError_t launched = launch_kernel(pr, shape.mtiles, params, grid, stream);
   if (launched != cudaSuccess) {
     throw RuntimeError(std::string("flashbuf decode: launching the kernel failed: ") + cudaGetErrorName(launched) +

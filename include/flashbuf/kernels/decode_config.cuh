@@ -32,6 +32,7 @@ inline constexpr int kMaxMTiles = 8;
 inline constexpr int kMaxRowsPerBlock = 16 * kMaxMTiles;  // longer groups are cut in chunks
 // Shared memory one block may ask for (H100/H200: 227 KB opt-in per block).
 inline constexpr int kMaxSmemBytes = 227 * 1024;
+inline constexpr int kMaxSmemBytesDeep = 220 * 1024;  // the deep ring's budget (some slack)
 
 // 16-row tiles needed for `rows` packed rows, rounded up to a power of two so only four
 // shapes are instantiated (1, 2, 4, 8).
@@ -67,6 +68,13 @@ struct DecodeTile {
   // Stages in flight: about 64-100 KB per block, so 2-3 blocks per SM keep >= 100 KB of
   // reads outstanding per SM (the read ceiling needs ~40 KB at ~1 us latency).
   static constexpr int kStages = kStageBytes <= 16 * 1024 ? 4 : 3;
+  // A grid of at most one block per SM (the latency-bound plans) runs a deeper ring, chosen at
+  // launch (DecodeParams::deep_ring): the SM's shared memory is its block's alone, and a split
+  // of 4 tiles then has all of them in flight at once (kStages - 1 = 2 left a second DRAM
+  // round trip per split). As many stages as fit, at most 6.
+  static constexpr int kDeepStagesFit =
+      (kMaxSmemBytesDeep - HeadDim * 2 * 16 * MTiles - 2 * 6 * kBlockN * 4) / kStageBytes;
+  static constexpr int kDeepStages = kDeepStagesFit > 6 ? 6 : (kDeepStagesFit < kStages ? kStages : kDeepStagesFit);
   static constexpr int kQBytes = kRows * kRowBytes;
   // Q stays in registers (D/16 x 4 words per warp) up to D = 128; at D = 256 the O
   // accumulators take 128 registers, so Q fragments are re-read from shared memory.
@@ -78,12 +86,17 @@ struct DecodeTile {
   static constexpr int kOPad = 8;
   static constexpr int kEpilogueOBytes = kWarpsN * kRows * (HeadDim + kOPad) * 4;
   static constexpr int kEpilogueBytes = kEpilogueOBytes + kWarpsN * kRows * 2 * 4 + kRows * 4;
-  // Paged caches: the page-table entries of 2 * kStages tiles (<= kBlockN pages a tile, at
-  // page size 1), copied kStages - 1 tiles ahead with the K/V copies (decode_kernel.cuh).
-  static constexpr int kPageSlots = 2 * kStages;
-  static constexpr int kPageEntryBytes = kPageSlots * kBlockN * 4;
-  static constexpr int kMainBytes = kStages * kStageBytes + kQBytes + kPageEntryBytes;
-  static constexpr int kSmemBytes = kMainBytes > kEpilogueBytes ? kMainBytes : kEpilogueBytes;
+  // Layout for a ring of `stages`: the ring, Q, then (paged caches) the page-table entries of
+  // 2 * stages tiles (<= kBlockN pages a tile, at page size 1), copied stages - 1 tiles ahead
+  // with the K/V copies (decode_kernel.cuh). The epilogue reuses all of it from the start.
+  static constexpr int q_offset(int stages) { return stages * kStageBytes; }
+  static constexpr int page_slots(int stages) { return 2 * stages; }
+  static constexpr int smem_bytes(int stages) {
+    const int main = q_offset(stages) + kQBytes + page_slots(stages) * kBlockN * 4;
+    return main > kEpilogueBytes ? main : kEpilogueBytes;
+  }
+  static constexpr int kSmemBytes = smem_bytes(kStages);
+  static constexpr int kDeepSmemBytes = smem_bytes(kDeepStages);
   // Tile loads: threads cover a tile row by row, kChunksPerRow threads per key row.
   static constexpr int kRowsPerPass = kThreads / kChunksPerRow;
   static constexpr int kLoadPasses = kBlockN / kRowsPerPass;
@@ -102,6 +115,8 @@ consteval bool check_decode_tile() {
   static_assert((T::kRows * T::kChunksPerRow) % T::kThreads == 0, "Q loads: whole passes");
   static_assert(T::kBlockN <= T::kThreads, "page-table entries: one thread copies each of a tile's");
   static_assert(T::kSmemBytes <= kMaxSmemBytes, "decode tile exceeds the shared memory of a block");
+  static_assert(T::kDeepSmemBytes <= kMaxSmemBytes, "the deep ring exceeds the shared memory of a block");
+  static_assert(T::kDeepStages >= T::kStages, "the deep ring is at least as deep as the shared one");
   return true;
 }
 

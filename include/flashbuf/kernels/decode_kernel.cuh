@@ -1,7 +1,8 @@
 // Kernels layer, decode: the split-KV token-generation kernel (mma.sync m16n8k16, cp.async
 // pipeline; runs on sm80 and sm90). One block computes the packed query rows of one
 // (sequence, kv head, row chunk) against one split of that sequence's keys, streaming K and V
-// tiles through a kStages-deep cp.async ring in shared memory. It writes the final O and LSE
+// tiles through a cp.async ring in shared memory (kStages deep, kDeepStages when the grid
+// leaves each block an SM of its own). It writes the final O and LSE
 // (one split), or merges its split with the others of its thread-block cluster through
 // distributed shared memory (sm_90), or writes a partial O (fp32, normalised) and its LSE to
 // the workspace, which the combine (combine.cuh, the public merge_states) folds together
@@ -71,6 +72,7 @@ struct DecodeParams {
   FastDivmod group_div{};  // packed row -> token (divides by group; no integer division before the copies)
   int kv_capacity = 0;  // every seqlens_k entry is clamped to [0, kv_capacity]
   int num_splits = 1;
+  bool deep_ring = false;  // the grid has at most one block per SM: DecodeTile::kDeepStages
   int keys_per_split_static = 0;  // split_keys(kv_capacity, num_splits, block_n): the splits without a left window
   SplitMerge merge = SplitMerge::none;  // num_splits > 1: cluster (grid x = one cluster) or workspace
 
@@ -196,7 +198,10 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
   constexpr float kNegInfF = kNegInf;
 
   extern __shared__ __align__(128) unsigned char smem[];
-  unsigned char* const smem_q = smem + kStages * Tile::kStageBytes;
+  // The ring's depth: kStages, or kDeepStages when the launch gave this block its SM alone.
+  const bool deep = Tile::kDeepStages > kStages && p.deep_ring;
+  const int S = deep ? Tile::kDeepStages : kStages;
+  unsigned char* const smem_q = smem + (deep ? Tile::q_offset(Tile::kDeepStages) : Tile::q_offset(kStages));
 
   const int tid = threadIdx.x;
   const int lane = tid & 31;
@@ -241,21 +246,23 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
   const int row0 = chunk * kRows;
 
   // Paged caches: the page-table entries of tile `tile` (its first key's page onwards, one per
-  // thread) are copied into slot tile % kPageSlots of a small ring by cp.async, in the group of
-  // the tile kStages - 1 earlier, so they have landed (and, after that iteration's barrier, are
+  // thread) are copied into slot tile % (2 S) of a small ring by cp.async, in the group of
+  // the tile S - 1 earlier, so they have landed (and, after that iteration's barrier, are
   // visible) when the tile's K/V copies are issued. No register ever waits for them: a page
   // read into registers a tile ahead still stalled its warp, its load queued behind the tile
   // copies (measured: pages in order, the same addresses as contiguous, at 0.60x; 0.77x with
-  // the clamp deferred to the copy). Slots are reused 2 * kStages tiles later, after a barrier
+  // the clamp deferred to the copy). Slots are reused 2 S tiles later, after a barrier
   // that follows the last read. `hi` bounds the keys (blk_hi, or early_hi before the length).
-  std::int32_t* const page_slots =
-      reinterpret_cast<std::int32_t*>(smem + kStages * Tile::kStageBytes + Tile::kQBytes);
+  std::int32_t* const page_slots = reinterpret_cast<std::int32_t*>(smem_q + Tile::kQBytes);
+  auto slot_of = [&](int tile) {  // tile % (2 S), by constants
+    return deep ? tile % Tile::page_slots(Tile::kDeepStages) : tile % Tile::page_slots(kStages);
+  };
   auto fetch_entries = [&](int tile, int hi) {
     const int lo = blk_lo + tile * kBN;
     if (!paged || lo >= hi) return;
     const int first = p.page_div.div(lo);
     const int count = p.page_div.div(min(lo + kBN, hi) - 1) - first + 1;
-    if (tid < count) sm80::cp_async_ca_4(page_slots + (tile % Tile::kPageSlots) * kBN + tid, page_row + first + tid);
+    if (tid < count) sm80::cp_async_ca_4(page_slots + slot_of(tile) * kBN + tid, page_row + first + tid);
   };
   // Shared-memory destination of pass i: when a pass covers a multiple of 8 rows the XOR
   // term is the same in every pass and the offset is a constant step.
@@ -292,7 +299,7 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
         vp += v_pass_step;
       }
     } else {
-      const std::int32_t* const entries = page_slots + (tile % Tile::kPageSlots) * kBN;
+      const std::int32_t* const entries = page_slots + slot_of(tile) * kBN;
       const int first = p.page_div.div(blk_lo + tile * kBN);
 #pragma unroll
       for (int i = 0; i < kPasses; ++i) {
@@ -313,22 +320,20 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
       }
     }
   };
-  // Prologue: kStages - 1 tiles in flight (group 0 also carries Q). Empty groups keep the
-  // group count uniform, so wait_group<kStages - 2> always means "tile t has landed".
-  // Paged: the entries of the prologue's tiles first (one wait, before any K/V copy), then
-  // each group also carries the entries of the tile kStages - 1 after its own.
+  // Prologue: S - 1 tiles in flight (group 0 also carries Q). Empty groups keep the group
+  // count uniform, so wait_group<S - 2> always means "tile t has landed". Paged: the entries
+  // of the prologue's tiles first (one wait, before any K/V copy), then each group also
+  // carries the entries of the tile S - 1 after its own.
   auto issue_prologue = [&](int hi) {
     set_first_rows();
     if (paged) {
-#pragma unroll
-      for (int s = 0; s < kStages - 1; ++s) fetch_entries(s, hi);
+      for (int s = 0; s < S - 1; ++s) fetch_entries(s, hi);
       sm80::cp_async_wait_all();
       __syncthreads();
     }
-#pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) {
+    for (int s = 0; s < S - 1; ++s) {
       load_tile(s, s, hi);
-      fetch_entries(s + kStages - 1, hi);
+      fetch_entries(s + S - 1, hi);
       sm80::cp_async_commit_group();
     }
   };
@@ -405,9 +410,14 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
   const int v_chunk_hi = lane >> 4;                                   //          n 0-7 / 8-15
   const bool softcap = p.softcap_log2 > 0.0f;
 
+  int stage = 0;  // tile t's stage, t % S
   for (int t = 0; t < n_tiles; ++t) {
-    sm80::cp_async_wait_group<kStages - 2>();
-    if (t < kStages - 1 && blk_hi < early_hi) {
+    if (deep) {
+      sm80::cp_async_wait_group<Tile::kDeepStages - 2>();
+    } else {
+      sm80::cp_async_wait_group<kStages - 2>();
+    }
+    if (t < S - 1 && blk_hi < early_hi) {
       // An early tile read rows past the length: zero their V (this thread's own copies,
       // complete for it after the wait) so masked keys add 0, never NaN.
       unsigned char* const sv = smem + t * Tile::kStageBytes + Tile::kTileBytes;
@@ -427,13 +437,14 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
       }
     }
     {
-      const int next = t + kStages - 1;
-      load_tile(next, next % kStages, blk_hi);
-      fetch_entries(next + kStages - 1, blk_hi);
+      const int next = t + S - 1;  // into tile t - 1's stage, free since the barrier above
+      load_tile(next, stage == 0 ? S - 1 : stage - 1, blk_hi);
+      fetch_entries(next + S - 1, blk_hi);
       sm80::cp_async_commit_group();
     }
 
-    const unsigned char* const sk = smem + (t % kStages) * Tile::kStageBytes;
+    const unsigned char* const sk = smem + stage * Tile::kStageBytes;
+    stage = stage + 1 == S ? 0 : stage + 1;
     const unsigned char* const sv = sk + Tile::kTileBytes;
 
     // S = Q K^T over this warp's kKW keys (fp32 accumulators, C layout of m16n8).
@@ -651,6 +662,11 @@ struct DecodeKernelInfo {
   int blocks_per_sm = 0;    // resident blocks per SM on the device; 0: the kernel cannot run there
   int block_n = 0;
   int max_cluster = 0;      // the most splits the cluster merge can take here (0: none, before sm_90)
+  int sm_count = 0;         // the device's SMs
+  bool deep_ring = false;   // the deep ring fits the device's shared memory (DecodeTile::kDeepSmemBytes)
+  // With the deep ring: clusters of each size (2..16) resident at once (0: that size does not
+  // schedule), so a cluster plan takes it only when all of its clusters fit in one wave.
+  int deep_active_clusters[kMaxClusterSplits + 1] = {};
   int smem_optin_max = 0;   // the device's opt-in limit of shared memory per block (0: unknown)
   cudaError_t error = cudaSuccess;  // the runtime call that failed, when one did
   const char* failed_call = nullptr;
@@ -668,12 +684,38 @@ inline constexpr int kCachedDevices = 64;
 template <class Elem, int D, int MT>
 struct KernelState {
   static inline std::atomic<int> blocks_per_sm[kCachedDevices] = {};
-  static inline std::atomic<int> max_cluster[kCachedDevices] = {};  // stored before blocks_per_sm
+  // Stored before blocks_per_sm: max_cluster, sm_count, deep ring (0 / 1), its clusters.
+  static inline std::atomic<int> max_cluster[kCachedDevices] = {};
+  static inline std::atomic<int> sm_count[kCachedDevices] = {};
+  static inline std::atomic<int> deep_ring[kCachedDevices] = {};
+  static inline std::atomic<int> deep_active_clusters[kCachedDevices][kMaxClusterSplits + 1] = {};
 };
 
 // The largest cluster (16, else the portable 8) of `kernel` that the device can schedule at
 // least one of, or 0: before sm_90, or when the kernel's code was compiled for an older
 // target (an sm_80 build JIT-compiled on Hopper has no cluster merge in it).
+// Clusters of `size` blocks of `kernel` resident at once on the current device (0: none, or
+// the query failed).
+inline int active_clusters(const void* kernel, int size, int threads, int smem_bytes) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(size);
+  config.blockDim = dim3(threads);
+  config.dynamicSmemBytes = smem_bytes;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeClusterDimension;
+  attribute[0].val.clusterDim.x = size;
+  attribute[0].val.clusterDim.y = 1;
+  attribute[0].val.clusterDim.z = 1;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  int clusters = 0;
+  if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return clusters;
+}
+
 inline int max_cluster_size(const void* kernel, int device, int threads, int smem_bytes) {
   int major = 0;
   cudaFuncAttributes attributes{};
@@ -686,20 +728,7 @@ inline int max_cluster_size(const void* kernel, int device, int threads, int sme
   cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
   cudaGetLastError();
   for (int size : {kMaxClusterSplits, 8}) {
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(size);
-    config.blockDim = dim3(threads);
-    config.dynamicSmemBytes = smem_bytes;
-    cudaLaunchAttribute attribute[1];
-    attribute[0].id = cudaLaunchAttributeClusterDimension;
-    attribute[0].val.clusterDim.x = size;
-    attribute[0].val.clusterDim.y = 1;
-    attribute[0].val.clusterDim.z = 1;
-    config.attrs = attribute;
-    config.numAttrs = 1;
-    int clusters = 0;
-    if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess) cudaGetLastError();
-    if (clusters > 0) return size;
+    if (active_clusters(kernel, size, threads, smem_bytes) > 0) return size;
   }
   return 0;
 }
@@ -722,8 +751,14 @@ DecodeKernelInfo prepare(int device) {
   if (cached != nullptr) {
     const int n = cached->load(std::memory_order_acquire);
     if (n > 0) {
+      using State = KernelState<Elem, D, MT>;
       info.blocks_per_sm = n;
-      info.max_cluster = KernelState<Elem, D, MT>::max_cluster[device].load(std::memory_order_relaxed);
+      info.max_cluster = State::max_cluster[device].load(std::memory_order_relaxed);
+      info.sm_count = State::sm_count[device].load(std::memory_order_relaxed);
+      info.deep_ring = State::deep_ring[device].load(std::memory_order_relaxed) != 0;
+      for (int c = 0; c <= kMaxClusterSplits; ++c) {
+        info.deep_active_clusters[c] = State::deep_active_clusters[device][c].load(std::memory_order_relaxed);
+      }
       return info;
     }
   }
@@ -737,15 +772,32 @@ DecodeKernelInfo prepare(int device) {
   cudaError_t err = cudaDeviceGetAttribute(&info.smem_optin_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
   if (err != cudaSuccess) return fail(err, "cudaDeviceGetAttribute(MaxSharedMemoryPerBlockOptin)");
   if (info.smem_bytes > info.smem_optin_max) return info;  // blocks_per_sm = 0: too much shared memory
-  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::kSmemBytes);
+  err = cudaDeviceGetAttribute(&info.sm_count, cudaDevAttrMultiProcessorCount, device);
+  if (err != cudaSuccess) return fail(err, "cudaDeviceGetAttribute(MultiProcessorCount)");
+  // The deep ring where the device has the shared memory for it (H100/H200: yes; A100: no).
+  info.deep_ring = Tile::kDeepStages > Tile::kStages && Tile::kDeepSmemBytes <= info.smem_optin_max;
+  const int smem_limit = info.deep_ring ? Tile::kDeepSmemBytes : Tile::kSmemBytes;
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_limit);
   if (err != cudaSuccess) return fail(err, "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
   int blocks = 0;
   err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, Tile::kThreads, Tile::kSmemBytes);
   if (err != cudaSuccess) return fail(err, "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
   info.blocks_per_sm = blocks;
-  if (blocks > 0) info.max_cluster = max_cluster_size(reinterpret_cast<const void*>(kernel), device, Tile::kThreads, Tile::kSmemBytes);
+  if (blocks > 0) {
+    const void* k = reinterpret_cast<const void*>(kernel);
+    info.max_cluster = max_cluster_size(k, device, Tile::kThreads, Tile::kSmemBytes);
+    for (int c = 2; info.deep_ring && c <= info.max_cluster; ++c) {
+      info.deep_active_clusters[c] = active_clusters(k, c, Tile::kThreads, Tile::kDeepSmemBytes);
+    }
+  }
   if (blocks > 0 && cached != nullptr) {
-    KernelState<Elem, D, MT>::max_cluster[device].store(info.max_cluster, std::memory_order_relaxed);
+    using State = KernelState<Elem, D, MT>;
+    State::max_cluster[device].store(info.max_cluster, std::memory_order_relaxed);
+    State::sm_count[device].store(info.sm_count, std::memory_order_relaxed);
+    State::deep_ring[device].store(info.deep_ring ? 1 : 0, std::memory_order_relaxed);
+    for (int c = 0; c <= kMaxClusterSplits; ++c) {
+      State::deep_active_clusters[device][c].store(info.deep_active_clusters[c], std::memory_order_relaxed);
+    }
     cached->store(blocks, std::memory_order_release);
   }
   return info;
@@ -766,7 +818,7 @@ cudaError_t launch(int device, const DecodeParams& params, dim3 grid, cudaStream
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = dim3(Tile::kThreads);
-  config.dynamicSmemBytes = Tile::kSmemBytes;
+  config.dynamicSmemBytes = params.deep_ring ? Tile::kDeepSmemBytes : Tile::kSmemBytes;
   config.stream = stream;
   cudaLaunchAttribute attribute[1];
   attribute[0].id = cudaLaunchAttributeClusterDimension;  // the splits of one item: one cluster
