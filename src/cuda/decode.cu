@@ -343,9 +343,12 @@ void cuda_decode(const DecodePlan& plan, const AttentionProblem& p, void* worksp
 
   const dim3 grid(static_cast<unsigned>(num_splits), static_cast<unsigned>(pr.heads_kv * shape.row_chunks),
                   static_cast<unsigned>(pr.batch));
-  // At most one block per SM (the latency-bound plans): each block takes the deep ring.
+  // Paged caches in grids of at most one block per SM take the deep ring: measured (H200,
+  // bench/NOTES-decode.md, stop 14) 1.04-1.08x at B = 1 L 2k and B = 8 L 512 with pages of
+  // 16, where each tile's copies wait on its page entries; contiguous caches lost 1-6% with it
+  // (B = 1 L 8k: 15.3 against 14.7 us), so they keep the shared ring.
   const std::int64_t blocks = static_cast<std::int64_t>(grid.x) * grid.y * grid.z;
-  params.deep_ring = info.deep_ring && deep_ring_allowed() && blocks <= info.sm_count &&
+  params.deep_ring = p.page_size > 0 && info.deep_ring && deep_ring_allowed() && blocks <= info.sm_count &&
                      (merge != dk::SplitMerge::cluster ||
                       (num_splits <= dk::kMaxClusterSplits && grid.y * grid.z <= unsigned(info.deep_active_clusters[num_splits])));
   const cudaError_t launched = launch_kernel(pr, shape.mtiles, params, grid, stream);

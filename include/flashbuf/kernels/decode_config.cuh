@@ -68,10 +68,10 @@ struct DecodeTile {
   // Stages in flight: about 64-100 KB per block, so 2-3 blocks per SM keep >= 100 KB of
   // reads outstanding per SM (the read ceiling needs ~40 KB at ~1 us latency).
   static constexpr int kStages = kStageBytes <= 16 * 1024 ? 4 : 3;
-  // A grid of at most one block per SM (the latency-bound plans) runs a deeper ring, chosen at
-  // launch (DecodeParams::deep_ring): the SM's shared memory is its block's alone, and a split
-  // of 4 tiles then has all of them in flight at once (kStages - 1 = 2 left a second DRAM
-  // round trip per split). As many stages as fit, at most 6.
+  // A paged grid of at most one block per SM runs a deeper ring, chosen at launch
+  // (DecodeParams::deep_ring; src/cuda/decode.cu says when): the SM's shared memory is its
+  // block's alone, and a split of 4 tiles then has all of them (and their page entries) in
+  // flight at once. As many stages as fit, at most 6.
   static constexpr int kDeepStagesFit =
       (kMaxSmemBytesDeep - HeadDim * 2 * 16 * MTiles - 2 * 6 * kBlockN * 4) / kStageBytes;
   static constexpr int kDeepStages = kDeepStagesFit > 6 ? 6 : (kDeepStagesFit < kStages ? kStages : kDeepStagesFit);

@@ -2,7 +2,7 @@
 // pipeline; runs on sm80 and sm90). One block computes the packed query rows of one
 // (sequence, kv head, row chunk) against one split of that sequence's keys, streaming K and V
 // tiles through a cp.async ring in shared memory (kStages deep, kDeepStages when the grid
-// leaves each block an SM of its own). It writes the final O and LSE
+// is paged and leaves each block an SM of its own). It writes the final O and LSE
 // (one split), or merges its split with the others of its thread-block cluster through
 // distributed shared memory (sm_90), or writes a partial O (fp32, normalised) and its LSE to
 // the workspace, which the combine (combine.cuh, the public merge_states) folds together
@@ -72,7 +72,7 @@ struct DecodeParams {
   FastDivmod group_div{};  // packed row -> token (divides by group; no integer division before the copies)
   int kv_capacity = 0;  // every seqlens_k entry is clamped to [0, kv_capacity]
   int num_splits = 1;
-  bool deep_ring = false;  // the grid has at most one block per SM: DecodeTile::kDeepStages
+  bool deep_ring = false;  // DecodeTile::kDeepStages (paged grids of at most one block per SM)
   int keys_per_split_static = 0;  // split_keys(kv_capacity, num_splits, block_n): the splits without a left window
   SplitMerge merge = SplitMerge::none;  // num_splits > 1: cluster (grid x = one cluster) or workspace
 
