@@ -618,6 +618,12 @@ std::vector<Case> feature_cases() {
     add(c);
   }
   {
+    // A negative scale: the row maximum of the exponent is the smallest score.
+    Case c{"gqa4_bf16_d128_negative_scale"};
+    c.hq = 8, c.hkv = 2, c.lens = {1, 64, 200, 1000}, c.page = 16, c.scale = -0.09f, c.lse = true;
+    add(c);
+  }
+  {
     Case c{"group8_fp16_d64_causal_softcap"};
     c.dtype = DType::fp16, c.d = 64, c.hq = 8, c.hkv = 1, c.t = 4, c.lens = {3, 1, 130, 515};
     c.page = 7, c.mask = Mask::causal(), c.softcap = 30.0f, c.o_head_pad = 8;
