@@ -82,4 +82,26 @@ TEST(DecodeHost, SplitHeuristicAndWorkspace) {
   EXPECT_EQ(dk::mtiles_for_rows(1000), 8);
 }
 
+// The rings' shared memory: the shared ring keeps the block counts per SM the split heuristic
+// was measured with (H100/H200: 228 KB per SM, 1 KB reserved per block), the deep ring is
+// deeper wherever a block's 227 KB allow it, and both hold the epilogue.
+template <int D, int MT>
+void expect_rings(int blocks_per_sm, int deep_stages) {
+  using T = dk::DecodeTile<D, MT>;
+  constexpr int kSmBytes = 228 * 1024, kReserved = 1024;
+  EXPECT_EQ(kSmBytes / (T::kSmemBytes + kReserved), blocks_per_sm) << "D " << D << " MTiles " << MT;
+  EXPECT_EQ(T::kDeepStages, deep_stages) << "D " << D << " MTiles " << MT;
+  EXPECT_LE(T::kDeepSmemBytes, dk::kMaxSmemBytes);
+  EXPECT_GE(T::kSmemBytes, T::kEpilogueBytes);
+  EXPECT_GE(T::kDeepSmemBytes, T::kSmemBytes + (T::kDeepStages - T::kStages) * T::kStageBytes);
+}
+
+TEST(DecodeHost, RingsFitTheirBlocksPerSm) {
+  expect_rings<64, 1>(3, 6);
+  expect_rings<128, 1>(2, 6);
+  expect_rings<128, 2>(2, 6);
+  expect_rings<128, 8>(1, 5);
+  expect_rings<256, 1>(1, 3);  // 64 KB stages: no deeper ring fits
+}
+
 }  // namespace
