@@ -72,10 +72,10 @@ struct DecodeTile {
   // (DecodeParams::deep_ring; src/cuda/decode.cu says when): the SM's shared memory is its
   // block's alone, and a split of 4 tiles then has all of them (and their page entries) in
   // flight at once. As many stages as fit, at most 6.
-  static constexpr int kDeepStagesFit =
-      (kMaxSmemBytesDeep - HeadDim * 2 * 16 * MTiles - 2 * 6 * kBlockN * 4) / kStageBytes;
-  static constexpr int kDeepStages = kDeepStagesFit > 6 ? 6 : (kDeepStagesFit < kStages ? kStages : kDeepStagesFit);
   static constexpr int kQBytes = kRows * kRowBytes;
+  static constexpr int kDeepStagesFit =
+      (kMaxSmemBytesDeep - kQBytes - 2 * 6 * kBlockN * 4 /* page-entry slots of 6 stages */) / kStageBytes;
+  static constexpr int kDeepStages = kDeepStagesFit > 6 ? 6 : (kDeepStagesFit < kStages ? kStages : kDeepStagesFit);
   // Q stays in registers (D/16 x 4 words per warp) up to D = 128; at D = 256 the O
   // accumulators take 128 registers, so Q fragments are re-read from shared memory.
   static constexpr bool kQInRegisters = HeadDim <= 128;

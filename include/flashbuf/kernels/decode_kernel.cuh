@@ -11,7 +11,8 @@
 // The launch shape depends only on the plan (max sizes): lengths come from seqlens_k on the
 // device, so a captured CUDA graph replays correctly for any lengths <= max_seqlen_k.
 //
-// Shared memory of one block (D = 128, MTiles = 1: 3 stages, 100 KB):
+// Shared memory of one block (D = 128, MTiles = 1: 3 stages, 100 KB; the deep ring of a paged
+// grid with one block per SM has 6, 199 KB, then the page-entry slots after Q):
 //
 //   stage 0                  stage 1                  stage 2                  Q
 //   +-----------+-----------+-----------+-----------+-----------+-----------+---------+
@@ -117,12 +118,11 @@ struct Float8 {
   float4 lo, hi;
 };
 
-// Merges n <= MaxParts partial results of one (row, 8 channels) piece: part i has base-2 LSE
-// lse(i), row sum weight(i) (1 when its O is already normalised) and O piece(i) (a Float8). Writes the normalised O to acc and returns the merged base-2 LSE; parts with LSE
-// -inf weigh 0 (their O is finite: 0 or a normalised mean), and a piece no part saw gives
-// O = 0, LSE = -inf. Every part's loads are issued before any is used: from the peers' shared
-// memory of a cluster that is one round trip instead of one per unrolled batch, twice (the
-// maximum, then the sum), on the critical path of a latency-bound decode.
+// Merges n <= MaxParts partial results of one (row, 8 channels) piece (the warps of a block
+// that split its key tiles): part i has base-2 max lse(i), row sum weight(i) and O piece(i)
+// (a Float8). Writes the normalised O to acc and returns the merged base-2 LSE; parts with
+// max -inf weigh 0 (their O is 0), and a piece no part saw gives O = 0, LSE = -inf. Every
+// part's loads are issued before any is used.
 template <int MaxParts, class Lse, class Weight, class Piece>
 __device__ __forceinline__ float merge_piece(int n, Lse lse, Weight weight, Piece piece, float (&acc)[8]) {
   float l[MaxParts], w[MaxParts];
