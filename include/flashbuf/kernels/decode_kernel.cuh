@@ -223,6 +223,8 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
   // first tiles' copies (and, paged, their page-table entries) go out at once, bounded by the
   // capacity; rows they read past the length are masked as scores and their V rows zeroed
   // before use (a cache's unused rows may hold anything, NaN included, and 0 * NaN is NaN).
+  // (A split past a shorter sequence's end still reads its first tiles once: at most what it
+  // would read with keys to do.)
   // A left window makes each sequence's first key depend on its length: the splits divide
   // the visible keys of each sequence and the copies wait for the length.
   const int len_loaded = p.seqlens_k[b];
