@@ -10,16 +10,25 @@
 // cost of a replayed launch. The source is the same every launch, so small grids read L2.
 //   nvcc -O3 -std=c++17 -arch=sm_90a bench/stream_rate.cu -o stream_rate && ./stream_rate
 // Result of record: bench/results/h200-stream-cpasync-bulk-20261130.txt.
-#include <cstdio>
-#include <cstdint>
-#include <vector>
-#include <algorithm>
 #include <cuda_runtime.h>
-#define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e)); exit(1);} } while (0)
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+#define CK(x)                                        \
+  do {                                               \
+    cudaError_t e = (x);                             \
+    if (e != cudaSuccess) {                          \
+      printf("%s: %s\n", #x, cudaGetErrorString(e)); \
+      exit(1);                                       \
+    }                                                \
+  } while (0)
 __device__ __forceinline__ unsigned su32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
 constexpr int kRows = 64, kRowBytes = 256, kTile = kRows * kRowBytes;  // one K tile (V alike): 16 KB
 template <int S>
-__global__ void __launch_bounds__(128) lds_stream(const char* __restrict__ src, long row_stride, int tiles, float* sink) {
+__global__ void __launch_bounds__(128)
+    lds_stream(const char* __restrict__ src, long row_stride, int tiles, float* sink) {
   extern __shared__ __align__(128) char smem[];
   const int tid = threadIdx.x;
   const char* base = src + (long)blockIdx.x * tiles * kRows * row_stride;
@@ -33,43 +42,58 @@ __global__ void __launch_bounds__(128) lds_stream(const char* __restrict__ src, 
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(g));
       }
   };
-  for (int s = 0; s < S - 1; ++s) { if (s < tiles) load(s, s); asm volatile("cp.async.commit_group;\n"); }
+  for (int s = 0; s < S - 1; ++s) {
+    if (s < tiles) load(s, s);
+    asm volatile("cp.async.commit_group;\n");
+  }
   float acc = 0.f;
   for (int t = 0; t < tiles; ++t) {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(S - 2));
     __syncthreads();
-    int nx = t + S - 1; if (nx < tiles) load(nx, nx % S); asm volatile("cp.async.commit_group;\n");
+    int nx = t + S - 1;
+    if (nx < tiles) load(nx, nx % S);
+    asm volatile("cp.async.commit_group;\n");
     acc += *(const float*)(smem + (t % S) * 2 * kTile + tid * 4);
   }
   if (acc == 12345.f) *sink = acc;
 }
 template <int S>
-__global__ void __launch_bounds__(128) bulk_stream(const char* __restrict__ src, long row_stride, int tiles, float* sink) {
+__global__ void __launch_bounds__(128)
+    bulk_stream(const char* __restrict__ src, long row_stride, int tiles, float* sink) {
   extern __shared__ __align__(128) char smem[];
   __shared__ __align__(8) unsigned long long bar[S];
   const int tid = threadIdx.x;
   const char* base = src + (long)blockIdx.x * tiles * kRows * row_stride;
-  if (tid == 0) for (int s = 0; s < S; ++s) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(su32(&bar[s])));
+  if (tid == 0)
+    for (int s = 0; s < S; ++s) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(su32(&bar[s])));
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   __syncthreads();
   constexpr int kPad = 272;  // padded rows: conflict-free ldmatrix without a swizzle
   auto load = [&](int t, int s) {
-    if (tid == 0) asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(su32(&bar[s])), "r"(2 * kTile));
+    if (tid == 0)
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(su32(&bar[s])), "r"(2 * kTile));
     __syncwarp();
     // 128 rows (64 K + 64 V) per stage: one 256 B bulk copy per thread
     int kv = tid / 64, r = tid % 64;
     const char* g = base + (long)kv * 1024 + ((long)t * kRows + r) * row_stride;
     unsigned d = su32(smem + s * 2 * kRows * kPad + kv * kRows * kPad + r * kPad);
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 256, [%2];\n"
-                 ::"r"(d), "l"(g), "r"(su32(&bar[s])) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 256, [%2];\n" ::"r"(d),
+                 "l"(g), "r"(su32(&bar[s]))
+                 : "memory");
   };
-  for (int s = 0; s < S - 1; ++s) if (s < tiles) load(s, s);
+  for (int s = 0; s < S - 1; ++s)
+    if (s < tiles) load(s, s);
   float acc = 0.f;
   for (int t = 0; t < tiles; ++t) {
-    const int s = t % S; const unsigned phase = (t / S) & 1;
-    asm volatile("{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra W;\n}\n" ::"r"(su32(&bar[s])), "r"(phase) : "memory");
+    const int s = t % S;
+    const unsigned phase = (t / S) & 1;
+    asm volatile("{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra W;\n}\n" ::"r"(
+                     su32(&bar[s])),
+                 "r"(phase)
+                 : "memory");
     __syncthreads();  // everyone done with tile t-1's stage
-    int nx = t + S - 1; if (nx < tiles) load(nx, nx % S);
+    int nx = t + S - 1;
+    if (nx < tiles) load(nx, nx % S);
     acc += *(const float*)(smem + s * 2 * kRows * kPad + tid * 4);
   }
   if (acc == 12345.f) *sink = acc;
@@ -77,16 +101,27 @@ __global__ void __launch_bounds__(128) bulk_stream(const char* __restrict__ src,
 template <class K>
 float time_it(K kernel, int blocks, int smem, const char* src, long stride, int tiles, float* sink) {
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  cudaStream_t st; CK(cudaStreamCreate(&st));
-  cudaGraph_t g; cudaGraphExec_t ge;
+  cudaStream_t st;
+  CK(cudaStreamCreate(&st));
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
   CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
   for (int i = 0; i < 20; ++i) kernel<<<blocks, 128, smem, st>>>(src, stride, tiles, sink);
-  CK(cudaStreamEndCapture(st, &g)); CK(cudaGraphInstantiate(&ge, g, 0));
-  cudaEvent_t a, b; cudaEventCreate(&a); cudaEventCreate(&b);
+  CK(cudaStreamEndCapture(st, &g));
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
   std::vector<float> ts;
   for (int rep = 0; rep < 7; ++rep) {
-    CK(cudaGraphLaunch(ge, st)); cudaEventRecord(a, st); CK(cudaGraphLaunch(ge, st)); cudaEventRecord(b, st); CK(cudaStreamSynchronize(st));
-    float ms; cudaEventElapsedTime(&ms, a, b); ts.push_back(ms * 1000.f / 20);
+    CK(cudaGraphLaunch(ge, st));
+    cudaEventRecord(a, st);
+    CK(cudaGraphLaunch(ge, st));
+    cudaEventRecord(b, st);
+    CK(cudaStreamSynchronize(st));
+    float ms;
+    cudaEventElapsedTime(&ms, a, b);
+    ts.push_back(ms * 1000.f / 20);
   }
   std::sort(ts.begin(), ts.end());
   return ts[3];
@@ -95,18 +130,22 @@ int main() {
   const long stride = 2048;  // 8 heads x 128 x 2 B: one head's rows, like a (B, S, Hkv, D) cache
   const int max_tiles = 64;
   size_t bytes = (size_t)132 * max_tiles * kRows * stride + 4096;
-  char* src; CK(cudaMalloc(&src, bytes)); CK(cudaMemset(src, 1, bytes));
-  float* sink; CK(cudaMalloc(&sink, 4));
+  char* src;
+  CK(cudaMalloc(&src, bytes));
+  CK(cudaMemset(src, 1, bytes));
+  float* sink;
+  CK(cudaMalloc(&sink, 4));
   printf("blocks tiles | lds S3  lds S5  bulk S3  bulk S5   (us; GB/s per block)\n");
-  for (int blocks : {64, 128}) for (int tiles : {0, 1, 4, 8, 16}) {
-    const double mb = 2.0 * kTile * tiles;  // bytes per block
-    float t0 = time_it(lds_stream<3>, blocks, 3 * 2 * kTile, src, stride, tiles, sink);
-    float t1 = time_it(lds_stream<5>, blocks, 5 * 2 * kTile, src, stride, tiles, sink);
-    float t2 = time_it(bulk_stream<3>, blocks, 3 * 2 * kRows * 272, src, stride, tiles, sink);
-    float t3 = time_it(bulk_stream<5>, blocks, 5 * 2 * kRows * 272, src, stride, tiles, sink);
-    printf("%4d %4d | %6.2f %6.2f %6.2f %6.2f  | %5.0f %5.0f %5.0f %5.0f\n", blocks, tiles, t0, t1, t2, t3,
-           mb / t0 / 1e3, mb / t1 / 1e3, mb / t2 / 1e3, mb / t3 / 1e3);
-  }
+  for (int blocks : {64, 128})
+    for (int tiles : {0, 1, 4, 8, 16}) {
+      const double mb = 2.0 * kTile * tiles;  // bytes per block
+      float t0 = time_it(lds_stream<3>, blocks, 3 * 2 * kTile, src, stride, tiles, sink);
+      float t1 = time_it(lds_stream<5>, blocks, 5 * 2 * kTile, src, stride, tiles, sink);
+      float t2 = time_it(bulk_stream<3>, blocks, 3 * 2 * kRows * 272, src, stride, tiles, sink);
+      float t3 = time_it(bulk_stream<5>, blocks, 5 * 2 * kRows * 272, src, stride, tiles, sink);
+      printf("%4d %4d | %6.2f %6.2f %6.2f %6.2f  | %5.0f %5.0f %5.0f %5.0f\n", blocks, tiles, t0, t1, t2, t3,
+             mb / t0 / 1e3, mb / t1 / 1e3, mb / t2 / 1e3, mb / t3 / 1e3);
+    }
   // an empty launch for the fixed cost
   return 0;
 }

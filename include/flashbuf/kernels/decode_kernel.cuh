@@ -279,8 +279,9 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
   const Elem* k_first = nullptr;
   const Elem* v_first = nullptr;
   auto set_first_rows = [&] {
-    k_first = k_head + b * p.k_batch_stride + static_cast<std::int64_t>(blk_lo + load_row) * p.k_row_stride + load_chunk * 8;
-    v_first = v_head + b * p.v_batch_stride + static_cast<std::int64_t>(blk_lo + load_row) * p.v_row_stride + load_chunk * 8;
+    const std::int64_t row = blk_lo + load_row;
+    k_first = k_head + b * p.k_batch_stride + row * p.k_row_stride + load_chunk * 8;
+    v_first = v_head + b * p.v_batch_stride + row * p.v_row_stride + load_chunk * 8;
   };
   // Tile `tile` of [blk_lo, hi) into stage `stage`; rows at or past hi are zero-filled.
   auto load_tile = [&](int tile, int stage, int hi) {
