@@ -343,14 +343,10 @@ void cuda_decode(const DecodePlan& plan, const AttentionProblem& p, void* worksp
 
   const dim3 grid(static_cast<unsigned>(num_splits), static_cast<unsigned>(pr.heads_kv * shape.row_chunks),
                   static_cast<unsigned>(pr.batch));
-  // Paged caches in grids of at most one block per SM take the deep ring: measured (H200,
-  // bench/NOTES-decode.md, stop 14) 1.04-1.08x at B = 1 L 2k and B = 8 L 512 with pages of
-  // 16, where each tile's copies wait on its page entries; contiguous caches lost 1-6% with it
-  // (B = 1 L 8k: 15.3 against 14.7 us), so they keep the shared ring.
-  const std::int64_t blocks = static_cast<std::int64_t>(grid.x) * grid.y * grid.z;
-  params.deep_ring = p.page_size > 0 && info.deep_ring && deep_ring_allowed() && blocks <= info.sm_count &&
-                     (merge != dk::SplitMerge::cluster ||
-                      (num_splits <= dk::kMaxClusterSplits && grid.y * grid.z <= unsigned(info.deep_active_clusters[num_splits])));
+  const int clusters_resident = num_splits <= dk::kMaxClusterSplits ? info.deep_active_clusters[num_splits] : 0;
+  params.deep_ring = info.deep_ring && deep_ring_allowed() &&
+                     dk::choose_deep_ring(p.page_size > 0, static_cast<std::int64_t>(grid.y) * grid.z, num_splits,
+                                          merge, info.sm_count, clusters_resident);
   const cudaError_t launched = launch_kernel(pr, shape.mtiles, params, grid, stream);
   if (launched != cudaSuccess) {
     throw RuntimeError(std::string("flashbuf decode: launching the kernel failed: ") + cudaGetErrorName(launched) +

@@ -82,6 +82,16 @@ TEST(DecodeHost, SplitHeuristicAndWorkspace) {
   EXPECT_EQ(dk::mtiles_for_rows(1000), 8);
 }
 
+TEST(DecodeHost, DeepRingForPagedGridsOfOneBlockPerSm) {
+  // H200: 132 SMs.
+  EXPECT_TRUE(dk::choose_deep_ring(true, 8, 16, Merge::workspace, 132, 0)) << "B=1 Hkv=8 paged, 128 blocks";
+  EXPECT_FALSE(dk::choose_deep_ring(false, 8, 16, Merge::workspace, 132, 0)) << "contiguous keeps the shared ring";
+  EXPECT_FALSE(dk::choose_deep_ring(true, 64, 4, Merge::workspace, 132, 0)) << "256 blocks: two per SM";
+  EXPECT_TRUE(dk::choose_deep_ring(true, 8, 8, Merge::cluster, 132, 16)) << "8 clusters of 8, 16 resident";
+  EXPECT_FALSE(dk::choose_deep_ring(true, 64, 2, Merge::cluster, 132, 60)) << "64 pairs, 60 resident";
+  EXPECT_TRUE(dk::choose_deep_ring(true, 1, 1, Merge::none, 132, 0));
+}
+
 // The rings' shared memory: the shared ring keeps the block counts per SM the split heuristic
 // was measured with (H100/H200: 228 KB per SM, 1 KB reserved per block), the deep ring is
 // deeper wherever a block's 227 KB allow it, and both hold the epilogue.

@@ -268,4 +268,17 @@ constexpr SplitChoice choose_decode_splits(int sms, int blocks_per_sm, std::int6
   return {balanced(splits), SplitMerge::workspace};
 }
 
+// Whether a launch of `items` (sequence, kv head, row chunk) x `num_splits` blocks runs the deep
+// ring (DecodeTile::kDeepStages): paged caches in grids of at most one block per SM, whose
+// clusters (cluster merge) all stay resident with the deep ring's shared memory
+// (`clusters_resident` of num_splits blocks at once). Measured (H200, bench/NOTES-decode.md,
+// stop 14): paged B = 1 L 2k and B = 8 L 512 with pages of 16 1.07-1.09x, where each tile's
+// copies wait on its page entries; contiguous caches lost 1-6% with it (B = 1 L 8k: 15.3
+// against 14.7 us), so they keep the shared ring.
+constexpr bool choose_deep_ring(bool paged, std::int64_t items, int num_splits, SplitMerge merge, int sms,
+                                int clusters_resident) {
+  if (!paged || items * num_splits > sms) return false;
+  return merge != SplitMerge::cluster || items <= clusters_resident;
+}
+
 }  // namespace flashbuf::kernels::decode
