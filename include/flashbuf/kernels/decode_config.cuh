@@ -33,6 +33,14 @@ inline constexpr int kMaxRowsPerBlock = 16 * kMaxMTiles;  // longer groups are c
 // Shared memory one block may ask for (H100/H200: 227 KB opt-in per block).
 inline constexpr int kMaxSmemBytes = 227 * 1024;
 inline constexpr int kMaxSmemBytesDeep = 220 * 1024;  // the deep ring's budget (some slack)
+inline constexpr int kMaxDeepStages = 6;  // the deep ring's depth at most
+
+// Paged caches: a ring of `stages` keeps the page-table entries of 2 * stages tiles (<= block_n
+// pages a tile, at page size 1), copied stages - 1 tiles ahead with the K/V copies.
+FLASHBUF_HOST_DEVICE constexpr int page_entry_slots(int stages) { return 2 * stages; }
+FLASHBUF_HOST_DEVICE constexpr int page_entry_bytes(int stages, int block_n) {
+  return page_entry_slots(stages) * block_n * 4;
+}
 
 // 16-row tiles needed for `rows` packed rows, rounded up to a power of two so only four
 // shapes are instantiated (1, 2, 4, 8).
@@ -74,8 +82,9 @@ struct DecodeTile {
   // flight at once. As many stages as fit, at most 6.
   static constexpr int kQBytes = kRows * kRowBytes;
   static constexpr int kDeepStagesFit =
-      (kMaxSmemBytesDeep - kQBytes - 2 * 6 * kBlockN * 4 /* page-entry slots of 6 stages */) / kStageBytes;
-  static constexpr int kDeepStages = kDeepStagesFit > 6 ? 6 : (kDeepStagesFit < kStages ? kStages : kDeepStagesFit);
+      (kMaxSmemBytesDeep - kQBytes - page_entry_bytes(kMaxDeepStages, kBlockN)) / kStageBytes;
+  static constexpr int kDeepStages =
+      kDeepStagesFit > kMaxDeepStages ? kMaxDeepStages : (kDeepStagesFit < kStages ? kStages : kDeepStagesFit);
   // Q stays in registers (D/16 x 4 words per warp) up to D = 128; at D = 256 the O
   // accumulators take 128 registers, so Q fragments are re-read from shared memory.
   static constexpr bool kQInRegisters = HeadDim <= 128;
@@ -86,13 +95,11 @@ struct DecodeTile {
   static constexpr int kOPad = 8;
   static constexpr int kEpilogueOBytes = kWarpsN * kRows * (HeadDim + kOPad) * 4;
   static constexpr int kEpilogueBytes = kEpilogueOBytes + kWarpsN * kRows * 2 * 4 + kRows * 4;
-  // Layout for a ring of `stages`: the ring, Q, then (paged caches) the page-table entries of
-  // 2 * stages tiles (<= kBlockN pages a tile, at page size 1), copied stages - 1 tiles ahead
-  // with the K/V copies (decode_kernel.cuh). The epilogue reuses all of it from the start.
+  // Layout for a ring of `stages`: the ring, Q, then (paged caches) the page-table entries
+  // (page_entry_bytes). The epilogue reuses all of it from the start.
   static constexpr int q_offset(int stages) { return stages * kStageBytes; }
-  static constexpr int page_slots(int stages) { return 2 * stages; }
   static constexpr int smem_bytes(int stages) {
-    const int main = q_offset(stages) + kQBytes + page_slots(stages) * kBlockN * 4;
+    const int main = q_offset(stages) + kQBytes + page_entry_bytes(stages, kBlockN);
     return main > kEpilogueBytes ? main : kEpilogueBytes;
   }
   static constexpr int kSmemBytes = smem_bytes(kStages);

@@ -257,7 +257,7 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
   // that follows the last read. `hi` bounds the keys (blk_hi, or early_hi before the length).
   std::int32_t* const page_slots = reinterpret_cast<std::int32_t*>(smem_q + Tile::kQBytes);
   auto slot_of = [&](int tile) {  // tile % (2 S), by constants
-    return deep ? tile % Tile::page_slots(Tile::kDeepStages) : tile % Tile::page_slots(kStages);
+    return deep ? tile % page_entry_slots(Tile::kDeepStages) : tile % page_entry_slots(kStages);
   };
   auto fetch_entries = [&](int tile, int hi) {
     const int lo = blk_lo + tile * kBN;
