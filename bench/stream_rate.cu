@@ -8,7 +8,7 @@
 //         padded to 272 B.
 // Each launch replays 20 times in a CUDA graph (median of 7); the 0-tile rows are the fixed
 // cost of a replayed launch. The source is the same every launch, so small grids read L2.
-//   nvcc -O3 -std=c++17 -arch=sm_90a bench/stream_rate.cu -o stream_rate && ./stream_rate
+//   nvcc -O3 -std=c++17 -arch=sm_90a -Iinclude bench/stream_rate.cu -o stream_rate && ./stream_rate
 // Result of record: bench/results/h200-stream-cpasync-bulk-20261130.txt.
 #include <cuda_runtime.h>
 
@@ -16,6 +16,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <vector>
+
+#include "flashbuf/arch/sm80/cp_async.cuh"
+#include "flashbuf/arch/sm90/mbarrier.cuh"
+#include "flashbuf/arch/sm90/tma.cuh"
+
+using flashbuf::sm80::smem_u32;
+namespace sm80 = flashbuf::sm80;
+namespace sm90 = flashbuf::sm90;
 #define CK(x)                                        \
   do {                                               \
     cudaError_t e = (x);                             \
@@ -24,7 +32,6 @@
       exit(1);                                       \
     }                                                \
   } while (0)
-__device__ __forceinline__ unsigned su32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
 constexpr int kRows = 64, kRowBytes = 256, kTile = kRows * kRowBytes;  // one K tile (V alike): 16 KB
 template <int S>
 __global__ void __launch_bounds__(128)
@@ -38,21 +45,20 @@ __global__ void __launch_bounds__(128)
       for (int i = 0; i < 8; ++i) {
         int r = i * 8 + tid / 16, c = tid % 16;
         const char* g = base + (long)kv * 1024 + ((long)t * kRows + r) * row_stride + c * 16;
-        unsigned d = su32(smem + s * 2 * kTile + kv * kTile + r * kRowBytes + ((c ^ (r & 7)) << 4));
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(g));
+        sm80::cp_async_cg_16(smem + s * 2 * kTile + kv * kTile + r * kRowBytes + ((c ^ (r & 7)) << 4), g, true);
       }
   };
   for (int s = 0; s < S - 1; ++s) {
     if (s < tiles) load(s, s);
-    asm volatile("cp.async.commit_group;\n");
+    sm80::cp_async_commit_group();
   }
   float acc = 0.f;
   for (int t = 0; t < tiles; ++t) {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(S - 2));
+    sm80::cp_async_wait_group<S - 2>();
     __syncthreads();
     int nx = t + S - 1;
     if (nx < tiles) load(nx, nx % S);
-    asm volatile("cp.async.commit_group;\n");
+    sm80::cp_async_commit_group();
     acc += *(const float*)(smem + (t % S) * 2 * kTile + tid * 4);
   }
   if (acc == 12345.f) *sink = acc;
@@ -61,24 +67,23 @@ template <int S>
 __global__ void __launch_bounds__(128)
     bulk_stream(const char* __restrict__ src, long row_stride, int tiles, float* sink) {
   extern __shared__ __align__(128) char smem[];
-  __shared__ __align__(8) unsigned long long bar[S];
+  __shared__ __align__(8) std::uint64_t bar[S];
   const int tid = threadIdx.x;
   const char* base = src + (long)blockIdx.x * tiles * kRows * row_stride;
   if (tid == 0)
-    for (int s = 0; s < S; ++s) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(su32(&bar[s])));
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    for (int s = 0; s < S; ++s) sm90::mbarrier_init(&bar[s], 1);
+  sm90::fence_mbarrier_init();
   __syncthreads();
   constexpr int kPad = 272;  // padded rows: conflict-free ldmatrix without a swizzle
   auto load = [&](int t, int s) {
-    if (tid == 0)
-      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(su32(&bar[s])), "r"(2 * kTile));
+    if (tid == 0) sm90::mbarrier_arrive_expect_tx(&bar[s], 2 * kTile);
     __syncwarp();
     // 128 rows (64 K + 64 V) per stage: one 256 B bulk copy per thread
     int kv = tid / 64, r = tid % 64;
     const char* g = base + (long)kv * 1024 + ((long)t * kRows + r) * row_stride;
-    unsigned d = su32(smem + s * 2 * kRows * kPad + kv * kRows * kPad + r * kPad);
+    unsigned d = smem_u32(smem + s * 2 * kRows * kPad + kv * kRows * kPad + r * kPad);
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 256, [%2];\n" ::"r"(d),
-                 "l"(g), "r"(su32(&bar[s]))
+                 "l"(g), "r"(smem_u32(&bar[s]))
                  : "memory");
   };
   for (int s = 0; s < S - 1; ++s)
@@ -87,10 +92,7 @@ __global__ void __launch_bounds__(128)
   for (int t = 0; t < tiles; ++t) {
     const int s = t % S;
     const unsigned phase = (t / S) & 1;
-    asm volatile("{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra W;\n}\n" ::"r"(
-                     su32(&bar[s])),
-                 "r"(phase)
-                 : "memory");
+    sm90::mbarrier_wait_parity(&bar[s], phase);
     __syncthreads();  // everyone done with tile t-1's stage
     int nx = t + S - 1;
     if (nx < tiles) load(nx, nx % S);
