@@ -77,7 +77,7 @@ struct DecodeTile {
   // reads outstanding per SM (the read ceiling needs ~40 KB at ~1 us latency).
   static constexpr int kStages = kStageBytes <= 16 * 1024 ? 4 : 3;
   // A paged grid of at most one block per SM runs a deeper ring, chosen at launch
-  // (DecodeParams::deep_ring; src/cuda/decode.cu says when): the SM's shared memory is its
+  // (DecodeParams::deep_ring; choose_deep_ring says when): the SM's shared memory is its
   // block's alone, and a split of 4 tiles then has all of them (and their page entries) in
   // flight at once. As many stages as fit, at most 6.
   static constexpr int kQBytes = kRows * kRowBytes;
