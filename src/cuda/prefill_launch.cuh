@@ -6,6 +6,8 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <string>
 
 #include "api/problem.hpp"
 #include "cuda/check.cuh"
@@ -13,6 +15,7 @@
 #include "flashbuf/core/paged_boxes.hpp"
 #include "flashbuf/kernels/prefill_sm80.cuh"
 #include "flashbuf/kernels/prefill_sm90.cuh"
+#include "flashbuf/kernels/prefill_sm90_persistent.cuh"
 
 namespace flashbuf::detail {
 
@@ -41,6 +44,53 @@ void launch_prefill_kernel(void (*kernel)(PrefillParams, Extra...), const Prefil
   raise_smem_limit_once<Kernel>(reinterpret_cast<const void*>(kernel), pr.device_index);
   kernel<<<dim3(params.num_m_blocks, pr.heads_q, pr.batch), Kernel::kThreads, Kernel::kSmemBytes,
            static_cast<cudaStream_t>(pr.stream)>>>(params, extra...);
+  FLASHBUF_CUDA_CHECK(cudaGetLastError());
+}
+
+// FLASHBUF_PREFILL_GRID (tests and A/Bs; read once per process): `off` keeps a block per query
+// block for every problem; n >= 1 caps the persistent grid at n blocks (small problems then
+// walk several items per block, e.g. under compute-sanitizer). Unset: one wave.
+inline int persistent_grid_knob() {  // -1 off, 0 unset, n cap
+  static const int knob = [] {
+    const char* env = std::getenv("FLASHBUF_PREFILL_GRID");
+    if (env == nullptr || *env == '\0') return 0;
+    if (std::string(env) == "off") return -1;
+    const int n = std::atoi(env);
+    return n >= 1 ? n : 0;
+  }();
+  return knob;
+}
+
+// The persistent Hopper kernel takes batch-form problems whose every operand has its TMA form
+// and whose every query block has keys (seqlen_q <= seqlen_k: bottom-right masks leave each
+// query row at least its diagonal key); the rest keep a block per query block.
+inline bool persistent_prefill_applies(const AttentionProblem& pr, const PrefillTmaMaps& maps, int num_m_blocks) {
+  return persistent_grid_knob() >= 0 && maps.enabled && !maps.gather_tail && maps.q_enabled && maps.o_enabled &&
+         pr.seqlen_k > 0 && pr.seqlen_q <= pr.seqlen_k && std::int64_t(num_m_blocks) * pr.heads_q * pr.batch <= 0x7fffffff;
+}
+
+// Multiprocessors of a device, asked once per device.
+inline int device_sm_count(int device) {
+  static std::atomic<int> cached[64] = {};
+  std::atomic<int>& c = cached[device & 63];
+  int n = c.load(std::memory_order_relaxed);
+  if (n == 0) {
+    FLASHBUF_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+    c.store(n, std::memory_order_relaxed);
+  }
+  return n;
+}
+
+// One wave of blocks (as many as the SMs hold, at most one per item) walking the items.
+template <class Kernel>
+void launch_prefill_persistent(void (*kernel)(PrefillParams, PrefillTmaMaps), PrefillParams params,
+                               const AttentionProblem& pr, const PrefillTmaMaps& maps) {
+  raise_smem_limit_once<Kernel>(reinterpret_cast<const void*>(kernel), pr.device_index);
+  params.num_items = params.num_m_blocks * pr.heads_q * pr.batch;  // < 2^31 (persistent_prefill_applies)
+  const int cap = persistent_grid_knob();
+  const int wave = cap > 0 ? cap : device_sm_count(pr.device_index) * Kernel::kCtasPerSm;
+  const int blocks = params.num_items < wave ? params.num_items : wave;
+  kernel<<<blocks, Kernel::kThreads, Kernel::kSmemBytes, static_cast<cudaStream_t>(pr.stream)>>>(params, maps);
   FLASHBUF_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -140,8 +190,15 @@ void launch_prefill_variant(const PrefillParams& params, const AttentionProblem&
     launch_prefill_kernel<PrefillSm80<In, D, Dv, Paged>>(&prefill_sm80_kernel<In, D, Dv, Paged>, params, pr);
   } else {
     using Kernel = PrefillSm90<In, D, Dv, Paged>;
-    launch_prefill_kernel<Kernel>(&prefill_sm90_kernel<In, D, Dv, Paged>, params, pr,
-                                  make_prefill_tma_maps<Kernel::kBN, Kernel::kBM>(pr));
+    const PrefillTmaMaps maps = make_prefill_tma_maps<Kernel::kBN, Kernel::kBM>(pr);
+    if constexpr (!Paged && PrefillSm90Persistent<In, D, Dv>::kEnabled) {
+      if (persistent_prefill_applies(pr, maps, params.num_m_blocks)) {
+        launch_prefill_persistent<PrefillSm90Persistent<In, D, Dv>>(&prefill_sm90_persistent_kernel<In, D, Dv>,
+                                                                    params, pr, maps);
+        return;
+      }
+    }
+    launch_prefill_kernel<Kernel>(&prefill_sm90_kernel<In, D, Dv, Paged>, params, pr, maps);
   }
 }
 

@@ -381,6 +381,29 @@ TEST_P(PrefillGpu, RowsWithoutKeysGiveZeroAndMinusInf) {
   check_spec(s, backend());
 }
 
+// More items (query block, head, sequence) than one wave of blocks: batch-form problems with
+// seqlen_q <= seqlen_k run the Hopper kernel on a persistent grid up to D 128, each block walking
+// several items in alternating order, with the next item's first S under the current one's last
+// P V and epilogue (prefill_sm90_persistent.cuh). Odd lengths, every mask, GQA, softcap on one;
+// seqlen_q > seqlen_k (query blocks without keys) keeps a block per item.
+TEST_P(PrefillGpu, ManyItemsPersistentGrid) {
+  const std::pair<int, int> sizes[] = {{777, 1500}, {1500, 1500}, {1500, 300}};
+  for (const HeadDims hd : {HeadDims{64, 64}, HeadDims{96, 96}, HeadDims{128, 128}}) {
+    if (!instantiated(DType::bf16, hd)) continue;
+    for (int m = 0; m < 3; ++m) {
+      ProblemSpec s = base_spec(DType::bf16, hd.d, hd.dv, sizes[m].first, sizes[m].second);
+      s.batch = 3;
+      s.heads_q = 8;
+      s.heads_kv = 2;
+      s.softcap = m == 1 ? 20.0f : 0.0f;
+      for (int mask = 0; mask < 3; ++mask) {
+        s.mask = rotating_mask(mask);
+        check_spec(s, backend(), 600);
+      }
+    }
+  }
+}
+
 // Small cases for compute-sanitizer (memcheck, racecheck, synccheck): the script filters on
 // the name.
 TEST_P(PrefillGpu, SanitizerSmallCases) {

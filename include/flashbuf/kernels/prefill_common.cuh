@@ -29,11 +29,23 @@ struct PrefillBlock {
   MaskParams mask;
   KeyRange keys;
 
+  // The grid's block (blockIdx: query block counted from the last, head, sequence).
   __device__ static PrefillBlock make(const PrefillParams& p, int block_m) {
+    return make_at(p, block_m, p.num_m_blocks - 1 - static_cast<int>(blockIdx.x), blockIdx.y, blockIdx.z);
+  }
+  // Work item `item` of a persistent grid: items count query blocks fastest, the last (with
+  // causal masks the heaviest) first, then heads, then sequences: the grid's order.
+  __device__ static PrefillBlock make_item(const PrefillParams& p, int block_m, int item) {
+    const int per_seq = p.num_m_blocks * p.heads_q;
+    const int batch = item / per_seq, in_seq = item - batch * per_seq;
+    const int head = in_seq / p.num_m_blocks;
+    return make_at(p, block_m, p.num_m_blocks - 1 - (in_seq - head * p.num_m_blocks), head, batch);
+  }
+  __device__ static PrefillBlock make_at(const PrefillParams& p, int block_m, int m_block, int head, int batch) {
     PrefillBlock b;
-    b.m_block = p.num_m_blocks - 1 - static_cast<int>(blockIdx.x);
-    b.head = blockIdx.y;
-    b.batch = blockIdx.z;
+    b.m_block = m_block;
+    b.head = head;
+    b.batch = batch;
     b.head_kv = b.head / p.group;
     b.q_begin = p.cu_seqlens_q ? p.cu_seqlens_q[b.batch] : 0;
     b.seqlen_q = p.cu_seqlens_q ? p.cu_seqlens_q[b.batch + 1] - b.q_begin : p.seqlen_q;

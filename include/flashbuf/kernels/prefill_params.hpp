@@ -27,6 +27,7 @@ struct PrefillParams {
   int seqlen_q, seqlen_k;  // fixed lengths when not varlen
   int heads_q, group;      // group = heads_q / heads_kv
   int num_m_blocks;
+  int num_items;           // persistent grids: query blocks x heads x sequences (else unused)
   float scale_log2;        // multiplies raw scores (after softcap's tanh) into log2 units
   float softcap_inv;       // scale / softcap, or 0 without softcap
   int window_left, window_right;

@@ -1,0 +1,300 @@
+// kernels: the Hopper prefill kernel on a persistent grid, for batch-form Q, K, V and O (the
+// TMA forms of every buffer) up to D 128. The same buffers, warpgroups and ping-pong as
+// PrefillSm90 (prefill_sm90.cuh, whose header describes them); what differs is the schedule.
+// Short sequences spend most of a block's time outside the steady tiles (stop 12's ncu at
+// S 512: kernel entry, waiting for Q and K(0), the first S and softmax alone, the epilogue);
+// here a grid of one wave of blocks walks the items (query block, head, sequence; WorkItems)
+// and each consumer's tiles run as one stream across them:
+//
+//   steady tile          issue S(t) and O += P(t-1) V(t-1); softmax S(t); rescale O
+//   first tile of item   issue O += P(t-1) V(t-1) (the last of the previous item), then S(t);
+//                        wait for the P V; the previous item's epilogue (O / l, LSE, O staged
+//                        over its Q rows, TMA store) runs while S(t) is on the tensor cores;
+//                        then O = 0 and the softmax of S(t)
+//
+// Q has two slots: item r's Q lands in slot r % 2 (from the K-issuing thread, ahead of its
+// K tiles) while item r - 1 computes, and the slot of item r - 1 holds its staged O until the
+// store has read it, then goes back to the producer (q_empty, one arrival per consumer). The
+// K and V rings count tiles over all items, so the next item's first tiles load under the
+// current one's last. D 128: two Q slots and two K+V stages (PrefillSm90: one and three).
+#pragma once
+
+#include "flashbuf/core/work_items.hpp"
+#include "flashbuf/kernels/prefill_sm90.cuh"
+
+namespace flashbuf {
+
+template <class In, int D, int Dv>
+struct PrefillSm90Persistent {
+  using Base = PrefillSm90<In, D, Dv, false>;
+  static constexpr int kConsumers = Base::kConsumers;
+  static constexpr int kCtasPerSm = Base::kCtasPerSm;
+  static constexpr int kBM = Base::kBM;
+  static constexpr int kBN = Base::kBN;
+  static constexpr int kProducerThreads = Base::kProducerThreads;
+  static constexpr int kConsumerThreads = Base::kConsumerThreads;
+  static constexpr int kThreads = Base::kThreads;
+  static constexpr int kAlign = Base::kAlign;
+  using TC = typename Base::TC;
+  using WG = typename Base::WG;
+  using QBuf = typename Base::QBuf;
+  using KTile = typename Base::KTile;
+  using VTile = typename Base::VTile;
+  using OTile = typename Base::OTile;
+  using PBuf = typename Base::PBuf;
+  using OBuf = typename Base::OBuf;
+  using Softmax = typename Base::Softmax;
+
+  static constexpr int kQSlots = 2;
+  static constexpr int kQSlotBytes = Base::kQBytes;  // Q, or the item's staged O over it
+  static constexpr int kFitStages = prefill_sm90_stages(kQSlots * kQSlotBytes, KTile::kBytes + VTile::kBytes, kCtasPerSm);
+  // Used where two Q slots leave two K+V stages: D and Dv <= 128.
+  static constexpr bool kEnabled = D <= 128 && Dv <= 128 && kFitStages >= 2;
+  static constexpr int kStages = kFitStages < 2 ? 2 : kFitStages;
+
+  using KBuf = KVBufferLDSSm90<KBufferConfig<kBN, D, kBN>, WG, kProducerThreads, kStages>;
+  using VBuf = KVBufferLDSSm90<VBufferConfig<kBN, kBN, Dv, Dv>, WG, kProducerThreads, kStages>;
+  using Ring = StageRing<kStages>;
+  static_assert(std::is_same_v<typename KBuf::Tile, KTile> && std::is_same_v<typename VBuf::Tile, VTile>);
+
+  // Shared memory: [Q slot 0][Q slot 1][K stages][V stages][barriers: Q full x2, Q empty x2, rings].
+  static constexpr int kBarrierBytes = 2 * kQSlots * sizeof(std::uint64_t) + 2 * Ring::kBarrierBytes;
+  static constexpr int kSmemBytes = kAlign + kQSlots * kQSlotBytes + KBuf::kSmemBytes + VBuf::kSmemBytes + kBarrierBytes;
+  static_assert(!kEnabled || kSmemBytes <= prefill_sm90_smem_budget(kCtasPerSm),
+                "prefill_sm90_persistent: over the shared memory a block may use at kCtasPerSm blocks per SM");
+
+  __device__ static void run(const PrefillParams& p, const PrefillTmaMaps& maps, char* smem_raw) {
+#ifdef FLASHBUF_NO_WGMMA
+    __trap();
+#else
+    char* smem = reinterpret_cast<char*>(round_up(reinterpret_cast<std::uintptr_t>(smem_raw), std::uintptr_t(kAlign)));
+    const auto q_slot = [smem](int slot) { return reinterpret_cast<In*>(smem + slot * kQSlotBytes); };
+    KBuf kbuf;
+    VBuf vbuf;
+    kbuf.smem = reinterpret_cast<In*>(smem + kQSlots * kQSlotBytes);
+    vbuf.smem = reinterpret_cast<In*>(smem + kQSlots * kQSlotBytes + KBuf::kSmemBytes);
+    auto* barriers = reinterpret_cast<std::uint64_t*>(smem + kQSlots * kQSlotBytes + KBuf::kSmemBytes + VBuf::kSmemBytes);
+    std::uint64_t* q_full = barriers;             // [slot]: the slot's Q landed
+    std::uint64_t* q_empty = barriers + kQSlots;  // [slot]: its O was stored, Q may come in
+    Ring kring, vring;
+    kring.init(barriers + 2 * kQSlots, 1, kConsumerThreads / 32);
+    vring.init(barriers + 2 * kQSlots + 2 * kStages, 1, kConsumerThreads / 32);
+    if (threadIdx.x == 0) {
+      for (int s = 0; s < kQSlots; ++s) {
+        sm90::mbarrier_init(&q_full[s], 1);
+        sm90::mbarrier_init(&q_empty[s], kConsumers);
+      }
+      sm90::fence_mbarrier_init();
+    }
+    __syncthreads();
+
+    // The launcher gives every block at least one item, and every item keys (seqlen_q <= seqlen_k).
+    const WorkItems items{p.num_items, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x)};
+    const auto first_tile = [](const PrefillBlock& b) { return b.keys.begin / kBN; };
+    const auto tile_count = [](const PrefillBlock& b) { return (b.keys.end - 1) / kBN - b.keys.begin / kBN + 1; };
+
+    if (threadIdx.x < kProducerThreads) {
+      sm90::setmaxnreg_dec<Base::kProducerRegisters>();
+      // Thread 0: each item's Q (into its slot once the slot's last O was stored), then its K
+      // tiles; thread 32: the V tiles. Both count tiles over all items, as the consumers do.
+      if (threadIdx.x != 0 && threadIdx.x != 32) return;
+      const bool k_thread = threadIdx.x == 0;
+      int t = 0;
+      for (int r = 0;; ++r) {
+        const int item = items.at(r);
+        if (item < 0) break;
+        const PrefillBlock blk = PrefillBlock::make_item(p, kBM, item);
+        if (k_thread) {
+          const int slot = r % kQSlots, use = r / kQSlots;
+          if (use > 0) sm90::mbarrier_wait_parity(&q_empty[slot], (use - 1) & 1);
+          QBuf::load_tile_tma(q_slot(slot), &maps.q, blk.m0, blk.head, blk.batch, &q_full[slot]);
+        }
+        const int n_first = first_tile(blk), num_tiles = tile_count(blk);
+        for (int i = 0; i < num_tiles; ++i, ++t) {
+          const int row = (n_first + i) * kBN;
+          if (k_thread) {
+            kbuf.write_stage = Ring::stage(t);
+            kring.acquire(t);
+            kbuf.load_tile_tma(&maps.k, row, blk.head_kv, blk.batch, kring.expect_bytes(t, KTile::kBytes));
+          } else {
+            vbuf.write_stage = Ring::stage(t);
+            vring.acquire(t);
+            vbuf.load_tile_tma(&maps.v, row, blk.head_kv, blk.batch, vring.expect_bytes(t, VTile::kBytes));
+          }
+        }
+      }
+      return;
+    }
+
+    sm90::setmaxnreg_inc<Base::kConsumerRegisters>();
+    const int consumer_thread = threadIdx.x - kProducerThreads;
+    const int consumer = consumer_thread / 128;
+    const int warp_row0 = consumer * 64 + consumer_thread % 128 / 32 * 16;
+    QBuf qbuf;
+    qbuf.first_row = consumer * 64;
+
+    OBuf out;
+    out.zero();
+    Softmax softmax;
+    softmax.init();
+    float(&o)[Dv / 2] = reinterpret_cast<float(&)[Dv / 2]>(out.o);
+    PBuf pbuf;
+    float(&s)[kBN / 2] = reinterpret_cast<float(&)[kBN / 2]>(pbuf.s);
+    typename PBuf::Packed packed;
+    auto& p_frag = packed[0];
+
+    // Issue turns as in PrefillSm90: one per tile plus the last P V, for every item alike.
+    const auto take_turn = [&] {
+      if constexpr (kConsumers > 1) sm90::named_barrier_sync(Base::kIssueTurn0 + consumer, kConsumerThreads);
+    };
+    const auto pass_turn = [&](bool last) {
+      if constexpr (kConsumers > 1) {
+        if (!(last && consumer == 1)) sm90::named_barrier_arrive(Base::kIssueTurn0 + 1 - consumer, kConsumerThreads);
+      }
+    };
+    if constexpr (kConsumers > 1) {
+      if (consumer == 1) sm90::named_barrier_arrive(Base::kIssueTurn0, kConsumerThreads);
+    }
+    const auto fence_operands = [&] {
+      sm90::fence_registers(s);
+      sm90::fence_registers(o);
+      sm90::fence_registers(p_frag);
+      sm90::wgmma_fence();
+    };
+    const auto issue_scores = [&](int t, int slot) {
+      qbuf.smem = q_slot(slot);
+      kbuf.read_stage = Ring::stage(t);
+      static_for<D / 16>([&](auto kc) {
+        constexpr int k = decltype(kc)::value;
+        kbuf.template load_from_shared<k>(0);
+        WG::template mma_ss<kBN, BMajor::k>(s, qbuf.template mma_tile<k>(), kbuf.mma_tile(), k > 0);
+      });
+      sm90::wgmma_commit_group();
+    };
+    const auto issue_pv = [&](int t) {
+      vbuf.read_stage = Ring::stage(t);
+      static_for<kBN / 16>([&](auto kc) {
+        constexpr int k = decltype(kc)::value;
+        vbuf.template load_from_shared<k>(0);
+        WG::template mma_rs<Dv, BMajor::n>(o, p_frag[k], vbuf.mma_tile(), true);
+      });
+      sm90::wgmma_commit_group();
+    };
+    float correction[1][2];
+    const auto softmax_scores = [&](const PrefillBlock& b, int key_tile) {
+      sm90::fence_registers(s);
+      const int key0 = key_tile * kBN;
+      if (p.softcap_inv > 0.0f) Softmax::apply_softcap(pbuf.s, p.softcap_inv);
+      const int q_row0 = b.m0 + warp_row0;
+      if (!tile_fully_visible(b.mask, q_row0, q_row0 + 16, key0, key0 + kBN)) {
+        Softmax::apply_mask(pbuf.s, b.mask, q_row0, key0);
+      }
+      softmax.update_scores(pbuf.s, p.scale_log2, correction);
+    };
+    // Item r's O: normalised, LSE written, staged over this consumer's Q rows of the item's
+    // slot (its S products are done with them), stored by TMA; then the slot goes back.
+    const auto warpgroup_sync = [consumer] { sm90::named_barrier_sync(Base::kEpilogue0 + consumer, 128); };
+    const auto epilogue = [&](const PrefillBlock& b, int slot) {
+      softmax.finalize(out, p, b, warp_row0);
+      warpgroup_sync();
+      stage_output<OTile, TC>(out.o, q_slot(slot), warp_row0, consumer_thread % 32);
+      sm90::fence_proxy_async_shared();
+      warpgroup_sync();
+      if (consumer_thread % 128 == 0) {
+        if (consumer * 64 < b.rows_q) {
+          store_slab_rows_tma<OTile, 64>(q_slot(slot), consumer * 64, &maps.o, b.m0 + consumer * 64, b.head, b.batch);
+        }
+        sm90::mbarrier_arrive(&q_empty[slot]);
+      }
+    };
+
+    int r = 0, t = 0;  // item round, and tile over all items (whose S is done, P V pending)
+    PrefillBlock blk = PrefillBlock::make_item(p, kBM, items.at(0));
+    int n_first = first_tile(blk), num_tiles = tile_count(blk), i = 1;
+    sm90::mbarrier_wait_parity(&q_full[0], 0);
+    kring.wait(0);
+    take_turn();
+    fence_operands();
+    issue_scores(0, 0);
+    pass_turn(false);
+    sm90::wgmma_wait_group<0>();
+    kring.release(0);
+    softmax_scores(blk, n_first);
+    pbuf.pack(packed);
+
+    for (;;) {
+      if (i < num_tiles) {  // a steady tile
+        kring.wait(t + 1);
+        vring.wait(t);
+        take_turn();
+        fence_operands();
+        issue_scores(t + 1, r % kQSlots);
+        issue_pv(t);
+        pass_turn(false);
+        sm90::wgmma_wait_group<1>();
+        kring.release(t + 1);
+        softmax_scores(blk, n_first + i);
+        sm90::wgmma_wait_group<0>();
+        sm90::fence_registers(o);
+        sm90::fence_registers(p_frag);
+        vring.release(t);
+        Softmax::rescale(out, correction);
+        pbuf.pack(packed);
+        ++i;
+        ++t;
+        continue;
+      }
+      const int next = items.at(r + 1);
+      if (next < 0) break;
+      // The first tile of item r + 1: its S runs under item r's last P V and epilogue.
+      const int slot = (r + 1) % kQSlots;
+      sm90::mbarrier_wait_parity(&q_full[slot], ((r + 1) / kQSlots) & 1);
+      kring.wait(t + 1);
+      vring.wait(t);
+      take_turn();
+      fence_operands();
+      issue_pv(t);
+      issue_scores(t + 1, slot);
+      pass_turn(false);
+      sm90::wgmma_wait_group<1>();  // the P V (committed first) is done
+      sm90::fence_registers(o);
+      sm90::fence_registers(p_frag);
+      vring.release(t);
+      epilogue(blk, r % kQSlots);
+      out.zero();
+      softmax.init();
+      ++r;
+      blk = PrefillBlock::make_item(p, kBM, next);
+      n_first = first_tile(blk);
+      num_tiles = tile_count(blk);
+      sm90::wgmma_wait_group<0>();
+      kring.release(t + 1);
+      softmax_scores(blk, n_first);  // O is zero: no rescale
+      pbuf.pack(packed);
+      i = 1;
+      ++t;
+    }
+
+    vring.wait(t);
+    take_turn();
+    fence_operands();
+    issue_pv(t);
+    pass_turn(true);
+    sm90::wgmma_wait_group<0>();
+    sm90::fence_registers(o);
+    sm90::fence_registers(p_frag);
+    vring.release(t);
+    epilogue(blk, r % kQSlots);
+#endif
+  }
+};
+
+template <class In, int D, int Dv>
+__global__ void __launch_bounds__(PrefillSm90Persistent<In, D, Dv>::kThreads, PrefillSm90Persistent<In, D, Dv>::kCtasPerSm)
+    prefill_sm90_persistent_kernel(const __grid_constant__ PrefillParams params,
+                                   const __grid_constant__ PrefillTmaMaps maps) {
+  extern __shared__ __align__(128) char smem[];
+  PrefillSm90Persistent<In, D, Dv>::run(params, maps, smem);
+}
+
+}  // namespace flashbuf
