@@ -410,6 +410,9 @@ TEST_P(PrefillGpu, SanitizerSmallCases) {
   ProblemSpec s = base_spec(DType::bf16, 64, 64, 70, 130);
   s.mask = Mask::causal();
   check_spec(s, backend());
+  ProblemSpec w = base_spec(DType::bf16, 128, 128, 150, 200);  // two consumers; persistent grid with a knob
+  w.mask = Mask::window(60, 0);
+  check_spec(w, backend());
   ProblemSpec p = base_spec(DType::fp16, 128, 128, 33, 0);
   p.kv = KvLayout::paged;
   p.page_size = 16;
