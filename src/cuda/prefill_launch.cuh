@@ -48,25 +48,40 @@ void launch_prefill_kernel(void (*kernel)(PrefillParams, Extra...), const Prefil
 }
 
 // FLASHBUF_PREFILL_GRID (tests and A/Bs; read once per process): `off` keeps a block per query
-// block for every problem; n >= 1 caps the persistent grid at n blocks (small problems then
-// walk several items per block, e.g. under compute-sanitizer). Unset: one wave.
-inline int persistent_grid_knob() {  // -1 off, 0 unset, n cap
-  static const int knob = [] {
+// block for every problem, `on` takes the persistent grid wherever it applies, whatever the
+// items' length; n >= 1 does too, with at most n blocks (small problems then walk several
+// items per block, e.g. under compute-sanitizer). Unset: persistent_grid_pays decides.
+struct PersistentGridKnob {
+  bool off = false, forced = false;
+  int cap = 0;
+};
+inline PersistentGridKnob persistent_grid_knob() {
+  static const PersistentGridKnob knob = [] {
+    PersistentGridKnob k;
     const char* env = std::getenv("FLASHBUF_PREFILL_GRID");
-    if (env == nullptr || *env == '\0') return 0;
-    if (std::string(env) == "off") return -1;
-    const int n = std::atoi(env);
-    return n >= 1 ? n : 0;
+    if (env == nullptr || *env == '\0') return k;
+    const std::string v = env;
+    k.off = v == "off";
+    k.cap = std::atoi(env) > 0 ? std::atoi(env) : 0;
+    k.forced = v == "on" || k.cap > 0;
+    return k;
   }();
   return knob;
 }
 
 // The persistent Hopper kernel takes batch-form problems whose every operand has its TMA form
 // and whose every query block has keys (seqlen_q <= seqlen_k: bottom-right masks leave each
-// query row at least its diagonal key); the rest keep a block per query block.
-inline bool persistent_prefill_applies(const AttentionProblem& pr, const PrefillTmaMaps& maps, int num_m_blocks) {
-  return persistent_grid_knob() >= 0 && maps.enabled && !maps.gather_tail && maps.q_enabled && maps.o_enabled &&
-         pr.seqlen_k > 0 && pr.seqlen_q <= pr.seqlen_k && std::int64_t(num_m_blocks) * pr.heads_q * pr.batch <= 0x7fffffff;
+// query row at least its diagonal key), where its items are short enough to pay
+// (core/work_items.hpp); the rest keep a block per query block.
+template <class Kernel>
+bool persistent_prefill_applies(const AttentionProblem& pr, const PrefillTmaMaps& maps, int num_m_blocks) {
+  const PersistentGridKnob knob = persistent_grid_knob();
+  if (knob.off || !maps.enabled || maps.gather_tail || !maps.q_enabled || !maps.o_enabled) return false;
+  if (pr.seqlen_k <= 0 || pr.seqlen_q > pr.seqlen_k) return false;
+  if (std::int64_t(num_m_blocks) * pr.heads_q * pr.batch > 0x7fffffff) return false;
+  const MaskParams mask{pr.seqlen_q, pr.seqlen_k, pr.window_left, pr.window_right};
+  return knob.forced ||
+         persistent_grid_pays(mean_key_tiles(mask, Kernel::kBM, Kernel::kBN), Kernel::kConsumers);
 }
 
 // Multiprocessors of a device, asked once per device.
@@ -87,7 +102,7 @@ void launch_prefill_persistent(void (*kernel)(PrefillParams, PrefillTmaMaps), Pr
                                const AttentionProblem& pr, const PrefillTmaMaps& maps) {
   raise_smem_limit_once<Kernel>(reinterpret_cast<const void*>(kernel), pr.device_index);
   params.num_items = params.num_m_blocks * pr.heads_q * pr.batch;  // < 2^31 (persistent_prefill_applies)
-  const int cap = persistent_grid_knob();
+  const int cap = persistent_grid_knob().cap;
   const int wave = cap > 0 ? cap : device_sm_count(pr.device_index) * Kernel::kCtasPerSm;
   const int blocks = params.num_items < wave ? params.num_items : wave;
   kernel<<<blocks, Kernel::kThreads, Kernel::kSmemBytes, static_cast<cudaStream_t>(pr.stream)>>>(params, maps);
@@ -192,7 +207,7 @@ void launch_prefill_variant(const PrefillParams& params, const AttentionProblem&
     using Kernel = PrefillSm90<In, D, Dv, Paged>;
     const PrefillTmaMaps maps = make_prefill_tma_maps<Kernel::kBN, Kernel::kBM>(pr);
     if constexpr (!Paged && PrefillSm90Persistent<In, D, Dv>::kEnabled) {
-      if (persistent_prefill_applies(pr, maps, params.num_m_blocks)) {
+      if (persistent_prefill_applies<PrefillSm90Persistent<In, D, Dv>>(pr, maps, params.num_m_blocks)) {
         launch_prefill_persistent<PrefillSm90Persistent<In, D, Dv>>(&prefill_sm90_persistent_kernel<In, D, Dv>,
                                                                     params, pr, maps);
         return;

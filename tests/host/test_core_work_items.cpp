@@ -54,4 +54,25 @@ TEST(CoreWorkItems, OddRoundsRunBackwards) {
   }
 }
 
+TEST(CoreWorkItems, MeanKeyTilesPerItem) {
+  using flashbuf::MaskParams;
+  using flashbuf::mean_key_tiles;
+  EXPECT_DOUBLE_EQ(mean_key_tiles(MaskParams{512, 512, -1, -1}, 128, 128), 4.0);
+  EXPECT_DOUBLE_EQ(mean_key_tiles(MaskParams{1000, 1000, -1, -1}, 128, 128), 8.0);  // 1000 keys: 8 tiles
+  // Bottom-right causal, S 512: query blocks of 128 see 1, 2, 3, 4 tiles.
+  EXPECT_DOUBLE_EQ(mean_key_tiles(MaskParams{512, 512, -1, 0}, 128, 128), 2.5);
+  // Query blocks of 64 over tiles of 128 keys: 1, 1, 2, 2, ..., 8, 8.
+  EXPECT_DOUBLE_EQ(mean_key_tiles(MaskParams{1024, 1024, -1, 0}, 64, 128), 4.5);
+  EXPECT_DOUBLE_EQ(mean_key_tiles(MaskParams{0, 100, -1, -1}, 128, 128), 0.0);
+}
+
+TEST(CoreWorkItems, PersistentGridPaysForShortItems) {
+  using flashbuf::persistent_grid_pays;
+  EXPECT_TRUE(persistent_grid_pays(4.0, 2));
+  EXPECT_TRUE(persistent_grid_pays(8.0, 2));
+  EXPECT_FALSE(persistent_grid_pays(16.5, 2));
+  EXPECT_TRUE(persistent_grid_pays(4.5, 1));
+  EXPECT_FALSE(persistent_grid_pays(8.0, 1));
+}
+
 }  // namespace

@@ -12,6 +12,7 @@
 #pragma once
 
 #include "flashbuf/core/config.hpp"
+#include "flashbuf/core/mask.hpp"
 
 namespace flashbuf {
 
@@ -26,5 +27,26 @@ struct WorkItems {
     return item < total ? static_cast<int>(item) : -1;
   }
 };
+
+// Mean key tiles (of block_n keys) per query block of block_m rows: the length of an item.
+FLASHBUF_HOST_DEVICE constexpr double mean_key_tiles(const MaskParams& mask, int block_m, int block_n) {
+  const int m_blocks = (mask.seqlen_q + block_m - 1) / block_m;
+  if (m_blocks <= 0) return 0.0;
+  long long tiles = 0;
+  for (int m = 0; m < m_blocks; ++m) {
+    const KeyRange keys = key_range(mask, m * block_m, (m + 1) * block_m);
+    if (!keys.empty()) tiles += (keys.end - 1) / block_n - keys.begin / block_n + 1;
+  }
+  return static_cast<double>(tiles) / m_blocks;
+}
+
+// Whether a persistent grid beats a block per item. It saves each item's fixed cost (block
+// start, Q and the first K/V in flight before the first product, the epilogue alone on the
+// SM), but its second Q slot leaves fewer K+V stages; measured on the H200 (stop 15, Hopper
+// prefill, persistent against a block per item): two consumers 1.25x at 4 tiles an item,
+// 1.10x at 8, 0.98x at 32; one consumer (D 64) 1.08-1.12x at 2.5-4, 1.06x at 4.25, 0.97x at 8.
+FLASHBUF_HOST_DEVICE constexpr bool persistent_grid_pays(double mean_tiles_per_item, int consumers) {
+  return mean_tiles_per_item <= (consumers > 1 ? 8.0 : 6.0);
+}
 
 }  // namespace flashbuf
