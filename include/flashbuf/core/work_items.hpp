@@ -42,11 +42,13 @@ FLASHBUF_HOST_DEVICE constexpr double mean_key_tiles(const MaskParams& mask, int
 
 // Whether a persistent grid beats a block per item. It saves each item's fixed cost (block
 // start, Q and the first K/V in flight before the first product, the epilogue alone on the
-// SM), but its second Q slot leaves fewer K+V stages; measured on the H200 (stop 15, Hopper
-// prefill, persistent against a block per item): two consumers 1.25x at 4 tiles an item,
-// 1.10x at 8, 0.98x at 32; one consumer (D 64) 1.08-1.12x at 2.5-4, 1.06x at 4.25, 0.97x at 8.
+// SM), but its second Q slot leaves fewer K+V stages and its static walk cannot balance long
+// causal items (D 128 causal S 16k: 0.71x). Measured on the H200 (stop 15, Hopper prefill,
+// persistent against a block per item, bench/NOTES-prefill.md): two consumers 1.25x at 4 tiles
+// an item, 1.10-1.19x at 4.5-8, ~1.1x at 8.5 (causal S 2k), 1.02x at 16.5, 0.98x at 32; one
+// consumer (D 64, two blocks per SM either way) 1.08-1.12x at 2.5-4, 1.06x at 4.5, 0.97x at 8.
 FLASHBUF_HOST_DEVICE constexpr bool persistent_grid_pays(double mean_tiles_per_item, int consumers) {
-  return mean_tiles_per_item <= (consumers > 1 ? 8.0 : 6.0);
+  return mean_tiles_per_item <= (consumers > 1 ? 16.0 : 6.0);
 }
 
 }  // namespace flashbuf
