@@ -146,6 +146,89 @@ struct PrefillSm90 {
     kEpilogue0 = 5,      // consumer c's warpgroup in its epilogue: kEpilogue0 + c
   };
 
+  // A consumer warpgroup's steps, shared by both schedules (a block per item here, the walk
+  // over items of PrefillSm90Persistent); the buffers are parameters because the rings'
+  // depths differ between the two.
+  using SFrag = float[kBN / 2];  // S(i), exponentiated in place (PBuf::s)
+  using OFrag = float[Dv / 2];   // O (OBuf::o)
+  using PFrag = typename PBuf::Packed;
+
+  // Issue turns (ping-pong): consumer c waits on kIssueTurn0 + c, then passes the turn to the
+  // other. Every consumer has one turn per tile plus one for the last P V; consumer 1 grants
+  // consumer 0 its first turn and does not pass on its last, so no arrival is left over. One
+  // consumer: no turns.
+  __device__ static void grant_first_turn(int consumer) {
+    if constexpr (kConsumers > 1) {
+      if (consumer == 1) sm90::named_barrier_arrive(kIssueTurn0, kConsumerThreads);
+    }
+  }
+  __device__ static void take_turn(int consumer) {
+    if constexpr (kConsumers > 1) sm90::named_barrier_sync(kIssueTurn0 + consumer, kConsumerThreads);
+  }
+  __device__ static void pass_turn(int consumer, bool last) {
+    if constexpr (kConsumers > 1) {
+      if (!(last && consumer == 1)) sm90::named_barrier_arrive(kIssueTurn0 + 1 - consumer, kConsumerThreads);
+    }
+  }
+  // Register writes (softmax, rescale, packing) must stay above wgmma.fence: the compiler
+  // sees wgmma_fence as a memory barrier only, so the operands are pinned first.
+  __device__ static void fence_operands(SFrag& s, OFrag& o, PFrag& packed) {
+    sm90::fence_registers(s);
+    sm90::fence_registers(o);
+    sm90::fence_registers(packed[0]);
+    sm90::wgmma_fence();
+  }
+  // S = Q K^T over the K stage `stage`, one commit group.
+  template <class KBufT>
+  __device__ static void issue_scores(SFrag& s, const QBuf& qbuf, KBufT& kbuf, int stage) {
+    kbuf.read_stage = stage;
+    static_for<D / 16>([&](auto kc) {
+      constexpr int k = decltype(kc)::value;
+      kbuf.template load_from_shared<k>(0);
+      WG::template mma_ss<kBN, BMajor::k>(s, qbuf.template mma_tile<k>(), kbuf.mma_tile(), k > 0);
+    });
+    sm90::wgmma_commit_group();
+  }
+  // O += P V over the V stage `stage`, P from registers, one commit group.
+  template <class VBufT>
+  __device__ static void issue_pv(OFrag& o, const PFrag& packed, VBufT& vbuf, int stage) {
+    vbuf.read_stage = stage;
+    static_for<kBN / 16>([&](auto kc) {
+      constexpr int k = decltype(kc)::value;
+      vbuf.template load_from_shared<k>(0);
+      WG::template mma_rs<Dv, BMajor::n>(o, packed[0][k], vbuf.mma_tile(), true);
+    });
+    sm90::wgmma_commit_group();
+  }
+  // S of the key tile from key0 landed in registers: mask it, exponentiate it, and return the
+  // O correction; q_row0 is this warp's first query row.
+  __device__ static void softmax_scores(PBuf& pbuf, Softmax& softmax, const PrefillParams& p, const MaskParams& mask,
+                                        int q_row0, int key0, float (&correction)[1][2]) {
+    sm90::fence_registers(reinterpret_cast<SFrag&>(pbuf.s));
+    if (p.softcap_inv > 0.0f) Softmax::apply_softcap(pbuf.s, p.softcap_inv);
+    if (!tile_fully_visible(mask, q_row0, q_row0 + 16, key0, key0 + kBN)) {
+      Softmax::apply_mask(pbuf.s, mask, q_row0, key0);
+    }
+    softmax.update_scores(pbuf.s, p.scale_log2, correction);
+  }
+  // The epilogue by TMA: this consumer's O rows staged over its own rows of `smem_tile` (Q's
+  // slab layout; its S products must be done with them), then one thread stores them, a box
+  // per slab (the map clips rows past seqlen_q). The generic-proxy writes of every thread are
+  // fenced to the async proxy before the barrier that hands them over. Returns on every
+  // thread; thread 0 of the warpgroup once the boxes have been read.
+  template <class WarpgroupSync>
+  __device__ static void store_output_tma(const OBuf& out, In* smem_tile, const PrefillTmaMaps& maps,
+                                          const PrefillBlock& b, int consumer, int consumer_thread,
+                                          WarpgroupSync warpgroup_sync) {
+    const int warp_row0 = consumer * 64 + consumer_thread % 128 / 32 * 16;
+    stage_output<OTile, TC>(out.o, smem_tile, warp_row0, consumer_thread % 32);
+    sm90::fence_proxy_async_shared();
+    warpgroup_sync();
+    if (consumer_thread % 128 == 0 && consumer * 64 < b.rows_q) {
+      store_slab_rows_tma<OTile, 64>(smem_tile, consumer * 64, &maps.o, b.m0 + consumer * 64, b.head, b.batch);
+    }
+  }
+
   __device__ static void run(const PrefillParams& p, const PrefillTmaMaps& maps, char* smem_raw) {
 #ifdef FLASHBUF_NO_WGMMA
     __trap();  // never launched on a device pass without wgmma (see arch/sm90/target.cuh)
@@ -276,57 +359,14 @@ struct PrefillSm90 {
       typename PBuf::Packed packed;         // P(i - 1) as the A fragments of O += P V
       auto& p_frag = packed[0];
 
-      // Issue turns: consumer c waits on kIssueTurn0 + c, then passes the turn to the other.
-      // Every consumer has num_tiles + 1 turns; consumer 1 grants consumer 0 its first turn
-      // and does not pass on its last, so no arrival is left over. One consumer: no turns.
-      const auto take_turn = [&] {
-        if constexpr (kConsumers > 1) sm90::named_barrier_sync(kIssueTurn0 + consumer, kConsumerThreads);
-      };
-      const auto pass_turn = [&](bool last) {
-        if constexpr (kConsumers > 1) {
-          if (!(last && consumer == 1)) sm90::named_barrier_arrive(kIssueTurn0 + 1 - consumer, kConsumerThreads);
-        }
-      };
-      if constexpr (kConsumers > 1) {
-        if (consumer == 1) sm90::named_barrier_arrive(kIssueTurn0, kConsumerThreads);
-      }
-
-      // Register writes (softmax, rescale, packing) must stay above wgmma.fence: the compiler
-      // sees wgmma_fence as a memory barrier only, so the operands are pinned first.
-      const auto fence_operands = [&] {
-        sm90::fence_registers(s);
-        sm90::fence_registers(o);
-        sm90::fence_registers(p_frag);
-        sm90::wgmma_fence();
-      };
-      const auto issue_scores = [&](int i) {
-        kbuf.read_stage = Ring::stage(i);
-        static_for<D / 16>([&](auto kc) {
-          constexpr int k = decltype(kc)::value;
-          kbuf.template load_from_shared<k>(0);
-          WG::template mma_ss<kBN, BMajor::k>(s, qbuf.template mma_tile<k>(), kbuf.mma_tile(), k > 0);
-        });
-        sm90::wgmma_commit_group();
-      };
-      const auto issue_pv = [&](int i) {
-        vbuf.read_stage = Ring::stage(i);
-        static_for<kBN / 16>([&](auto kc) {
-          constexpr int k = decltype(kc)::value;
-          vbuf.template load_from_shared<k>(0);
-          WG::template mma_rs<Dv, BMajor::n>(o, p_frag[k], vbuf.mma_tile(), true);
-        });
-        sm90::wgmma_commit_group();
-      };
-      // S(i) landed in registers: mask it, exponentiate it, return the O correction.
+      const auto take_turn = [consumer] { PrefillSm90::take_turn(consumer); };
+      const auto pass_turn = [consumer](bool last) { PrefillSm90::pass_turn(consumer, last); };
+      grant_first_turn(consumer);
+      const auto fence_operands = [&] { PrefillSm90::fence_operands(s, o, packed); };
+      const auto issue_scores = [&](int i) { PrefillSm90::issue_scores(s, qbuf, kbuf, Ring::stage(i)); };
+      const auto issue_pv = [&](int i) { PrefillSm90::issue_pv(o, packed, vbuf, Ring::stage(i)); };
       const auto softmax_scores = [&](int i, float(&correction)[1][2]) {
-        sm90::fence_registers(s);
-        const int key0 = (n_first + i) * kBN;
-        if (p.softcap_inv > 0.0f) Softmax::apply_softcap(pbuf.s, p.softcap_inv);
-        const int q_row0 = blk.m0 + warp_row0;
-        if (!tile_fully_visible(blk.mask, q_row0, q_row0 + 16, key0, key0 + kBN)) {
-          Softmax::apply_mask(pbuf.s, blk.mask, q_row0, key0);
-        }
-        softmax.update_scores(pbuf.s, p.scale_log2, correction);
+        PrefillSm90::softmax_scores(pbuf, softmax, p, blk.mask, blk.m0 + warp_row0, (n_first + i) * kBN, correction);
       };
 
       sm90::mbarrier_wait_parity(q_full, 0);
@@ -378,15 +418,7 @@ struct PrefillSm90 {
     const auto warpgroup_sync = [consumer] { sm90::named_barrier_sync(kEpilogue0 + consumer, 128); };
     warpgroup_sync();  // this consumer's wgmma are done with its Q rows: they take its O
     if (maps.o_enabled) {
-      // One thread stores the consumer's rows, a box per slab: no per-thread addresses or row
-      // bounds (the map clips rows past seqlen_q). The generic-proxy writes of every thread are
-      // fenced to the async proxy before the barrier that hands them over.
-      stage_output<OTile, TC>(out.o, smem_q, warp_row0, consumer_thread % 32);
-      sm90::fence_proxy_async_shared();
-      warpgroup_sync();
-      if (consumer_thread % 128 == 0 && consumer * 64 < blk.rows_q) {
-        store_slab_rows_tma<OTile, 64>(smem_q, consumer * 64, &maps.o, blk.m0 + consumer * 64, blk.head, blk.batch);
-      }
+      store_output_tma(out, smem_q, maps, blk, consumer, consumer_thread, warpgroup_sync);
     } else {
       store_output<OTile, TC, 128, 64>(out.o, smem_q, warp_row0, blk.o_ptr<In>(p), p.o_row_stride, blk.rows_q,
                                        consumer_thread % 128, warpgroup_sync, consumer * 64);

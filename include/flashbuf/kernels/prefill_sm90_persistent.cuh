@@ -16,7 +16,9 @@
 // K tiles) while item r - 1 computes, and the slot of item r - 1 holds its staged O until the
 // store has read it, then goes back to the producer (q_empty, one arrival per consumer). The
 // K and V rings count tiles over all items, so the next item's first tiles load under the
-// current one's last. D 128: two Q slots and two K+V stages (PrefillSm90: one and three).
+// current one's last. The second Q slot leaves two K+V stages at D 64-128 (PrefillSm90: three)
+// and the static walk cannot balance long causal items, so the launcher takes this grid only
+// where items are short (persistent_grid_pays, core/work_items.hpp).
 #pragma once
 
 #include "flashbuf/core/work_items.hpp"
@@ -140,72 +142,32 @@ struct PrefillSm90Persistent {
     float(&o)[Dv / 2] = reinterpret_cast<float(&)[Dv / 2]>(out.o);
     PBuf pbuf;
     float(&s)[kBN / 2] = reinterpret_cast<float(&)[kBN / 2]>(pbuf.s);
-    typename PBuf::Packed packed;
+    typename PBuf::Packed packed;  // P(t) as the A fragments of O += P V
     auto& p_frag = packed[0];
 
-    // Issue turns as in PrefillSm90: one per tile plus the last P V, for every item alike.
-    const auto take_turn = [&] {
-      if constexpr (kConsumers > 1) sm90::named_barrier_sync(Base::kIssueTurn0 + consumer, kConsumerThreads);
-    };
-    const auto pass_turn = [&](bool last) {
-      if constexpr (kConsumers > 1) {
-        if (!(last && consumer == 1)) sm90::named_barrier_arrive(Base::kIssueTurn0 + 1 - consumer, kConsumerThreads);
-      }
-    };
-    if constexpr (kConsumers > 1) {
-      if (consumer == 1) sm90::named_barrier_arrive(Base::kIssueTurn0, kConsumerThreads);
-    }
-    const auto fence_operands = [&] {
-      sm90::fence_registers(s);
-      sm90::fence_registers(o);
-      sm90::fence_registers(p_frag);
-      sm90::wgmma_fence();
-    };
+    // The steps of PrefillSm90's consumers; one issue turn per tile plus the last P V, over
+    // every item alike.
+    const auto take_turn = [consumer] { Base::take_turn(consumer); };
+    const auto pass_turn = [consumer](bool last) { Base::pass_turn(consumer, last); };
+    Base::grant_first_turn(consumer);
+    const auto fence_operands = [&] { Base::fence_operands(s, o, packed); };
     const auto issue_scores = [&](int t, int slot) {
       qbuf.smem = q_slot(slot);
-      kbuf.read_stage = Ring::stage(t);
-      static_for<D / 16>([&](auto kc) {
-        constexpr int k = decltype(kc)::value;
-        kbuf.template load_from_shared<k>(0);
-        WG::template mma_ss<kBN, BMajor::k>(s, qbuf.template mma_tile<k>(), kbuf.mma_tile(), k > 0);
-      });
-      sm90::wgmma_commit_group();
+      Base::issue_scores(s, qbuf, kbuf, Ring::stage(t));
     };
-    const auto issue_pv = [&](int t) {
-      vbuf.read_stage = Ring::stage(t);
-      static_for<kBN / 16>([&](auto kc) {
-        constexpr int k = decltype(kc)::value;
-        vbuf.template load_from_shared<k>(0);
-        WG::template mma_rs<Dv, BMajor::n>(o, p_frag[k], vbuf.mma_tile(), true);
-      });
-      sm90::wgmma_commit_group();
-    };
+    const auto issue_pv = [&](int t) { Base::issue_pv(o, packed, vbuf, Ring::stage(t)); };
     float correction[1][2];
     const auto softmax_scores = [&](const PrefillBlock& b, int key_tile) {
-      sm90::fence_registers(s);
-      const int key0 = key_tile * kBN;
-      if (p.softcap_inv > 0.0f) Softmax::apply_softcap(pbuf.s, p.softcap_inv);
-      const int q_row0 = b.m0 + warp_row0;
-      if (!tile_fully_visible(b.mask, q_row0, q_row0 + 16, key0, key0 + kBN)) {
-        Softmax::apply_mask(pbuf.s, b.mask, q_row0, key0);
-      }
-      softmax.update_scores(pbuf.s, p.scale_log2, correction);
+      Base::softmax_scores(pbuf, softmax, p, b.mask, b.m0 + warp_row0, key_tile * kBN, correction);
     };
-    // Item r's O: normalised, LSE written, staged over this consumer's Q rows of the item's
-    // slot (its S products are done with them), stored by TMA; then the slot goes back.
+    // Item r's O: normalised, LSE written, stored by TMA over this consumer's Q rows of the
+    // item's slot (its S products are done with them); then the slot goes back to thread 0.
     const auto warpgroup_sync = [consumer] { sm90::named_barrier_sync(Base::kEpilogue0 + consumer, 128); };
     const auto epilogue = [&](const PrefillBlock& b, int slot) {
       softmax.finalize(out, p, b, warp_row0);
       warpgroup_sync();
-      stage_output<OTile, TC>(out.o, q_slot(slot), warp_row0, consumer_thread % 32);
-      sm90::fence_proxy_async_shared();
-      warpgroup_sync();
-      if (consumer_thread % 128 == 0) {
-        if (consumer * 64 < b.rows_q) {
-          store_slab_rows_tma<OTile, 64>(q_slot(slot), consumer * 64, &maps.o, b.m0 + consumer * 64, b.head, b.batch);
-        }
-        sm90::mbarrier_arrive(&q_empty[slot]);
-      }
+      Base::store_output_tma(out, q_slot(slot), maps, b, consumer, consumer_thread, warpgroup_sync);
+      if (consumer_thread % 128 == 0) sm90::mbarrier_arrive(&q_empty[slot]);
     };
 
     int r = 0, t = 0;  // item round, and tile over all items (whose S is done, P V pending)
