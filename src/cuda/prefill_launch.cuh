@@ -207,9 +207,11 @@ void launch_prefill_variant(const PrefillParams& params, const AttentionProblem&
     using Kernel = PrefillSm90<In, D, Dv, Paged>;
     const PrefillTmaMaps maps = make_prefill_tma_maps<Kernel::kBN, Kernel::kBM>(pr);
     if constexpr (!Paged && PrefillSm90Persistent<In, D, Dv>::kEnabled) {
-      if (persistent_prefill_applies<PrefillSm90Persistent<In, D, Dv>>(pr, maps, params.num_m_blocks)) {
-        launch_prefill_persistent<PrefillSm90Persistent<In, D, Dv>>(&prefill_sm90_persistent_kernel<In, D, Dv>,
-                                                                    params, pr, maps);
+      using Persistent = PrefillSm90Persistent<In, D, Dv>;
+      static_assert(Persistent::kBM == Kernel::kBM && Persistent::kBN == Kernel::kBN,
+                    "both schedules share the tensor maps' boxes and the query blocks");
+      if (persistent_prefill_applies<Persistent>(pr, maps, params.num_m_blocks)) {
+        launch_prefill_persistent<Persistent>(&prefill_sm90_persistent_kernel<In, D, Dv>, params, pr, maps);
         return;
       }
     }
