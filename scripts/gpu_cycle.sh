@@ -7,7 +7,8 @@
 # Narrower iterations: GTEST_FILTER (GPU tests to run, default all), PYTEST_FILES (default
 # test_gpu.py; "none" skips), SANITIZE_FILTER (small cases under compute-sanitizer),
 # TEST_SHARDS (parallel gtest processes on the one GPU, default 4: the float64 references
-# run on the CPU and dominate the tests' time), TEST_TIMEOUT_S (default 400).
+# run on the CPU and dominate the tests' time), TEST_TIMEOUT_S (default 400), WALK_FILTER (the
+# tests run again on a 3-block persistent Hopper prefill grid).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -48,6 +49,12 @@ tests=$(scripts/gpu_tests_sharded.sh ./build-gpu/tests/flashbuf_gpu_tests "${GTE
   "${TEST_TIMEOUT_S:-400}" "$OUT/gpu_tests.log")
 echo "$tests"
 summary+=("gpu tests: ${tests##*$'\n'}")
+# The Hopper prefill's persistent walk with many items per block: every batch-form problem of
+# the Hopper prefill tests again on a grid of 3 blocks (FLASHBUF_PREFILL_GRID, cuda/prefill_launch.cuh).
+walk=$(FLASHBUF_PREFILL_GRID=3 scripts/gpu_tests_sharded.sh ./build-gpu/tests/flashbuf_gpu_tests \
+  "${WALK_FILTER:-*PrefillGpu.*/sm90:*PrefillHeadDims.*/sm90_*}" "${TEST_SHARDS:-4}" "${TEST_TIMEOUT_S:-400}" "$OUT/gpu_tests_walk.log")
+echo "$walk"
+summary+=("gpu tests, persistent walk on 3 blocks: ${walk##*$'\n'}")
 step host tests
 ctest --test-dir build-gpu -L host -j"$JOBS" --output-on-failure >"$OUT/host_tests.log" 2>&1
 summary+=("host tests: $(grep -E 'tests passed' "$OUT/host_tests.log")")
@@ -58,6 +65,10 @@ if [ "$SANITIZE" = 1 ]; then
     compute-sanitizer --tool $tool --error-exitcode 9 ./build-gpu/tests/flashbuf_gpu_tests \
       --gtest_filter="${SANITIZE_FILTER:-*Sanitizer*:BuffersRoundTrip.*:WgmmaBuffers.*}" --gtest_brief=1 >"$OUT/sanitize_$tool.log" 2>&1
     summary+=("sanitizer $tool: exit $? ($(grep -c 'ERROR SUMMARY: 0' "$OUT/sanitize_$tool.log") clean summaries)")
+    # The small prefill cases again on a 2-block persistent grid (several items per block).
+    FLASHBUF_PREFILL_GRID=2 compute-sanitizer --tool $tool --error-exitcode 9 ./build-gpu/tests/flashbuf_gpu_tests \
+      --gtest_filter='Kernels/PrefillGpu.SanitizerSmallCases/sm90' --gtest_brief=1 >"$OUT/sanitize_walk_$tool.log" 2>&1
+    summary+=("sanitizer $tool, persistent walk: exit $?")
   done
 fi
 
