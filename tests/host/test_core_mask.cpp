@@ -1,6 +1,6 @@
-// Host tests of core/mask.hpp: key_range() and tile_fully_visible() against brute force
-// over visible() for random shapes and windows, including seqlen_q > seqlen_k and zero
-// lengths; visible() itself against hand-drawn pictures.
+// Host tests of core/mask.hpp: key_range() and tile_fully_visible() against brute force over
+// visible() for random shapes and windows, including seqlen_q > seqlen_k and zero lengths;
+// visible() itself against hand-drawn pictures; the tiles covering a key range.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -131,6 +131,22 @@ TEST(CoreMask, TileFullyVisibleMatchesBruteForce) {
   // The random tiles exercised both answers.
   EXPECT_GT(fully, 100);
   EXPECT_GT(partly, 100);
+}
+
+// The tiles covering a key range: every key of it in one of them, and no tile without a key.
+TEST(CoreMask, KeyRangeTilesCoverItExactly) {
+  EXPECT_EQ((KeyRange{0, 0}.tiles(64)), 0);
+  EXPECT_EQ((KeyRange{0, 0}.first_tile(64)), 0);
+  for (int tile : {1, 64, 128})
+    for (int begin = 0; begin < 300; begin += 7)
+      for (int end = begin + 1; end < 400; end += 13) {
+        const KeyRange r{begin, end};
+        const int first = r.first_tile(tile), n = r.tiles(tile);
+        EXPECT_LE(first * tile, begin) << begin << " " << end << " tile " << tile;
+        EXPECT_GT((first + 1) * tile, begin) << begin << " " << end << " tile " << tile;
+        EXPECT_GE((first + n) * tile, end) << begin << " " << end << " tile " << tile;
+        EXPECT_LT((first + n - 1) * tile, end) << begin << " " << end << " tile " << tile;
+      }
 }
 
 }  // namespace

@@ -37,6 +37,20 @@ __device__ __forceinline__ std::uint64_t kmajor_desc(const void* tile, int first
 }
 }  // namespace detail
 
+// A whole slab tile (Tile::kRows rows from `row` of (head, batch)) by TMA into shared memory,
+// a box of 64 columns x kRows rows per slab, completing on `full` (armed by the caller); rows
+// and columns past the tensor arrive as zeros. Q's and the K/V stages' loads;
+// store_slab_rows_tma below is its mirror.
+template <class Tile, class T>
+__device__ __forceinline__ void load_slab_tile_tma(T* tile, const CUtensorMap* map, int row, int head, int batch,
+                                                   std::uint64_t* full) {
+#pragma unroll
+  for (int slab = 0; slab < Tile::kSlabs; ++slab) {
+    sm90::cp_async_bulk_tensor_4d_g2s(tile + slab * Tile::kSlabElems, map, slab * Tile::kSlabCols, row, head, batch,
+                                      full);
+  }
+}
+
 template <class Cfg, class TC, int NumThreads, int NumSmemStages = 2, bool TokenGen = false>
 struct KVBufferLDSSm90 {
   using Config = Cfg;
@@ -70,12 +84,7 @@ struct KVBufferLDSSm90 {
   // Rows [tile_row, tile_row + kRows) of (head, batch) through TMA, completing on `full` (which
   // the caller armed with Tile::kBytes); rows and columns past the tensor arrive as zeros.
   __device__ void load_tile_tma(const CUtensorMap* map, int tile_row, int head, int batch, std::uint64_t* full) {
-    In* tile = stage_ptr(write_stage);
-#pragma unroll
-    for (int slab = 0; slab < Tile::kSlabs; ++slab) {
-      sm90::cp_async_bulk_tensor_4d_g2s(tile + slab * Tile::kSlabElems, map, slab * Tile::kSlabCols, tile_row, head,
-                                        batch, full);
-    }
+    load_slab_tile_tma<Tile>(stage_ptr(write_stage), map, tile_row, head, batch, full);
     write_stage = (write_stage + 1) % NumSmemStages;
   }
   // Rows [key0, key0 + kRows) of a paged source through TMA (the map describes the pool: cols,
@@ -139,15 +148,11 @@ struct QSharedBufferSm90 {
   __device__ static void load_tile_tma(typename TC::in_type* tile, const CUtensorMap* map, int row, int head,
                                        int batch, std::uint64_t* full) {
     sm90::mbarrier_arrive_expect_tx(full, Tile::kBytes);
-#pragma unroll
-    for (int slab = 0; slab < Tile::kSlabs; ++slab) {
-      sm90::cp_async_bulk_tensor_4d_g2s(tile + slab * Tile::kSlabElems, map, slab * Tile::kSlabCols, row, head, batch,
-                                        full);
-    }
+    load_slab_tile_tma<Tile>(tile, map, row, head, batch, full);
   }
 };
 
-// The epilogue's mirror of QSharedBufferSm90::load_tile_tma: rows [first_row, first_row + Rows)
+// The epilogue's mirror of load_slab_tile_tma: rows [first_row, first_row + Rows)
 // of a staged slab tile (O, 16-bit) to device memory from `row` by TMA stores, a box of Rows x
 // 64 columns per slab (the map clips rows past the sequence). One thread issues; it returns
 // once the boxes have been read, so the shared memory may be reused or the block may exit. The

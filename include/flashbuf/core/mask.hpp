@@ -48,6 +48,10 @@ struct KeyRange {
   int end;
   FLASHBUF_HOST_DEVICE constexpr bool empty() const { return end <= begin; }
   FLASHBUF_HOST_DEVICE constexpr int size() const { return empty() ? 0 : end - begin; }
+  // The tiles of `tile` keys (aligned to multiples of `tile`) that cover the range:
+  // first_tile(tile) .. first_tile(tile) + tiles(tile) - 1; none when empty.
+  FLASHBUF_HOST_DEVICE constexpr int first_tile(int tile) const { return empty() ? 0 : begin / tile; }
+  FLASHBUF_HOST_DEVICE constexpr int tiles(int tile) const { return empty() ? 0 : (end - 1) / tile - begin / tile + 1; }
 };
 
 FLASHBUF_HOST_DEVICE constexpr bool visible(const MaskParams& p, int q, int k) {

@@ -33,10 +33,7 @@ FLASHBUF_HOST_DEVICE constexpr double mean_key_tiles(const MaskParams& mask, int
   const int m_blocks = (mask.seqlen_q + block_m - 1) / block_m;
   if (m_blocks <= 0) return 0.0;
   long long tiles = 0;
-  for (int m = 0; m < m_blocks; ++m) {
-    const KeyRange keys = key_range(mask, m * block_m, (m + 1) * block_m);
-    if (!keys.empty()) tiles += (keys.end - 1) / block_n - keys.begin / block_n + 1;
-  }
+  for (int m = 0; m < m_blocks; ++m) tiles += key_range(mask, m * block_m, (m + 1) * block_m).tiles(block_n);
   return static_cast<double>(tiles) / m_blocks;
 }
 

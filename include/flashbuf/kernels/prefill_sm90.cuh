@@ -178,6 +178,14 @@ struct PrefillSm90 {
     sm90::fence_registers(packed[0]);
     sm90::wgmma_fence();
   }
+  // Waits until at most `Pending` commit groups run, the last O += P V no longer among them:
+  // O and P (its operand) are this warpgroup's registers again.
+  template <int Pending>
+  __device__ static void wait_pv(OFrag& o, PFrag& packed) {
+    sm90::wgmma_wait_group<Pending>();
+    sm90::fence_registers(o);
+    sm90::fence_registers(packed[0]);
+  }
   // S = Q K^T over the K stage `stage`, one commit group.
   template <class KBufT>
   __device__ static void issue_scores(SFrag& s, const QBuf& qbuf, KBufT& kbuf, int stage) {
@@ -255,8 +263,8 @@ struct PrefillSm90 {
     }
     __syncthreads();  // barriers initialised before anyone arrives or waits
 
-    const int num_tiles = blk.keys.empty() ? 0 : (blk.keys.end - 1) / kBN - blk.keys.begin / kBN + 1;
-    const int n_first = blk.keys.empty() ? 0 : blk.keys.begin / kBN;
+    const int num_tiles = blk.keys.tiles(kBN);
+    const int n_first = blk.keys.first_tile(kBN);
     // With maps.gather_tail, the tiles that lie wholly inside the sequence come through the
     // map; a last tile reaching past seqlen_k is gathered with cp.async (its rows past the end
     // zero-filled: the rows there belong to no key of this sequence, and garbage times P = 0
@@ -357,7 +365,6 @@ struct PrefillSm90 {
       PBuf pbuf;  // S(i), exponentiated in place
       float(&s)[kBN / 2] = reinterpret_cast<float(&)[kBN / 2]>(pbuf.s);
       typename PBuf::Packed packed;         // P(i - 1) as the A fragments of O += P V
-      auto& p_frag = packed[0];
 
       const auto take_turn = [consumer] { PrefillSm90::take_turn(consumer); };
       const auto pass_turn = [consumer](bool last) { PrefillSm90::pass_turn(consumer, last); };
@@ -394,9 +401,7 @@ struct PrefillSm90 {
         sm90::wgmma_wait_group<1>();  // S(i) done; O += P(i-1) V(i-1) may still run
         kring.release(i);
         softmax_scores(i, correction);
-        sm90::wgmma_wait_group<0>();
-        sm90::fence_registers(o);
-        sm90::fence_registers(p_frag);
+        wait_pv<0>(o, packed);
         vring.release(i - 1);
         Softmax::rescale(out, correction);
         pbuf.pack(packed);
@@ -408,9 +413,7 @@ struct PrefillSm90 {
       fence_operands();
       issue_pv(num_tiles - 1);
       pass_turn(true);
-      sm90::wgmma_wait_group<0>();
-      sm90::fence_registers(o);
-      sm90::fence_registers(p_frag);
+      wait_pv<0>(o, packed);
       vring.release(num_tiles - 1);
     }
 

@@ -92,8 +92,6 @@ struct PrefillSm90Persistent {
 
     // The launcher gives every block at least one item, and every item keys (seqlen_q <= seqlen_k).
     const WorkItems items{p.num_items, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x)};
-    const auto first_tile = [](const PrefillBlock& b) { return b.keys.begin / kBN; };
-    const auto tile_count = [](const PrefillBlock& b) { return (b.keys.end - 1) / kBN - b.keys.begin / kBN + 1; };
 
     if (threadIdx.x < kProducerThreads) {
       sm90::setmaxnreg_dec<Base::kProducerRegisters>();
@@ -111,7 +109,7 @@ struct PrefillSm90Persistent {
           if (use > 0) sm90::mbarrier_wait_parity(&q_empty[slot], (use - 1) & 1);
           QBuf::load_tile_tma(q_slot(slot), &maps.q, blk.m0, blk.head, blk.batch, &q_full[slot]);
         }
-        const int n_first = first_tile(blk), num_tiles = tile_count(blk);
+        const int n_first = blk.keys.first_tile(kBN), num_tiles = blk.keys.tiles(kBN);
         for (int i = 0; i < num_tiles; ++i, ++t) {
           const int row = (n_first + i) * kBN;
           if (k_thread) {
@@ -143,7 +141,6 @@ struct PrefillSm90Persistent {
     PBuf pbuf;
     float(&s)[kBN / 2] = reinterpret_cast<float(&)[kBN / 2]>(pbuf.s);
     typename PBuf::Packed packed;  // P(t) as the A fragments of O += P V
-    auto& p_frag = packed[0];
 
     // The steps of PrefillSm90's consumers; one issue turn per tile plus the last P V, over
     // every item alike.
@@ -172,7 +169,7 @@ struct PrefillSm90Persistent {
 
     int r = 0, t = 0;  // item round, and tile over all items (whose S is done, P V pending)
     PrefillBlock blk = PrefillBlock::make_item(p, kBM, items.at(0));
-    int n_first = first_tile(blk), num_tiles = tile_count(blk), i = 1;
+    int n_first = blk.keys.first_tile(kBN), num_tiles = blk.keys.tiles(kBN), i = 1;
     sm90::mbarrier_wait_parity(&q_full[0], 0);
     kring.wait(0);
     take_turn();
@@ -196,9 +193,7 @@ struct PrefillSm90Persistent {
         sm90::wgmma_wait_group<1>();
         kring.release(t + 1);
         softmax_scores(blk, n_first + i);
-        sm90::wgmma_wait_group<0>();
-        sm90::fence_registers(o);
-        sm90::fence_registers(p_frag);
+        Base::template wait_pv<0>(o, packed);
         vring.release(t);
         Softmax::rescale(out, correction);
         pbuf.pack(packed);
@@ -218,17 +213,15 @@ struct PrefillSm90Persistent {
       issue_pv(t);
       issue_scores(t + 1, slot);
       pass_turn(false);
-      sm90::wgmma_wait_group<1>();  // the P V (committed first) is done
-      sm90::fence_registers(o);
-      sm90::fence_registers(p_frag);
+      Base::template wait_pv<1>(o, packed);  // the P V (committed first) is done
       vring.release(t);
       epilogue(blk, r % kQSlots);
       out.zero();
       softmax.init();
       ++r;
       blk = PrefillBlock::make_item(p, kBM, next);
-      n_first = first_tile(blk);
-      num_tiles = tile_count(blk);
+      n_first = blk.keys.first_tile(kBN);
+      num_tiles = blk.keys.tiles(kBN);
       sm90::wgmma_wait_group<0>();
       kring.release(t + 1);
       softmax_scores(blk, n_first);  // O is zero: no rescale
@@ -242,9 +235,7 @@ struct PrefillSm90Persistent {
     fence_operands();
     issue_pv(t);
     pass_turn(true);
-    sm90::wgmma_wait_group<0>();
-    sm90::fence_registers(o);
-    sm90::fence_registers(p_frag);
+    Base::template wait_pv<0>(o, packed);
     vring.release(t);
     epilogue(blk, r % kQSlots);
 #endif
