@@ -7,7 +7,6 @@
 // (kernels/combine.cuh) — decode_config.cuh's SplitMerge.
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -15,6 +14,7 @@
 
 #include "api/backends.hpp"
 #include "cuda/check.cuh"
+#include "cuda/device_attribute.cuh"
 #include "flashbuf/kernels/combine.cuh"
 #include "flashbuf/kernels/decode_config.cuh"
 #include "flashbuf/kernels/decode_kernel.cuh"
@@ -187,18 +187,6 @@ dk::SplitMerge forced_merge() {
   return v == "cluster" ? dk::SplitMerge::cluster : v == "workspace" ? dk::SplitMerge::workspace : dk::SplitMerge::none;
 }
 
-// Compute capability major of a device, asked once (decode runs may be inside a graph
-// capture, where fewer runtime calls is safer and cheaper).
-int compute_major(int device) {
-  static std::atomic<int> cache[64] = {};
-  int major = device >= 0 && device < 64 ? cache[device].load(std::memory_order_relaxed) : 0;
-  if (major == 0) {
-    FLASHBUF_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    if (device >= 0 && device < 64) cache[device].store(major, std::memory_order_relaxed);
-  }
-  return major;
-}
-
 // A plan with `num_splits` splits merged by `merge`: keys_per_split and the workspace
 // consistent with it (the cluster merge needs none: that is how a run tells the two apart).
 DecodePlan plan_with_splits(const DecodeProblem& pr, int num_splits, dk::SplitMerge merge) {
@@ -224,7 +212,7 @@ void cuda_plan_decode(const DecodeProblem& pr, DecodePlan& plan) {
   // and caches it, so a run (possibly inside a graph capture) makes no runtime query.
   const dk::DecodeKernelInfo info = kernel_info(pr, shape.mtiles);
   if (info.blocks_per_sm < 1) throw_cannot_run(pr, shape.mtiles, info);
-  if (compute_major(pr.device_index) >= 9) {
+  if (cached_device_attribute<cudaDevAttrComputeCapabilityMajor>(pr.device_index) >= 9) {
     if (pr.dtype == DType::bf16) ck::prepare_combine<float, __nv_bfloat16>(pr.device_index);
     else ck::prepare_combine<float, __half>(pr.device_index);
   }
@@ -378,7 +366,7 @@ void cuda_decode(const DecodePlan& plan, const AttentionProblem& p, void* worksp
   c.lse_outer_stride = p.lse_batch_stride;
   c.lse_inner_stride = 1;
   c.lse_head_stride = p.lse_head_stride;
-  const bool programmatic = compute_major(pr.device_index) >= 9;
+  const bool programmatic = cached_device_attribute<cudaDevAttrComputeCapabilityMajor>(pr.device_index) >= 9;
   const cudaError_t err = pr.dtype == DType::bf16
                               ? ck::launch_combine<float, __nv_bfloat16>(c, stream, programmatic, pr.device_index)
                               : ck::launch_combine<float, __half>(c, stream, programmatic, pr.device_index);

@@ -11,6 +11,7 @@
 
 #include "api/problem.hpp"
 #include "cuda/check.cuh"
+#include "cuda/device_attribute.cuh"
 #include "cuda/tensor_map.hpp"
 #include "flashbuf/core/paged_boxes.hpp"
 #include "flashbuf/kernels/prefill_sm80.cuh"
@@ -84,18 +85,6 @@ bool persistent_prefill_applies(const AttentionProblem& pr, const PrefillTmaMaps
          persistent_grid_pays(mean_key_tiles(mask, Kernel::kBM, Kernel::kBN), Kernel::kConsumers);
 }
 
-// Multiprocessors of a device, asked once per device.
-inline int device_sm_count(int device) {
-  static std::atomic<int> cached[64] = {};
-  std::atomic<int>& c = cached[device & 63];
-  int n = c.load(std::memory_order_relaxed);
-  if (n == 0) {
-    FLASHBUF_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
-    c.store(n, std::memory_order_relaxed);
-  }
-  return n;
-}
-
 // One wave of blocks (as many as the SMs hold, at most one per item) walking the items.
 template <class Kernel>
 void launch_prefill_persistent(void (*kernel)(PrefillParams, PrefillTmaMaps), PrefillParams params,
@@ -103,7 +92,8 @@ void launch_prefill_persistent(void (*kernel)(PrefillParams, PrefillTmaMaps), Pr
   raise_smem_limit_once<Kernel>(reinterpret_cast<const void*>(kernel), pr.device_index);
   params.num_items = params.num_m_blocks * pr.heads_q * pr.batch;  // < 2^31 (persistent_prefill_applies)
   const int cap = persistent_grid_knob().cap;
-  const int wave = cap > 0 ? cap : device_sm_count(pr.device_index) * Kernel::kCtasPerSm;
+  const int sms = cached_device_attribute<cudaDevAttrMultiProcessorCount>(pr.device_index);
+  const int wave = cap > 0 ? cap : sms * Kernel::kCtasPerSm;
   const int blocks = params.num_items < wave ? params.num_items : wave;
   kernel<<<blocks, Kernel::kThreads, Kernel::kSmemBytes, static_cast<cudaStream_t>(pr.stream)>>>(params, maps);
   FLASHBUF_CUDA_CHECK(cudaGetLastError());

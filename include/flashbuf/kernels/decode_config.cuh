@@ -254,7 +254,9 @@ constexpr SplitChoice choose_decode_splits(int sms, int blocks_per_sm, std::int6
   // partial O to write and merge. Where sms / items rounds far down (e.g. 72 items: 1 split,
   // 72 of 132 SMs busy), the slots' wave stays. Paged caches keep the slots' wave: with one
   // block per SM they ran at 0.84-0.88x contiguous on the same keys (B = 1 and 8, L 2k-32k,
-  // pages 16 and 64 alike), with two per SM (B = 32) at 0.93-0.98x.
+  // pages 16 and 64 alike), with two per SM (B = 32) at 0.93-0.98x; one block per SM with
+  // the deep ring was still 0.80-0.89x the slots' wave at B = 8 L 8k-32k and B = 1 L 32k
+  // (stop 15: each block's page-entry chain is serial, two blocks per SM keep two going).
   std::int64_t workspace_wave = wave;
   const std::int64_t sm_wave = sms / work_items;
   if (!paged && sm_wave * work_items * 4 >= 3LL * sms && sm_wave < wave) workspace_wave = sm_wave;
