@@ -75,11 +75,12 @@ inline PersistentGridKnob persistent_grid_knob() {
 // query row at least its diagonal key), where its items are short enough to pay
 // (core/work_items.hpp); the rest keep a block per query block.
 template <class Kernel>
-bool persistent_prefill_applies(const AttentionProblem& pr, const PrefillTmaMaps& maps, int num_m_blocks) {
+bool persistent_prefill_applies(const AttentionProblem& pr, const PrefillTmaMaps& maps) {
   const PersistentGridKnob knob = persistent_grid_knob();
   if (knob.off || !maps.enabled || maps.gather_tail || !maps.q_enabled || !maps.o_enabled) return false;
   if (pr.seqlen_k <= 0 || pr.seqlen_q > pr.seqlen_k) return false;
-  if (std::int64_t(num_m_blocks) * pr.heads_q * pr.batch > 0x7fffffff) return false;
+  const std::int64_t m_blocks = (pr.max_seqlen_q + Kernel::kBM - 1) / Kernel::kBM;
+  if (m_blocks * pr.heads_q * pr.batch > 0x7fffffff) return false;
   const MaskParams mask{pr.seqlen_q, pr.seqlen_k, pr.window_left, pr.window_right};
   return knob.forced ||
          persistent_grid_pays(mean_key_tiles(mask, Kernel::kBM, Kernel::kBN), Kernel::kConsumers);
@@ -90,6 +91,7 @@ template <class Kernel>
 void launch_prefill_persistent(void (*kernel)(PrefillParams, PrefillTmaMaps), PrefillParams params,
                                const AttentionProblem& pr, const PrefillTmaMaps& maps) {
   raise_smem_limit_once<Kernel>(reinterpret_cast<const void*>(kernel), pr.device_index);
+  params.num_m_blocks = (pr.max_seqlen_q + Kernel::kBM - 1) / Kernel::kBM;
   params.num_items = params.num_m_blocks * pr.heads_q * pr.batch;  // < 2^31 (persistent_prefill_applies)
   const int cap = persistent_grid_knob().cap;
   const int sms = cached_device_attribute<cudaDevAttrMultiProcessorCount>(pr.device_index);
@@ -195,16 +197,16 @@ void launch_prefill_variant(const PrefillParams& params, const AttentionProblem&
     launch_prefill_kernel<PrefillSm80<In, D, Dv, Paged>>(&prefill_sm80_kernel<In, D, Dv, Paged>, params, pr);
   } else {
     using Kernel = PrefillSm90<In, D, Dv, Paged>;
-    const PrefillTmaMaps maps = make_prefill_tma_maps<Kernel::kBN, Kernel::kBM>(pr);
     if constexpr (!Paged && PrefillSm90Persistent<In, D, Dv>::kEnabled) {
+      // Its own maps: D 64's persistent blocks have 128 query rows, a block per item 64.
       using Persistent = PrefillSm90Persistent<In, D, Dv>;
-      static_assert(Persistent::kBM == Kernel::kBM && Persistent::kBN == Kernel::kBN,
-                    "both schedules share the tensor maps' boxes and the query blocks");
-      if (persistent_prefill_applies<Persistent>(pr, maps, params.num_m_blocks)) {
-        launch_prefill_persistent<Persistent>(&prefill_sm90_persistent_kernel<In, D, Dv>, params, pr, maps);
+      const PrefillTmaMaps pmaps = make_prefill_tma_maps<Persistent::kBN, Persistent::kBM>(pr);
+      if (persistent_prefill_applies<Persistent>(pr, pmaps)) {
+        launch_prefill_persistent<Persistent>(&prefill_sm90_persistent_kernel<In, D, Dv>, params, pr, pmaps);
         return;
       }
     }
+    const PrefillTmaMaps maps = make_prefill_tma_maps<Kernel::kBN, Kernel::kBM>(pr);
     launch_prefill_kernel<Kernel>(&prefill_sm90_kernel<In, D, Dv, Paged>, params, pr, maps);
   }
 }

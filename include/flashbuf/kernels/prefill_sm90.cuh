@@ -88,13 +88,16 @@ struct PrefillTmaMaps {
   int box_rows;  // rows per box: block_n, or for pages paged_tma::box_rows (core/paged_boxes.hpp)
 };
 
-template <class In, int D, int Dv, bool Paged>
+// Consumer warpgroups per block of a block per item (see kConsumers).
+constexpr int prefill_sm90_consumers(int head_dim, int head_dim_v) { return head_dim <= 64 && head_dim_v <= 64 ? 1 : 2; }
+
+template <class In, int D, int Dv, bool Paged, int Consumers = prefill_sm90_consumers(D, Dv)>
 struct PrefillSm90 {
   // Consumer warpgroups per block. D 64: one (64 query rows), two blocks per SM, so one
   // block's pipeline fill and epilogue run under the other's products (short sequences lose
   // most of their time there with one block per SM); the consumers of the two blocks take
   // turns on the tensor cores by themselves. Above: two consumers in one block, ping-pong.
-  static constexpr int kConsumers = D <= 64 && Dv <= 64 ? 1 : 2;
+  static constexpr int kConsumers = Consumers;
   static constexpr int kCtasPerSm = kConsumers == 1 ? 2 : 1;
   static constexpr int kBM = 64 * kConsumers;
   static constexpr int kBN = prefill_sm90_block_n(D, Dv);

@@ -28,7 +28,9 @@ namespace flashbuf {
 
 template <class In, int D, int Dv>
 struct PrefillSm90Persistent {
-  using Base = PrefillSm90<In, D, Dv, false>;
+  // Two consumers at every head dim (branch): D 64's two blocks of one consumer per SM hide each
+  // other's item start and epilogue, which the persistent schedule hides by itself.
+  using Base = PrefillSm90<In, D, Dv, false, 2>;
   static constexpr int kConsumers = Base::kConsumers;
   static constexpr int kCtasPerSm = Base::kCtasPerSm;
   static constexpr int kBM = Base::kBM;
