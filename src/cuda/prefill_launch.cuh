@@ -83,7 +83,7 @@ bool persistent_prefill_applies(const AttentionProblem& pr, const PrefillTmaMaps
   if (m_blocks * pr.heads_q * pr.batch > 0x7fffffff) return false;
   const MaskParams mask{pr.seqlen_q, pr.seqlen_k, pr.window_left, pr.window_right};
   return knob.forced ||
-         persistent_grid_pays(mean_key_tiles(mask, Kernel::kBM, Kernel::kBN), Kernel::kConsumers);
+         persistent_grid_pays(mean_key_tiles(mask, Kernel::kBM, Kernel::kBN));
 }
 
 // One wave of blocks (as many as the SMs hold, at most one per item) walking the items.
@@ -197,16 +197,17 @@ void launch_prefill_variant(const PrefillParams& params, const AttentionProblem&
     launch_prefill_kernel<PrefillSm80<In, D, Dv, Paged>>(&prefill_sm80_kernel<In, D, Dv, Paged>, params, pr);
   } else {
     using Kernel = PrefillSm90<In, D, Dv, Paged>;
-    if constexpr (!Paged && PrefillSm90Persistent<In, D, Dv>::kEnabled) {
-      // Its own maps: D 64's persistent blocks have 128 query rows, a block per item 64.
+    const PrefillTmaMaps maps = make_prefill_tma_maps<Kernel::kBN, Kernel::kBM>(pr);
+    if constexpr (!Paged) {
+      // D 64's items have 128 query rows (a block per item 64): Q boxes of their own.
       using Persistent = PrefillSm90Persistent<In, D, Dv>;
-      const PrefillTmaMaps pmaps = make_prefill_tma_maps<Persistent::kBN, Persistent::kBM>(pr);
+      constexpr bool same_boxes = Persistent::kBM == Kernel::kBM && Persistent::kBN == Kernel::kBN;
+      const PrefillTmaMaps pmaps = same_boxes ? maps : make_prefill_tma_maps<Persistent::kBN, Persistent::kBM>(pr);
       if (persistent_prefill_applies<Persistent>(pr, pmaps)) {
         launch_prefill_persistent<Persistent>(&prefill_sm90_persistent_kernel<In, D, Dv>, params, pr, pmaps);
         return;
       }
     }
-    const PrefillTmaMaps maps = make_prefill_tma_maps<Kernel::kBN, Kernel::kBM>(pr);
     launch_prefill_kernel<Kernel>(&prefill_sm90_kernel<In, D, Dv, Paged>, params, pr, maps);
   }
 }

@@ -1,5 +1,5 @@
 // kernels: the Hopper prefill kernel on a persistent grid, for batch-form Q, K, V and O (the
-// TMA forms of every buffer) up to D 128. The same buffers, warpgroups and ping-pong as
+// TMA forms of every buffer). The same buffers, warpgroups and ping-pong as
 // PrefillSm90 (prefill_sm90.cuh, whose header describes them); what differs is the schedule.
 // Short sequences spend most of a block's time outside the steady tiles (stop 12's ncu at
 // S 512: kernel entry, waiting for Q and K(0), the first S and softmax alone, the epilogue);
@@ -12,13 +12,15 @@
 //                        over its Q rows, TMA store) runs while S(t) is on the tensor cores;
 //                        then O = 0 and the softmax of S(t)
 //
-// Q has two slots: item r's Q lands in slot r % 2 (from the K-issuing thread, ahead of its
-// K tiles) while item r - 1 computes, and the slot of item r - 1 holds its staged O until the
-// store has read it, then goes back to the producer (q_empty, one arrival per consumer). The
-// K and V rings count tiles over all items, so the next item's first tiles load under the
-// current one's last. The second Q slot leaves two K+V stages at D 64-128 (PrefillSm90: three)
-// and the static walk cannot balance long causal items, so the launcher takes this grid only
-// where items are short (persistent_grid_pays, core/work_items.hpp).
+// Q has two slots where they leave two K+V stages (every head dim but 256): item r's Q lands
+// in slot r % 2 (from the K-issuing thread, ahead of its K tiles) while item r - 1 computes,
+// and the slot of item r - 1 holds its staged O until the store has read it, then goes back to
+// the producer (q_empty, one arrival per consumer). D 256 has one slot: item r + 1's Q loads
+// once item r's O has left it, so its first S waits for the epilogue (its first K/V tiles are
+// in flight already). The K and V rings count tiles over all items, so the next item's first
+// tiles load under the current one's last. The Q slots cost K+V stages (D 128: two,
+// PrefillSm90 three) and the static walk cannot balance long causal items, so the launcher
+// takes this grid only where items are short (persistent_grid_pays, core/work_items.hpp).
 #pragma once
 
 #include "flashbuf/core/work_items.hpp"
@@ -28,8 +30,8 @@ namespace flashbuf {
 
 template <class In, int D, int Dv>
 struct PrefillSm90Persistent {
-  // Two consumers at every head dim (branch): D 64's two blocks of one consumer per SM hide each
-  // other's item start and epilogue, which the persistent schedule hides by itself.
+  // Two consumers at every head dim: at D 64 a block per item has one (64 query rows, two blocks
+  // per SM hiding each other's start and epilogue), which this schedule hides by itself.
   using Base = PrefillSm90<In, D, Dv, false, 2>;
   static constexpr int kConsumers = Base::kConsumers;
   static constexpr int kCtasPerSm = Base::kCtasPerSm;
@@ -49,22 +51,21 @@ struct PrefillSm90Persistent {
   using OBuf = typename Base::OBuf;
   using Softmax = typename Base::Softmax;
 
-  static constexpr int kQSlots = 2;
   static constexpr int kQSlotBytes = Base::kQBytes;  // Q, or the item's staged O over it
-  static constexpr int kFitStages = prefill_sm90_stages(kQSlots * kQSlotBytes, KTile::kBytes + VTile::kBytes, kCtasPerSm);
-  // Used where two Q slots leave two K+V stages: D and Dv <= 128.
-  static constexpr bool kEnabled = D <= 128 && Dv <= 128 && kFitStages >= 2;
-  static constexpr int kStages = kFitStages < 2 ? 2 : kFitStages;
+  static constexpr int kKVStageBytes = KTile::kBytes + VTile::kBytes;
+  static constexpr int kQSlots = prefill_sm90_stages(2 * kQSlotBytes, kKVStageBytes, kCtasPerSm) >= 2 ? 2 : 1;
+  static constexpr int kStages = prefill_sm90_stages(kQSlots * kQSlotBytes, kKVStageBytes, kCtasPerSm);
+  static_assert(kStages >= 2, "prefill_sm90_persistent: shared memory must hold two K+V stages beside a Q slot");
 
   using KBuf = KVBufferLDSSm90<KBufferConfig<kBN, D, kBN>, WG, kProducerThreads, kStages>;
   using VBuf = KVBufferLDSSm90<VBufferConfig<kBN, kBN, Dv, Dv>, WG, kProducerThreads, kStages>;
   using Ring = StageRing<kStages>;
   static_assert(std::is_same_v<typename KBuf::Tile, KTile> && std::is_same_v<typename VBuf::Tile, VTile>);
 
-  // Shared memory: [Q slot 0][Q slot 1][K stages][V stages][barriers: Q full x2, Q empty x2, rings].
+  // Shared memory: [Q slots][K stages][V stages][barriers: Q full and Q empty per slot, rings].
   static constexpr int kBarrierBytes = 2 * kQSlots * sizeof(std::uint64_t) + 2 * Ring::kBarrierBytes;
   static constexpr int kSmemBytes = kAlign + kQSlots * kQSlotBytes + KBuf::kSmemBytes + VBuf::kSmemBytes + kBarrierBytes;
-  static_assert(!kEnabled || kSmemBytes <= prefill_sm90_smem_budget(kCtasPerSm),
+  static_assert(kSmemBytes <= prefill_sm90_smem_budget(kCtasPerSm),
                 "prefill_sm90_persistent: over the shared memory a block may use at kCtasPerSm blocks per SM");
 
   __device__ static void run(const PrefillParams& p, const PrefillTmaMaps& maps, char* smem_raw) {
@@ -205,19 +206,30 @@ struct PrefillSm90Persistent {
       }
       const int next = items.at(r + 1);
       if (next < 0) break;
-      // The first tile of item r + 1: its S runs under item r's last P V and epilogue.
+      // Item r's last P V and the first S of item r + 1: with two slots issued together (the S
+      // runs under item r's epilogue), with one after the epilogue has freed the slot.
       const int slot = (r + 1) % kQSlots;
-      sm90::mbarrier_wait_parity(&q_full[slot], ((r + 1) / kQSlots) & 1);
-      kring.wait(t + 1);
+      const auto wait_first_operands = [&] {
+        sm90::mbarrier_wait_parity(&q_full[slot], ((r + 1) / kQSlots) & 1);
+        kring.wait(t + 1);
+      };
+      if constexpr (kQSlots == 2) wait_first_operands();
       vring.wait(t);
       take_turn();
       fence_operands();
       issue_pv(t);
-      issue_scores(t + 1, slot);
+      if constexpr (kQSlots == 2) issue_scores(t + 1, slot);
       pass_turn(false);
-      Base::template wait_pv<1>(o, packed);  // the P V (committed first) is done
+      Base::template wait_pv<kQSlots - 1>(o, packed);  // the P V (committed first) is done
       vring.release(t);
       epilogue(blk, r % kQSlots);
+      if constexpr (kQSlots == 1) {
+        wait_first_operands();
+        take_turn();
+        fence_operands();
+        issue_scores(t + 1, slot);
+        pass_turn(false);
+      }
       out.zero();
       softmax.init();
       ++r;
