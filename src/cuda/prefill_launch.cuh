@@ -72,9 +72,9 @@ inline PersistentGridKnob persistent_grid_knob() {
 
 // The persistent Hopper kernel takes batch-form problems whose every operand has its TMA form
 // and whose every query block has keys (seqlen_q <= seqlen_k: bottom-right masks leave each
-// query row at least its diagonal key), where its items are short enough to pay
-// (core/work_items.hpp); the rest keep a block per query block.
-template <class Kernel>
+// query row at least its diagonal key), where it beats BlockPerItem (core/work_items.hpp); the
+// rest keep a block per query block.
+template <class Kernel, class BlockPerItem>
 bool persistent_prefill_applies(const AttentionProblem& pr, const PrefillTmaMaps& maps) {
   const PersistentGridKnob knob = persistent_grid_knob();
   if (knob.off || !maps.enabled || maps.gather_tail || !maps.q_enabled || !maps.o_enabled) return false;
@@ -82,8 +82,7 @@ bool persistent_prefill_applies(const AttentionProblem& pr, const PrefillTmaMaps
   const std::int64_t m_blocks = (pr.max_seqlen_q + Kernel::kBM - 1) / Kernel::kBM;
   if (m_blocks * pr.heads_q * pr.batch > 0x7fffffff) return false;
   const MaskParams mask{pr.seqlen_q, pr.seqlen_k, pr.window_left, pr.window_right};
-  return knob.forced ||
-         persistent_grid_pays(mean_key_tiles(mask, Kernel::kBM, Kernel::kBN));
+  return knob.forced || persistent_grid_pays(mean_key_tiles(mask, Kernel::kBM, Kernel::kBN), BlockPerItem::kConsumers);
 }
 
 // One wave of blocks (as many as the SMs hold, at most one per item) walking the items.
@@ -203,7 +202,7 @@ void launch_prefill_variant(const PrefillParams& params, const AttentionProblem&
       using Persistent = PrefillSm90Persistent<In, D, Dv>;
       constexpr bool same_boxes = Persistent::kBM == Kernel::kBM && Persistent::kBN == Kernel::kBN;
       const PrefillTmaMaps pmaps = same_boxes ? maps : make_prefill_tma_maps<Persistent::kBN, Persistent::kBM>(pr);
-      if (persistent_prefill_applies<Persistent>(pr, pmaps)) {
+      if (persistent_prefill_applies<Persistent, Kernel>(pr, pmaps)) {
         launch_prefill_persistent<Persistent>(&prefill_sm90_persistent_kernel<In, D, Dv>, params, pr, pmaps);
         return;
       }

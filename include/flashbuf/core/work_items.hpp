@@ -37,13 +37,17 @@ FLASHBUF_HOST_DEVICE constexpr double mean_key_tiles(const MaskParams& mask, int
   return static_cast<double>(tiles) / m_blocks;
 }
 
-// Whether a persistent grid beats a block per item. It saves each item's fixed cost (block
-// start, Q and the first K/V in flight before the first product, the epilogue alone on the
-// SM), but its Q slots leave fewer K+V stages and its static walk cannot balance long causal
-// items (D 128 causal S 16k: 0.71x). Measured on the H200 (bench/NOTES-prefill.md, persistent
-// against a block per item): D 128 1.25x at 4 tiles an item, 1.10-1.19x at 4.5-8, ~1.1x at 8.5
-// (causal S 2k), 1.02x at 16.5, 0.98x at 32 (stop 15); D 64 (128-row items against 64-row
-// blocks, two per SM) 1.06-1.11x at 2.5-16, D 256 (one Q slot) 1.02-1.08x at 5-16 (stop 16).
-FLASHBUF_HOST_DEVICE constexpr bool persistent_grid_pays(double mean_tiles_per_item) { return mean_tiles_per_item <= 16.0; }
+// Whether a persistent grid beats a block per item whose blocks have `block_consumers`
+// consumer warpgroups. It saves each item's fixed cost (block start, Q and the first K/V in
+// flight before the first product, the epilogue alone on the SM), but its Q slots leave fewer
+// K+V stages and its static walk cannot balance long causal items (D 128 causal S 16k: 0.67x).
+// Measured on the H200 (bench/NOTES-prefill.md, persistent against a block per item): D 128
+// 1.25x at 4 tiles an item, 1.10-1.19x at 4.5-8, ~1.1x at 8.5 (causal S 2k), 1.02-1.04x at
+// 16.5, 0.97-1.00x at 32-128 (stops 15, 16); D 256 (one Q slot) 1.02-1.08x at 5-16. A block per
+// item of one consumer (D 64: 64 query rows, two blocks per SM) loses to the persistent grid's
+// two at every length: 1.05-1.11x at 2.5-16 tiles, 0.99-1.09x at 16.5-128 (stop 16).
+FLASHBUF_HOST_DEVICE constexpr bool persistent_grid_pays(double mean_tiles_per_item, int block_consumers) {
+  return block_consumers == 1 || mean_tiles_per_item <= 16.0;
+}
 
 }  // namespace flashbuf

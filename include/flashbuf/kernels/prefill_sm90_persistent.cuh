@@ -20,7 +20,8 @@
 // in flight already). The K and V rings count tiles over all items, so the next item's first
 // tiles load under the current one's last. The Q slots cost K+V stages (D 128: two,
 // PrefillSm90 three) and the static walk cannot balance long causal items, so the launcher
-// takes this grid only where items are short (persistent_grid_pays, core/work_items.hpp).
+// takes this grid where items are short, and at D 64 where a block per item has one consumer
+// (persistent_grid_pays, core/work_items.hpp).
 #pragma once
 
 #include "flashbuf/core/work_items.hpp"
