@@ -70,9 +70,10 @@ TEST(CoreWorkItems, PersistentGridPaysForShortItems) {
   using flashbuf::persistent_grid_pays;
   EXPECT_TRUE(persistent_grid_pays(4.0, 2));
   EXPECT_TRUE(persistent_grid_pays(8.5, 2));    // D 128 causal S 2k
-  EXPECT_TRUE(persistent_grid_pays(16.0, 2));   // D 256 S 1k
-  EXPECT_FALSE(persistent_grid_pays(16.5, 2));  // D 256 causal S 2k
-  EXPECT_FALSE(persistent_grid_pays(32.0, 2));  // D 128 S 4k
+  EXPECT_TRUE(persistent_grid_pays(17.0, 2));   // D 256 causal S 2k
+  EXPECT_TRUE(persistent_grid_pays(33.0, 2));   // D 256 causal S 4k
+  EXPECT_FALSE(persistent_grid_pays(64.0, 2));  // D 128 S 8k
+  EXPECT_FALSE(persistent_grid_pays(64.5, 2));  // D 128 causal S 16k: the static walk's imbalance
   EXPECT_TRUE(persistent_grid_pays(128.0, 1));  // D 64 S 16k: two consumers beat one at any length
 }
 
