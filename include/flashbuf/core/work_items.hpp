@@ -42,7 +42,7 @@ FLASHBUF_HOST_DEVICE constexpr double mean_key_tiles(const MaskParams& mask, int
 // flight before the first product, the epilogue alone on the SM), but its Q slots leave fewer
 // K+V stages and its static walk cannot balance long causal items. Measured on the H200
 // (bench/NOTES-prefill.md, persistent against a block per item, stops 15 and 16): D 128
-// 1.25x at 4 tiles an item, 1.10-1.19x at 4.5-8.5, 1.02-1.05x at 16.5 (causal S 4k), 1.00x
+// 1.25x at 4 tiles an item, 1.10-1.19x at 4.5-8.5, 1.02-1.05x at 16.5 (causal S 4k), 0.97-1.02x
 // at 32-64, 0.67-0.73x at 64.5 (causal S 16k); D 256 (one Q slot) 1.02-1.08x at 5-16,
 // 1.09-1.32x at 17 and 33 (causal S 2k, 4k), 0.97-1.01x at 32 (S 2k), 0.80x at 65 (causal
 // S 8k); non-causal items are as fast either way beyond 32 (0.91-1.05x). A block per item of
