@@ -196,18 +196,21 @@ void launch_prefill_variant(const PrefillParams& params, const AttentionProblem&
     launch_prefill_kernel<PrefillSm80<In, D, Dv, Paged>>(&prefill_sm80_kernel<In, D, Dv, Paged>, params, pr);
   } else {
     using Kernel = PrefillSm90<In, D, Dv, Paged>;
-    const PrefillTmaMaps maps = make_prefill_tma_maps<Kernel::kBN, Kernel::kBM>(pr);
     if constexpr (!Paged) {
-      // D 64's items have 128 query rows (a block per item 64): Q boxes of their own.
       using Persistent = PrefillSm90Persistent<In, D, Dv>;
-      constexpr bool same_boxes = Persistent::kBM == Kernel::kBM && Persistent::kBN == Kernel::kBN;
-      const PrefillTmaMaps pmaps = same_boxes ? maps : make_prefill_tma_maps<Persistent::kBN, Persistent::kBM>(pr);
-      if (persistent_prefill_applies<Persistent, Kernel>(pr, pmaps)) {
-        launch_prefill_persistent<Persistent>(&prefill_sm90_persistent_kernel<In, D, Dv>, params, pr, pmaps);
+      const PrefillTmaMaps maps = make_prefill_tma_maps<Persistent::kBN, Persistent::kBM>(pr);
+      if (persistent_prefill_applies<Persistent, Kernel>(pr, maps)) {
+        launch_prefill_persistent<Persistent>(&prefill_sm90_persistent_kernel<In, D, Dv>, params, pr, maps);
+        return;
+      }
+      // D 64's persistent items have 128 query rows, its blocks per item 64: Q boxes of their own.
+      if constexpr (Persistent::kBM == Kernel::kBM && Persistent::kBN == Kernel::kBN) {
+        launch_prefill_kernel<Kernel>(&prefill_sm90_kernel<In, D, Dv, Paged>, params, pr, maps);
         return;
       }
     }
-    launch_prefill_kernel<Kernel>(&prefill_sm90_kernel<In, D, Dv, Paged>, params, pr, maps);
+    launch_prefill_kernel<Kernel>(&prefill_sm90_kernel<In, D, Dv, Paged>, params, pr,
+                                  make_prefill_tma_maps<Kernel::kBN, Kernel::kBM>(pr));
   }
 }
 

@@ -678,7 +678,7 @@ std::vector<Case> feature_cases() {
 
 // Every feature case, contiguous and paged, with the plan's splits and with forced splits
 // (1 = the direct-output path, 3 and 7 = the workspace + combine path and the cluster merge,
-// 11 = a cluster merge past one batch of merge_piece's parts, where 16-block clusters run),
+// 11 = a cluster merge over lane groups of 16 parts, where 16-block clusters run),
 // against float64.
 TEST(DecodeGpu, FeaturesAgainstReference) {
   DECODE_REQUIRE_GPU();

@@ -113,43 +113,33 @@ __device__ __forceinline__ int swizzled_offset(int row, int chunk) {
   return row * kRowBytes + ((chunk ^ (row & 7)) << 4);
 }
 
-// 8 fp32 channels of one row: the unit the epilogue merges and stores.
-struct Float8 {
-  float4 lo, hi;
-};
-
-// Merges n <= MaxParts partial results of one (row, 8 channels) piece (the warps of a block
-// that split its key tiles): part i has base-2 max lse(i), row sum weight(i) and O piece(i)
-// (a Float8). Writes the normalised O to acc and returns the merged base-2 LSE; parts with
+// Merges the Parts partial results of one (row, 8 channels) piece (the warps of a block that
+// split its key tiles): part i has base-2 max lse(i), row sum weight(i) and O at piece(i)
+// (two float4). Writes the normalised O to acc and returns the merged base-2 LSE; parts with
 // max -inf weigh 0 (their O is 0), and a piece no part saw gives O = 0, LSE = -inf. Every
 // part's loads are issued before any is used.
-template <int MaxParts, class Lse, class Weight, class Piece>
-__device__ __forceinline__ float merge_piece(int n, Lse lse, Weight weight, Piece piece, float (&acc)[8]) {
-  float l[MaxParts], w[MaxParts];
-  float4 lo[MaxParts], hi[MaxParts];
+template <int Parts, class Lse, class Weight, class Piece>
+__device__ __forceinline__ float merge_piece(Lse lse, Weight weight, Piece piece, float (&acc)[8]) {
+  float l[Parts], w[Parts];
+  float4 lo[Parts], hi[Parts];
 #pragma unroll
-  for (int i = 0; i < MaxParts; ++i) {
-    l[i] = kNegInf;
-    w[i] = 0.0f;
-    lo[i] = hi[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (i < n) {
-      l[i] = lse(i);
-      w[i] = weight(i);
-      const Float8 v = piece(i);
-      lo[i] = v.lo;
-      hi[i] = v.hi;
-    }
+  for (int i = 0; i < Parts; ++i) {
+    l[i] = lse(i);
+    w[i] = weight(i);
+    const float4* const src = piece(i);
+    lo[i] = src[0];
+    hi[i] = src[1];
   }
   float mx = kNegInf;
 #pragma unroll
-  for (int i = 0; i < MaxParts; ++i) mx = fmaxf(mx, l[i]);
+  for (int i = 0; i < Parts; ++i) mx = fmaxf(mx, l[i]);
 #pragma unroll
   for (int e = 0; e < 8; ++e) acc[e] = 0.0f;
   float sum = 0.0f;
   if (mx != kNegInf) {
 #pragma unroll
-    for (int i = 0; i < MaxParts; ++i) {
-      const float f = sm80::ex2_approx_ftz(l[i] - mx);  // 0 for an empty part (and i >= n)
+    for (int i = 0; i < Parts; ++i) {
+      const float f = sm80::ex2_approx_ftz(l[i] - mx);  // 0 for an empty part
       sum += f * w[i];
       acc[0] += f * lo[i].x; acc[1] += f * lo[i].y; acc[2] += f * lo[i].z; acc[3] += f * lo[i].w;
       acc[4] += f * hi[i].x; acc[5] += f * hi[i].y; acc[6] += f * hi[i].z; acc[7] += f * hi[i].w;
@@ -571,13 +561,8 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
     if (r >= kRows || gr >= rows_total) continue;
     float acc[8];
     const float lse2 = merge_piece<Tile::kWarpsN>(
-        Tile::kWarpsN, [&](int w) { return sml[(w * kRows + r) * 2]; },
-        [&](int w) { return sml[(w * kRows + r) * 2 + 1]; },
-        [&](int w) {
-          const float4* const src = reinterpret_cast<const float4*>(so + (w * kRows + r) * kOStride + c * 8);
-          return Float8{src[0], src[1]};
-        },
-        acc);
+        [&](int w) { return sml[(w * kRows + r) * 2]; }, [&](int w) { return sml[(w * kRows + r) * 2 + 1]; },
+        [&](int w) { return reinterpret_cast<const float4*>(so + (w * kRows + r) * kOStride + c * 8); }, acc);
     const int token = p.group_div.div(gr);
     const int head = hkv * G + (gr - token * G);
     if (merge == SplitMerge::none) {
