@@ -186,6 +186,8 @@ using WG = WgmmaTensorCore<__nv_bfloat16>;
 using KGather96 = KVBufferLDSSm90<KBufferConfig<128, 96, 128>, WG, 128, 1>;
 using KGather192 = KVBufferLDSSm90<KBufferConfig<64, 192, 64>, WG, 128, 1>;
 using VGather128 = KVBufferLDSSm90<VBufferConfig<128, 128, 128, 128>, WG, 128, 1>;
+using KGather80 = KVBufferLDSSm90<KBufferConfig<80, 256, 80>, WG, 128, 1>;  // D 256's key tile
+using VGather80 = KVBufferLDSSm90<VBufferConfig<80, 80, 256, 256>, WG, 128, 1>;
 
 TEST(BuffersRoundTrip, HopperGatherEveryShapeAndPageSize) {
   FLASHBUF_REQUIRE_GPU();
@@ -193,6 +195,8 @@ TEST(BuffersRoundTrip, HopperGatherEveryShapeAndPageSize) {
     check_gather_sm90<KGather96>(page);
     check_gather_sm90<KGather192>(page);
     check_gather_sm90<VGather128>(page);
+    check_gather_sm90<KGather80>(page);
+    check_gather_sm90<VGather80>(page);
   }
 }
 

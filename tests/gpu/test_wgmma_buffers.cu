@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "flashbuf/buffers/kv_buffer_sm90.cuh"
@@ -19,15 +20,20 @@ namespace {
 using In = __nv_bfloat16;
 using WG = WgmmaTensorCore<In>;
 using TC = TiledTensorCore<In>;
-constexpr int kM = 64, kN = 128, kD = 128;  // rows, keys, head dim (= depth of V)
+constexpr int kM = 64, kD = 128;  // rows, head dim (= depth of V); kN keys: the kernels' tiles
 
 using QBuf = QSharedBufferSm90<WG, kM, kD>;
-using KBuf = KVBufferLDSSm90<KBufferConfig<kN, kD, kN>, WG, 128, 1>;
-using VBuf = KVBufferLDSSm90<VBufferConfig<kN, kN, kD, kD>, WG, 128, 1>;
+template <int kN>
+using KBufN = KVBufferLDSSm90<KBufferConfig<kN, kD, kN>, WG, 128, 1>;
+template <int kN>
+using VBufN = KVBufferLDSSm90<VBufferConfig<kN, kN, kD, kD>, WG, 128, 1>;
 
 // s_out: S (kM x kN, fp32); o_out: P V with P = bf16(S / 64) (kM x kD, fp32).
+template <int kN>
 __global__ void wgmma_buffers_kernel(const In* q, const In* k, const In* v, float* s_out, float* o_out) {
 #ifndef FLASHBUF_NO_WGMMA
+  using KBuf = KBufN<kN>;
+  using VBuf = VBufN<kN>;
   extern __shared__ __align__(1024) char smem_raw[];
   char* smem = reinterpret_cast<char*>(round_up(reinterpret_cast<std::uintptr_t>(smem_raw), std::uintptr_t(1024)));
   In* sq = reinterpret_cast<In*>(smem);
@@ -90,11 +96,9 @@ __global__ void wgmma_buffers_kernel(const In* q, const In* k, const In* v, floa
 
 float bf16_round(float x) { return __bfloat162float(__float2bfloat16(x)); }
 
-TEST(WgmmaBuffers, QKtAndPVMatchHostProducts) {
-  FLASHBUF_REQUIRE_GPU();
-  cudaDeviceProp prop{};
-  CUDA_OK(cudaGetDeviceProperties(&prop, 0));
-  if (prop.major != 9 || prop.minor != 0) GTEST_SKIP() << "wgmma needs compute capability 9.0";
+template <int kN>
+void check_wgmma_buffers() {
+  SCOPED_TRACE("keys per tile " + std::to_string(kN));
   std::mt19937 rng(std::random_device{}());
   std::normal_distribution<float> normal;
   std::vector<In> q(kM * kD), k(kN * kD), v(kN * kD);
@@ -110,9 +114,9 @@ TEST(WgmmaBuffers, QKtAndPVMatchHostProducts) {
   fill(v, vf);
   DeviceBuffer<In> dq(q), dk(k), dv(v);
   DeviceBuffer<float> ds(kM * kN), dout(kM * kD);
-  const int smem = 1024 + QBuf::Tile::kBytes + KBuf::kSmemBytes + VBuf::kSmemBytes;
-  CUDA_OK(cudaFuncSetAttribute(wgmma_buffers_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  wgmma_buffers_kernel<<<1, 128, smem>>>(dq.ptr, dk.ptr, dv.ptr, ds.ptr, dout.ptr);
+  const int smem = 1024 + QBuf::Tile::kBytes + KBufN<kN>::kSmemBytes + VBufN<kN>::kSmemBytes;
+  CUDA_OK(cudaFuncSetAttribute(wgmma_buffers_kernel<kN>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  wgmma_buffers_kernel<kN><<<1, 128, smem>>>(dq.ptr, dk.ptr, dv.ptr, ds.ptr, dout.ptr);
   CUDA_OK(cudaDeviceSynchronize());
   const auto s = ds.download();
   const auto o = dout.download();
@@ -130,6 +134,18 @@ TEST(WgmmaBuffers, QKtAndPVMatchHostProducts) {
       for (int j = 0; j < kN; ++j) acc += double(p[i * kN + j]) * vf[j * kD + c];
       ASSERT_NEAR(o[i * kD + c], acc, 1e-3 * (1 + std::fabs(acc))) << "O row " << i << " col " << c;
     }
+}
+
+// The Hopper prefill kernel's key tiles: 128 up to D 128; above, 80 for a block per item and 64
+// on the persistent grid (here at D 128: the same S and P V descriptor arithmetic).
+TEST(WgmmaBuffers, QKtAndPVMatchHostProducts) {
+  FLASHBUF_REQUIRE_GPU();
+  cudaDeviceProp prop{};
+  CUDA_OK(cudaGetDeviceProperties(&prop, 0));
+  if (prop.major != 9 || prop.minor != 0) GTEST_SKIP() << "wgmma needs compute capability 9.0";
+  check_wgmma_buffers<128>();
+  check_wgmma_buffers<80>();
+  check_wgmma_buffers<64>();
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16}, whose N/2 accumulator operands are too
 many to write by hand.   python3 tools/gen/gen_wgmma.py > include/flashbuf/arch/sm90/wgmma_ops.cuh
 """
-NS = (64, 96, 128, 192, 256)
+NS = (64, 80, 96, 128, 192, 256)
 DTYPES = (("bf16", "Bf16Tag"), ("f16", "Fp16Tag"))
 
 print("""// arch/sm90: wgmma.mma_async m64nNk16 with fp32 accumulators, N in {%s}.

@@ -106,19 +106,25 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-// Pairwise reduction of a register array (N a power of two): log2(N) dependent steps, not N
-// (Nsight Compute showed fixed-latency dependency stalls as the top stall reason).
+// Pairwise reduction of a register array: ceil(log2(N)) dependent steps, not N (Nsight
+// Compute showed fixed-latency dependency stalls as the top stall reason). Each step folds the
+// elements past the largest power of two below N onto the front (N / 2 of them when N is a
+// power of two; N = 10 for the Hopper kernel's 80-key tiles).
 template <int N, class Op>
 __device__ __forceinline__ float tree_reduce(float (&x)[N], Op op) {
-  static_assert((N & (N - 1)) == 0, "tree_reduce: N must be a power of two");
   if constexpr (N == 1) {
     return x[0];
   } else {
+    constexpr int kHalf = [] {
+      int h = 1;
+      while (2 * h < N) h *= 2;
+      return h;
+    }();
     // Halving by recursion, not by a `stride /= 2` loop, which nvcc does not unroll (the
     // array then went to local memory).
 #pragma unroll
-    for (int i = 0; i < N / 2; ++i) x[i] = op(x[i], x[i + N / 2]);
-    return tree_reduce(reinterpret_cast<float(&)[N / 2]>(x), op);
+    for (int i = 0; i < N - kHalf; ++i) x[i] = op(x[i], x[i + kHalf]);
+    return tree_reduce(reinterpret_cast<float(&)[kHalf]>(x), op);
   }
 }
 

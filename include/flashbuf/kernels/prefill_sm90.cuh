@@ -51,11 +51,18 @@
 
 namespace flashbuf {
 
-// Tile table of the Hopper kernel. block_n: 128 keys while S (block_n / 2 registers), the P
-// fragments of the previous tile (block_n / 4) and O (Dv / 2) fit in a consumer's registers;
-// 64 from D = 192, where O alone takes 96..128 registers.
-constexpr int prefill_sm90_block_n(int head_dim, int head_dim_v) {
-  return (head_dim > head_dim_v ? head_dim : head_dim_v) <= 128 ? 128 : 64;
+// Tile table of the Hopper kernel, block_n (keys per tile) by head dim and schedule: as many
+// keys as S (block_n / 2 registers), the P fragments of the previous tile (block_n / 4) and O
+// (Dv / 2) leave room for in a consumer's registers.
+//   max(D, Dv) <= 128      128 (O takes at most 64 registers)
+//   above, block per item   80 (FlashAttention-3's D 256 tile: 40 + 20 + 128 registers, two
+//                               80 KB K+V stages beside the 64 KB Q; S = Q K^T of 80 keys reads
+//                               a fifth less shared memory per product than 64, which binds at
+//                               D 256; measured 1.02-1.13x 64 at S 4k-8k)
+//   above, persistent grid  64 (its items are short: 80-key tiles waste up to a tenth of S 512's
+//                               keys on the last tile, and 64 measured faster at S <= 2k)
+constexpr int prefill_sm90_block_n(int head_dim, int head_dim_v, bool persistent = false) {
+  return (head_dim > head_dim_v ? head_dim : head_dim_v) <= 128 ? 128 : persistent ? 64 : 80;
 }
 // Shared memory one block may use with `ctas_per_sm` resident per SM (H100/H200: 228 KB per
 // SM, 1 KB of it reserved per block, 227 KB at most for one block).
@@ -91,7 +98,8 @@ struct PrefillTmaMaps {
 // Consumer warpgroups per block of a block per item (see kConsumers).
 constexpr int prefill_sm90_consumers(int head_dim, int head_dim_v) { return head_dim <= 64 && head_dim_v <= 64 ? 1 : 2; }
 
-template <class In, int D, int Dv, bool Paged, int Consumers = prefill_sm90_consumers(D, Dv)>
+template <class In, int D, int Dv, bool Paged, int Consumers = prefill_sm90_consumers(D, Dv),
+          int BlockN = prefill_sm90_block_n(D, Dv)>
 struct PrefillSm90 {
   // Consumer warpgroups per block. D 64: one (64 query rows), two blocks per SM, so one
   // block's pipeline fill and epilogue run under the other's products (short sequences lose
@@ -101,7 +109,7 @@ struct PrefillSm90 {
   static constexpr int kConsumers = Consumers;
   static constexpr int kCtasPerSm = kConsumers == 1 ? 2 : 1;
   static constexpr int kBM = 64 * kConsumers;
-  static constexpr int kBN = prefill_sm90_block_n(D, Dv);
+  static constexpr int kBN = BlockN;
   static constexpr int kProducerThreads = 128;
   static constexpr int kConsumerThreads = 128 * kConsumers;
   static constexpr int kThreads = kProducerThreads + kConsumerThreads;
