@@ -194,7 +194,12 @@ struct OnlineSoftmax {
         const float m =
             quad_max(fmaxf(row_max[mt][h], tree_reduce(part, [](float a, float b) { return fmaxf(a, b); })));
         const float base = m == kNegInf ? 0.0f : m * scale_log2;
-        correction[mt][h] = sm80::ex2_approx_ftz(row_max[mt][h] * scale_log2 - base);
+        // Both products rounded (no FMA contraction): where the max did not move, the exponent
+        // is then exactly 0 and the correction exactly 1. Contracted, the unrounded product left
+        // a residue of base's rounding, so O and the row sum took a factor of 1 +- 2^-24 on
+        // every such tile, including tiles wholly masked for the row (the persistent grid's
+        // 128-row items walk some that a 64-row block skips; bf16 O then differed in the last bit).
+        correction[mt][h] = sm80::ex2_approx_ftz(__fmul_rn(row_max[mt][h], scale_log2) - base);
         row_max[mt][h] = m;
 #pragma unroll
         for (int nt = 0; nt < NTiles; ++nt) {
