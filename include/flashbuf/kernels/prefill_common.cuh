@@ -132,15 +132,17 @@ __device__ __forceinline__ float tree_reduce(float (&x)[N], Op op) {
 // score accumulators s[MTiles][NTiles][4], rescaling an OutputRegisterBuffer.
 template <int MTiles, int NTiles>
 struct OnlineSoftmax {
-  float row_max[MTiles][2];
-  float row_sum[MTiles][2];  // this thread's partial sums; quad-reduced in finalize()
+  // Each row's running max, already times scale_log2 (rounded: see update_scores), and the
+  // thread's partial sums (quad-reduced in finalize()).
+  float row_max_log2[MTiles][2];
+  float row_sum[MTiles][2];
 
   __device__ void init() {
 #pragma unroll
     for (int mt = 0; mt < MTiles; ++mt)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        row_max[mt][h] = kNegInf;
+        row_max_log2[mt][h] = kNegInf;
         row_sum[mt][h] = 0.0f;
       }
   }
@@ -182,6 +184,13 @@ struct OnlineSoftmax {
   // the output must be scaled by (the caller may do it later, once O is not in flight). A row
   // that has seen no visible key keeps max = -inf; its exponent base is taken as 0 so
   // exp2(-inf - base) = 0, not NaN.
+  // The max is kept times scale_log2, each product rounded (__fmul_rn: no FMA contraction), so
+  // where a row's max did not move the factor's exponent is exactly 0 and the factor exactly 1.
+  // Contracted (row_max * scale_log2 - base as one FMA), the unrounded product left base's
+  // rounding residue: O and the row sum took 1 +- 2^-24 on every such tile, including tiles
+  // wholly masked for the row (the persistent grid's 128-row items walk some that a 64-row
+  // block skips; bf16 O then differed in the last bit). Scaling is monotonic, so the max of
+  // the scaled values is the scaled max.
   __device__ void update_scores(float (&s)[MTiles][NTiles][4], float scale_log2,
                                 float (&correction)[MTiles][2]) {
 #pragma unroll
@@ -191,16 +200,11 @@ struct OnlineSoftmax {
         float part[NTiles];
 #pragma unroll
         for (int nt = 0; nt < NTiles; ++nt) part[nt] = fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]);
-        const float m =
-            quad_max(fmaxf(row_max[mt][h], tree_reduce(part, [](float a, float b) { return fmaxf(a, b); })));
-        const float base = m == kNegInf ? 0.0f : m * scale_log2;
-        // Both products rounded (no FMA contraction): where the max did not move, the exponent
-        // is then exactly 0 and the correction exactly 1. Contracted, the unrounded product left
-        // a residue of base's rounding, so O and the row sum took a factor of 1 +- 2^-24 on
-        // every such tile, including tiles wholly masked for the row (the persistent grid's
-        // 128-row items walk some that a 64-row block skips; bf16 O then differed in the last bit).
-        correction[mt][h] = sm80::ex2_approx_ftz(__fmul_rn(row_max[mt][h], scale_log2) - base);
-        row_max[mt][h] = m;
+        const float tile_max = tree_reduce(part, [](float a, float b) { return fmaxf(a, b); });
+        const float m = quad_max(fmaxf(row_max_log2[mt][h], __fmul_rn(tile_max, scale_log2)));
+        const float base = m == kNegInf ? 0.0f : m;
+        correction[mt][h] = sm80::ex2_approx_ftz(row_max_log2[mt][h] - base);
+        row_max_log2[mt][h] = m;
 #pragma unroll
         for (int nt = 0; nt < NTiles; ++nt) {
           float& s0 = s[mt][nt][2 * h];
@@ -242,9 +246,9 @@ struct OnlineSoftmax {
         for (int h = 0; h < 2; ++h) {
           const int r = row_in_block0 + mt * 16 + h * 8 + lane / 4;
           if (b.m0 + r < b.seqlen_q) {
-            const float lse = (row_max[mt][h] == kNegInf || row_sum[mt][h] <= 0.0f)
+            const float lse = (row_max_log2[mt][h] == kNegInf || row_sum[mt][h] <= 0.0f)
                                   ? kNegInf
-                                  : (row_max[mt][h] * p.scale_log2 + __log2f(row_sum[mt][h])) * kLn2;
+                                  : (row_max_log2[mt][h] + __log2f(row_sum[mt][h])) * kLn2;
             p.lse[b.batch * p.lse_batch_stride + b.head * p.lse_head_stride + b.q_begin + b.m0 + r] = lse;
           }
         }
