@@ -58,9 +58,9 @@ namespace flashbuf {
 //   above, block per item   80 (FlashAttention-3's D 256 tile: 40 + 20 + 128 registers, two
 //                               80 KB K+V stages beside the 64 KB Q; S = Q K^T of 80 keys reads
 //                               a fifth less shared memory per product than 64, which binds at
-//                               D 256; measured 1.02-1.13x 64 at S 4k-8k)
-//   above, persistent grid  64 (its items are short: 80-key tiles waste up to a tenth of S 512's
-//                               keys on the last tile, and 64 measured faster at S <= 2k)
+//                               D 256; measured ~1.05-1.09x 64 at D 192 / 256, S 4k-16k)
+//   above, persistent grid  64 (its items are short: 80-key tiles waste 9% of S 512's keys on
+//                               the last tile; 80 measured 0.78-0.95x at S 512-1k, D 256)
 constexpr int prefill_sm90_block_n(int head_dim, int head_dim_v, bool persistent = false) {
   return (head_dim > head_dim_v ? head_dim : head_dim_v) <= 128 ? 128 : persistent ? 64 : 80;
 }
