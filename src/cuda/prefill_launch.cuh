@@ -70,19 +70,22 @@ inline PersistentGridKnob persistent_grid_knob() {
   return knob;
 }
 
-// The persistent Hopper kernel takes batch-form problems whose every operand has its TMA form
-// and whose every query block has keys (seqlen_q <= seqlen_k: bottom-right masks leave each
-// query row at least its diagonal key), where it beats BlockPerItem (core/work_items.hpp); the
-// rest keep a block per query block.
+// The persistent Hopper kernel takes batch-form problems whose every query block has keys
+// (seqlen_q <= seqlen_k: bottom-right masks leave each query row at least its diagonal key),
+// where it beats BlockPerItem (core/work_items.hpp), and whose every operand has its TMA form
+// (persistent_maps_usable); the rest keep a block per query block. Asked before any tensor map
+// is encoded, so a problem that keeps a block per item encodes only its own maps.
 template <class Kernel, class BlockPerItem>
-bool persistent_prefill_applies(const AttentionProblem& pr, const PrefillTmaMaps& maps) {
+bool persistent_prefill_wanted(const AttentionProblem& pr) {
   const PersistentGridKnob knob = persistent_grid_knob();
-  if (knob.off || !maps.enabled || maps.gather_tail || !maps.q_enabled || !maps.o_enabled) return false;
-  if (pr.seqlen_k <= 0 || pr.seqlen_q > pr.seqlen_k) return false;
+  if (knob.off || pr.seqlen_k <= 0 || pr.seqlen_q > pr.seqlen_k) return false;
   const std::int64_t m_blocks = (pr.max_seqlen_q + Kernel::kBM - 1) / Kernel::kBM;
   if (m_blocks * pr.heads_q * pr.batch > 0x7fffffff) return false;
   const MaskParams mask{pr.seqlen_q, pr.seqlen_k, pr.window_left, pr.window_right};
   return knob.forced || persistent_grid_pays(mean_key_tiles(mask, Kernel::kBM, Kernel::kBN), BlockPerItem::kConsumers);
+}
+inline bool persistent_maps_usable(const PrefillTmaMaps& maps) {
+  return maps.enabled && !maps.gather_tail && maps.q_enabled && maps.o_enabled;
 }
 
 // One wave of blocks (as many as the SMs hold, at most one per item) walking the items.
@@ -91,7 +94,7 @@ void launch_prefill_persistent(void (*kernel)(PrefillParams, PrefillTmaMaps), Pr
                                const AttentionProblem& pr, const PrefillTmaMaps& maps) {
   raise_smem_limit_once<Kernel>(reinterpret_cast<const void*>(kernel), pr.device_index);
   params.num_m_blocks = (pr.max_seqlen_q + Kernel::kBM - 1) / Kernel::kBM;
-  params.num_items = params.num_m_blocks * pr.heads_q * pr.batch;  // < 2^31 (persistent_prefill_applies)
+  params.num_items = params.num_m_blocks * pr.heads_q * pr.batch;  // < 2^31 (persistent_prefill_wanted)
   const int cap = persistent_grid_knob().cap;
   const int sms = cached_device_attribute<cudaDevAttrMultiProcessorCount>(pr.device_index);
   const int wave = cap > 0 ? cap : sms * Kernel::kCtasPerSm;
@@ -198,15 +201,18 @@ void launch_prefill_variant(const PrefillParams& params, const AttentionProblem&
     using Kernel = PrefillSm90<In, D, Dv, Paged>;
     if constexpr (!Paged) {
       using Persistent = PrefillSm90Persistent<In, D, Dv>;
-      const PrefillTmaMaps maps = make_prefill_tma_maps<Persistent::kBN, Persistent::kBM>(pr);
-      if (persistent_prefill_applies<Persistent, Kernel>(pr, maps)) {
-        launch_prefill_persistent<Persistent>(&prefill_sm90_persistent_kernel<In, D, Dv>, params, pr, maps);
-        return;
-      }
-      // D 64's persistent items have 128 query rows, its blocks per item 64: Q boxes of their own.
-      if constexpr (Persistent::kBM == Kernel::kBM && Persistent::kBN == Kernel::kBN) {
-        launch_prefill_kernel<Kernel>(&prefill_sm90_kernel<In, D, Dv, Paged>, params, pr, maps);
-        return;
+      if (persistent_prefill_wanted<Persistent, Kernel>(pr)) {
+        const PrefillTmaMaps maps = make_prefill_tma_maps<Persistent::kBN, Persistent::kBM>(pr);
+        if (persistent_maps_usable(maps)) {
+          launch_prefill_persistent<Persistent>(&prefill_sm90_persistent_kernel<In, D, Dv>, params, pr, maps);
+          return;
+        }
+        // Boxes of the same shape (D 128): the block per item takes these maps. D 64's blocks
+        // per item have 64 query rows against 128, above D 128 80-key tiles against 64.
+        if constexpr (Persistent::kBM == Kernel::kBM && Persistent::kBN == Kernel::kBN) {
+          launch_prefill_kernel<Kernel>(&prefill_sm90_kernel<In, D, Dv, Paged>, params, pr, maps);
+          return;
+        }
       }
     }
     launch_prefill_kernel<Kernel>(&prefill_sm90_kernel<In, D, Dv, Paged>, params, pr,

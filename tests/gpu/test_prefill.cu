@@ -10,6 +10,7 @@
 #include <cstring>
 #include <tuple>
 #include <functional>
+#include <initializer_list>
 #include <limits>
 #include <string>
 #include <vector>
@@ -132,6 +133,22 @@ struct HeadDims {
 const HeadDims kHeadDims[] = {{64, 64}, {96, 96}, {128, 128}, {192, 128}, {192, 192}, {256, 256}};
 
 bool instantiated(DType dtype, HeadDims hd) { return detail::prefill_instantiated(dtype, hd.d, hd.dv); }
+
+// Runs check(head dims, rng) for each of `dims` built in this binary (bf16), each with a fresh
+// seed in its trace, up to the first fatal failure; skips the test where none is built.
+template <class Check>
+void for_each_built_head_dims(std::initializer_list<HeadDims> dims, Check check) {
+  bool ran = false;
+  for (const HeadDims hd : dims) {
+    if (!instantiated(DType::bf16, hd)) continue;
+    ran = true;
+    Rng rng(Rng::fresh_seed());
+    SCOPED_TRACE("D " + std::to_string(hd.d) + " seed " + std::to_string(rng.seed()));
+    check(hd, rng);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+  if (!ran) GTEST_SKIP() << "none of these bf16 head dims is built";
+}
 
 // Every test runs on each GPU kernel; the Hopper one only where it can run.
 class PrefillGpu : public ::testing::TestWithParam<Backend> {
@@ -308,12 +325,7 @@ TEST_P(PrefillGpu, SeqlensKRowsPastTheEndAreNeverRead) {
 // paged K/V always take (the persistent grid's 64-key tiles would round differently); pages
 // of 16 and 64 are then read in 16-row boxes, pages of 1 gathered.
 TEST_P(PrefillGpu, PagedMatchesContiguousBitExactly) {
-  bool ran = false;
-  for (const HeadDims hd : {HeadDims{64, 64}, HeadDims{256, 256}}) {
-    if (!instantiated(DType::bf16, hd)) continue;
-    ran = true;
-    Rng rng(Rng::fresh_seed());
-    SCOPED_TRACE("D " + std::to_string(hd.d) + " seed " + std::to_string(rng.seed()));
+  for_each_built_head_dims({HeadDims{64, 64}, HeadDims{256, 256}}, [&](HeadDims hd, Rng& rng) {
     ProblemSpec contiguous = base_spec(DType::bf16, hd.d, hd.dv, 150, hd.d > 128 ? 2400 : 700);
     contiguous.mask = Mask::causal();
     AttentionTensors a = make_tensors(contiguous, rng);
@@ -339,20 +351,14 @@ TEST_P(PrefillGpu, PagedMatchesContiguousBitExactly) {
         ASSERT_EQ(a.o.get(a.o.logical_to_storage(i)), b.o.get(b.o.logical_to_storage(i)))
             << "page " << page << " element " << i;
     }
-  }
-  if (!ran) GTEST_SKIP() << "bf16 D 64 and D 256 are not built";
+  });
 }
 
 // A varlen batch equals running each sequence on its own. Varlen queries keep a block per
 // query block; the single sequences are batch-form, so on Hopper they run on the persistent
 // grid, whose D 64 items have 128 query rows against the block's 64.
 TEST_P(PrefillGpu, VarlenMatchesPerSequenceRunsBitExactly) {
-  bool ran = false;
-  for (const HeadDims hd : {HeadDims{64, 64}, HeadDims{128, 128}}) {
-    if (!instantiated(DType::bf16, hd)) continue;
-    ran = true;
-    Rng rng(Rng::fresh_seed());
-    SCOPED_TRACE("D " + std::to_string(hd.d) + " seed " + std::to_string(rng.seed()));
+  for_each_built_head_dims({HeadDims{64, 64}, HeadDims{128, 128}}, [&](HeadDims hd, Rng& rng) {
     ProblemSpec packed = base_spec(DType::bf16, hd.d, hd.dv, 0, 0);
     packed.batch = 3;
     packed.varlen_q = true;
@@ -386,8 +392,7 @@ TEST_P(PrefillGpu, VarlenMatchesPerSequenceRunsBitExactly) {
       q_row += packed.q_lens[b];
       k_row += packed.k_lens[b];
     }
-  }
-  if (!ran) GTEST_SKIP() << "bf16 D 64 and D 128 not instantiated in this build";
+  });
 }
 
 // Rows that see no key: O = 0 and LSE = -inf, never NaN (window entirely in the future).
