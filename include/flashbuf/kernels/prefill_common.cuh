@@ -159,23 +159,38 @@ struct OnlineSoftmax {
 
   // Scores the mask hides become -inf; q_row0 is the first query row of this warp's tiles.
   // Each of a thread's rows sees one interval of keys (key_range of that row alone), so the
-  // per-element test is two compares, not visible()'s bounds and window arithmetic.
+  // per-element test is two compares, not visible()'s bounds and window arithmetic; without a
+  // left window bound every row's keys begin at 0 and one compare does (causal masks: the
+  // diagonal tiles' masking was a share of D 64's extra ALU work, stop 17's ncu).
   __device__ static void apply_mask(float (&s)[MTiles][NTiles][4], const MaskParams& mask, int q_row0,
                                     int key0) {
+    if (mask.has_left_bound()) {
+      apply_key_interval<true>(s, mask, q_row0, key0);
+    } else {
+      apply_key_interval<false>(s, mask, q_row0, key0);
+    }
+  }
+  // The thread's element (nt, j) of a row lies in column c0 + 8 nt + j (c0 = c_coord(lane, 0).col),
+  // so each test compares a per-row bound with an immediate: one ISETP per bound and element,
+  // where comparing the column itself first built it in a register (a LOP3 each).
+  template <bool kLeftBound>
+  __device__ static void apply_key_interval(float (&s)[MTiles][NTiles][4], const MaskParams& mask, int q_row0,
+                                            int key0) {
     const int lane = threadIdx.x % 32;
+    const int c0 = mma_m16n8k16::c_coord(lane, 0).col;
 #pragma unroll
     for (int mt = 0; mt < MTiles; ++mt)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int q = q_row0 + mt * 16 + mma_m16n8k16::c_coord(lane, 2 * h).row;
         const KeyRange seen = key_range(mask, q, q + 1);  // {0, 0} for rows past seqlen_q
-        const int lo = seen.begin - key0, hi = seen.end - key0;  // in this tile's columns
+        const int lo = seen.begin - key0 - c0, hi = seen.end - key0 - c0;  // relative to c0
 #pragma unroll
         for (int nt = 0; nt < NTiles; ++nt)
 #pragma unroll
           for (int j = 0; j < 2; ++j) {
-            const int col = nt * 8 + mma_m16n8k16::c_coord(lane, 2 * h + j).col;
-            if (col < lo || col >= hi) s[mt][nt][2 * h + j] = kNegInf;
+            const int k = nt * 8 + j;  // column - c0
+            if ((kLeftBound && k < lo) || k >= hi) s[mt][nt][2 * h + j] = kNegInf;
           }
       }
   }
