@@ -154,15 +154,16 @@ struct QSharedBufferSm90 {
 
 // The epilogue's mirror of load_slab_tile_tma: rows [first_row, first_row + Rows)
 // of a staged slab tile (O, 16-bit) to device memory from `row` by TMA stores, a box of Rows x
-// 64 columns per slab (the map clips rows past the sequence). One thread issues; it returns
+// 64 columns per slab (the map clips rows past the sequence), the tile's column 0 going to
+// column `col` of the tensor (a tile of some of its columns). One thread issues; it returns
 // once the boxes have been read, so the shared memory may be reused or the block may exit. The
 // writers' generic-proxy stores must be fenced to the async proxy and synchronised before.
 template <class Tile, int Rows, class T>
 __device__ __forceinline__ void store_slab_rows_tma(const T* tile, int first_row, const CUtensorMap* map, int row, int head,
-                                    int batch) {
+                                    int batch, int col = 0) {
 #pragma unroll
   for (int slab = 0; slab < Tile::kSlabs; ++slab) {
-    sm90::cp_async_bulk_tensor_4d_s2g(map, slab * Tile::kSlabCols, row, head, batch,
+    sm90::cp_async_bulk_tensor_4d_s2g(map, col + slab * Tile::kSlabCols, row, head, batch,
                                       tile + slab * Tile::kSlabElems + first_row * Tile::kSlabCols);
   }
   sm90::cp_async_bulk_commit_group();

@@ -15,9 +15,12 @@
 // Q has two slots where they leave two K+V stages (every head dim but 256): item r's Q lands
 // in slot r % 2 (from the K-issuing thread, ahead of its K tiles) while item r - 1 computes,
 // and the slot of item r - 1 holds its staged O until the store has read it, then goes back to
-// the producer (q_empty, one arrival per consumer). D 256 has one slot: item r + 1's Q loads
-// once item r's O has left it, so its first S waits for the epilogue (its first K/V tiles are
-// in flight already). The K and V rings count tiles over all items, so the next item's first
+// the producer (q_empty, one arrival per consumer). D 256 has one slot, and O is staged apart
+// from it (the shared memory two K+V stages leave holds each consumer's 64 rows of 128 columns
+// of O, stored in two passes): the slot goes back to the producer once the item's last S is
+// done (one arrival per consumer warp), so item r + 1's Q loads under item r's last softmax,
+// P V and epilogue, where staging O over Q made its first S wait for the epilogue, the store
+// and then the Q load. The K and V rings count tiles over all items, so the next item's first
 // tiles load under the current one's last. The Q slots cost K+V stages (D 128: two,
 // PrefillSm90 three) and the static walk cannot balance long causal items, so the launcher
 // takes this grid where items are short, and at D 64 where a block per item has one consumer
@@ -55,7 +58,13 @@ struct PrefillSm90Persistent {
   static constexpr int kQSlotBytes = Base::kQBytes;  // Q, or the item's staged O over it
   static constexpr int kKVStageBytes = KTile::kBytes + VTile::kBytes;
   static constexpr int kQSlots = prefill_sm90_stages(2 * kQSlotBytes, kKVStageBytes, kCtasPerSm) >= 2 ? 2 : 1;
-  static constexpr int kStages = prefill_sm90_stages(kQSlots * kQSlotBytes, kKVStageBytes, kCtasPerSm);
+  // One slot: O staged apart, a pass of kOPassCols columns at a time per consumer.
+  static constexpr bool kOApart = kQSlots == 1;
+  static constexpr int kOPassCols = 128;
+  using OPassTile = SlabTile<64, kOPassCols>;
+  static_assert(!kOApart || Dv % kOPassCols == 0, "prefill_sm90_persistent: O passes of whole 128 columns");
+  static constexpr int kOApartBytes = kOApart ? kConsumers * OPassTile::kBytes : 0;
+  static constexpr int kStages = prefill_sm90_stages(kQSlots * kQSlotBytes + kOApartBytes, kKVStageBytes, kCtasPerSm);
   static_assert(kStages >= 2, "prefill_sm90_persistent: shared memory must hold two K+V stages beside a Q slot");
 
   using KBuf = KVBufferLDSSm90<KBufferConfig<kBN, D, kBN>, WG, kProducerThreads, kStages>;
@@ -63,9 +72,11 @@ struct PrefillSm90Persistent {
   using Ring = StageRing<kStages>;
   static_assert(std::is_same_v<typename KBuf::Tile, KTile> && std::is_same_v<typename VBuf::Tile, VTile>);
 
-  // Shared memory: [Q slots][K stages][V stages][barriers: Q full and Q empty per slot, rings].
+  // Shared memory: [Q slots][O apart][K stages][V stages][barriers: Q full and Q empty per
+  // slot, rings].
+  static constexpr int kQBytes = kQSlots * kQSlotBytes + kOApartBytes;
   static constexpr int kBarrierBytes = 2 * kQSlots * sizeof(std::uint64_t) + 2 * Ring::kBarrierBytes;
-  static constexpr int kSmemBytes = kAlign + kQSlots * kQSlotBytes + KBuf::kSmemBytes + VBuf::kSmemBytes + kBarrierBytes;
+  static constexpr int kSmemBytes = kAlign + kQBytes + KBuf::kSmemBytes + VBuf::kSmemBytes + kBarrierBytes;
   static_assert(kSmemBytes <= prefill_sm90_smem_budget(kCtasPerSm),
                 "prefill_sm90_persistent: over the shared memory a block may use at kCtasPerSm blocks per SM");
 
@@ -75,20 +86,21 @@ struct PrefillSm90Persistent {
 #else
     char* smem = reinterpret_cast<char*>(round_up(reinterpret_cast<std::uintptr_t>(smem_raw), std::uintptr_t(kAlign)));
     const auto q_slot = [smem](int slot) { return reinterpret_cast<In*>(smem + slot * kQSlotBytes); };
+    In* o_apart = reinterpret_cast<In*>(smem + kQSlots * kQSlotBytes);  // [consumer] OPassTile
     KBuf kbuf;
     VBuf vbuf;
-    kbuf.smem = reinterpret_cast<In*>(smem + kQSlots * kQSlotBytes);
-    vbuf.smem = reinterpret_cast<In*>(smem + kQSlots * kQSlotBytes + KBuf::kSmemBytes);
-    auto* barriers = reinterpret_cast<std::uint64_t*>(smem + kQSlots * kQSlotBytes + KBuf::kSmemBytes + VBuf::kSmemBytes);
+    kbuf.smem = reinterpret_cast<In*>(smem + kQBytes);
+    vbuf.smem = reinterpret_cast<In*>(smem + kQBytes + KBuf::kSmemBytes);
+    auto* barriers = reinterpret_cast<std::uint64_t*>(smem + kQBytes + KBuf::kSmemBytes + VBuf::kSmemBytes);
     std::uint64_t* q_full = barriers;             // [slot]: the slot's Q landed
-    std::uint64_t* q_empty = barriers + kQSlots;  // [slot]: its O was stored, Q may come in
+    std::uint64_t* q_empty = barriers + kQSlots;  // [slot]: Q is read (O apart) or its O stored
     Ring kring, vring;
     kring.init(barriers + 2 * kQSlots, 1, kConsumerThreads / 32);
     vring.init(barriers + 2 * kQSlots + 2 * kStages, 1, kConsumerThreads / 32);
     if (threadIdx.x == 0) {
       for (int s = 0; s < kQSlots; ++s) {
         sm90::mbarrier_init(&q_full[s], 1);
-        sm90::mbarrier_init(&q_empty[s], kConsumers);
+        sm90::mbarrier_init(&q_empty[s], kOApart ? kConsumerThreads / 32 : kConsumers);
       }
       sm90::fence_mbarrier_init();
     }
@@ -163,12 +175,36 @@ struct PrefillSm90Persistent {
     };
     // Item r's O: normalised, LSE written, stored by TMA over this consumer's Q rows of the
     // item's slot (its S products are done with them); then the slot goes back to thread 0.
+    // With O apart, each pass stages 128 columns of the consumer's rows and one thread stores
+    // them; the barrier before a pass orders it after the last pass's store has read the buffer.
     const auto warpgroup_sync = [consumer] { sm90::named_barrier_sync(Base::kEpilogue0 + consumer, 128); };
     const auto epilogue = [&](const PrefillBlock& b, int slot) {
       softmax.finalize(out, p, b, warp_row0);
-      warpgroup_sync();
-      Base::store_output_tma(out, q_slot(slot), maps, b, consumer, consumer_thread, warpgroup_sync);
-      if (consumer_thread % 128 == 0) sm90::mbarrier_arrive(&q_empty[slot]);
+      if constexpr (kOApart) {
+        In* buf = o_apart + consumer * OPassTile::kElems;
+        static_for<Dv / kOPassCols>([&](auto pass) {
+          constexpr int kCol0 = decltype(pass)::value * kOPassCols;
+          constexpr int kTile0 = kCol0 / TC::kN;
+          warpgroup_sync();
+          stage_output<OPassTile, TC>(reinterpret_cast<const float(&)[1][kOPassCols / TC::kN][4]>(out.o[0][kTile0]),
+                                      buf, consumer_thread % 128 / 32 * 16, consumer_thread % 32);
+          sm90::fence_proxy_async_shared();
+          warpgroup_sync();
+          if (consumer_thread % 128 == 0 && consumer * 64 < b.rows_q) {
+            store_slab_rows_tma<OPassTile, 64>(buf, 0, &maps.o, b.m0 + consumer * 64, b.head, b.batch, kCol0);
+          }
+        });
+      } else {
+        warpgroup_sync();
+        Base::store_output_tma(out, q_slot(slot), maps, b, consumer, consumer_thread, warpgroup_sync);
+        if (consumer_thread % 128 == 0) sm90::mbarrier_arrive(&q_empty[slot]);
+      }
+    };
+    // O apart: the item's last S (tile i of num_tiles) is done, so this warp is done with Q.
+    const auto q_read = [&](int i, int num_tiles, int slot) {
+      if constexpr (kOApart) {
+        if (i == num_tiles - 1 && consumer_thread % 32 == 0) sm90::mbarrier_arrive(&q_empty[slot]);
+      }
     };
 
     int r = 0, t = 0;  // item round, and tile over all items (whose S is done, P V pending)
@@ -182,6 +218,7 @@ struct PrefillSm90Persistent {
     pass_turn(false);
     sm90::wgmma_wait_group<0>();
     kring.release(0);
+    q_read(0, num_tiles, 0);
     softmax_scores(blk, n_first);
     pbuf.pack(packed);
 
@@ -196,6 +233,7 @@ struct PrefillSm90Persistent {
         pass_turn(false);
         sm90::wgmma_wait_group<1>();
         kring.release(t + 1);
+        q_read(i, num_tiles, r % kQSlots);
         softmax_scores(blk, n_first + i);
         Base::template wait_pv<0>(o, packed);
         vring.release(t);
@@ -239,6 +277,7 @@ struct PrefillSm90Persistent {
       num_tiles = blk.keys.tiles(kBN);
       sm90::wgmma_wait_group<0>();
       kring.release(t + 1);
+      q_read(0, num_tiles, r % kQSlots);
       softmax_scores(blk, n_first);  // O is zero: no rescale
       pbuf.pack(packed);
       i = 1;
