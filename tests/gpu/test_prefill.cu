@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <tuple>
 #include <functional>
@@ -323,9 +324,14 @@ TEST_P(PrefillGpu, SeqlensKRowsPastTheEndAreNeverRead) {
 // order, so the outputs must be bit-identical. Hopper at D 256: keys enough (2400: 37 tiles of
 // 64 a query block) that the contiguous run also takes a block per item, whose 80-key tiles
 // paged K/V always take (the persistent grid's 64-key tiles would round differently); pages
-// of 16 and 64 are then read in 16-row boxes, pages of 1 gathered.
+// of 16 and 64 are then read in 16-row boxes, pages of 1 gathered. With the persistent grid
+// forced (FLASHBUF_PREFILL_GRID=on or a block count) D 256's contiguous run takes 64-key tiles
+// after all, so only D 64 is compared there.
 TEST_P(PrefillGpu, PagedMatchesContiguousBitExactly) {
+  const char* grid = std::getenv("FLASHBUF_PREFILL_GRID");
+  const bool persistent_forced = grid != nullptr && *grid != '\0' && std::string(grid) != "off";
   for_each_built_head_dims({HeadDims{64, 64}, HeadDims{256, 256}}, [&](HeadDims hd, Rng& rng) {
+    if (backend() == Backend::sm90 && persistent_forced && hd.d > 128) return;
     ProblemSpec contiguous = base_spec(DType::bf16, hd.d, hd.dv, 150, hd.d > 128 ? 2400 : 700);
     contiguous.mask = Mask::causal();
     AttentionTensors a = make_tensors(contiguous, rng);
