@@ -119,14 +119,19 @@ struct PrefillSm80 {
         }
         accumulate_pv(pbuf, vbuf, out);
       };
-      const int q_row0 = blk.m0 + warp_row0;
-      const auto tile_masked = [&](int n) {
-        return !tile_fully_visible(blk.mask, q_row0, q_row0 + 16 * kMTiles, n * kBN, (n + 1) * kBN);
-      };
       if constexpr (kStraightTiles) {
+        // The body is chosen for the whole block: its __syncthreads must be reached by every
+        // thread through the same code (per warp, warps beside the diagonal took the other
+        // body's barriers: compute-sanitizer synccheck, D 256 causal), so a tile that any warp
+        // masks is masked by all (apply_mask leaves visible scores as they are). Rows past
+        // seqlen_q are never written: they do not ask for the mask.
+        const int block_rows_end = blk.m0 + blk.rows_q;
+        const auto block_tile_masked = [&](int n) {
+          return !tile_fully_visible(blk.mask, blk.m0, block_rows_end, n * kBN, (n + 1) * kBN);
+        };
         const auto walk = [&](auto softcap) {
           for (int n = n_first; n <= n_last; ++n) {
-            if (tile_masked(n)) {
+            if (block_tile_masked(n)) {
               key_tile(n, softcap, std::true_type{});
             } else {
               key_tile(n, softcap, std::false_type{});
@@ -139,6 +144,11 @@ struct PrefillSm80 {
           walk(std::false_type{});
         }
       } else {
+        // One body for every tile: the mask is a branch inside it, per warp.
+        const int q_row0 = blk.m0 + warp_row0;
+        const auto tile_masked = [&](int n) {
+          return !tile_fully_visible(blk.mask, q_row0, q_row0 + 16 * kMTiles, n * kBN, (n + 1) * kBN);
+        };
         for (int n = n_first; n <= n_last; ++n) key_tile(n, p.softcap_inv > 0.0f, tile_masked(n));
       }
     }
