@@ -174,7 +174,7 @@ struct PrefillSm90Persistent {
       Base::softmax_scores(pbuf, softmax, p, b.mask, b.m0 + warp_row0, key_tile * kBN, correction);
     };
     // Item r's O: normalised, LSE written, stored by TMA over this consumer's Q rows of the
-    // item's slot (its S products are done with them); then the slot goes back to thread 0.
+    // item's slot (its S products are done with them); then the slot goes back to the producer.
     // With O apart, each pass stages 128 columns of the consumer's rows and one thread stores
     // them; the barrier before a pass orders it after the last pass's store has read the buffer.
     const auto warpgroup_sync = [consumer] { sm90::named_barrier_sync(Base::kEpilogue0 + consumer, 128); };
