@@ -181,20 +181,21 @@ def sdpa(q, k, v, causal, backend):
 
 def bench_prefill(d: int, s: int, causal: bool, args) -> dict:
     b, h = PREFILL_TOKENS // s, PREFILL_HIDDEN // d
+    dv = args.dv or d
     page = args.prefill_page
-    row = {"kind": "prefill", "dtype": "bf16", "b": b, "hq": h, "hkv": h, "sq": s, "sk": s, "d": d, "dv": d,
+    row = {"kind": "prefill", "dtype": "bf16", "b": b, "hq": h, "hkv": h, "sq": s, "sk": s, "d": d, "dv": dv,
            "causal": causal, "page": page, "kernel": None, "unit": "TFLOP/s", "flashbuf": None, "fa2": None,
            "cudnn": None, "max_abs_err": None}
     if args.prefill_varlen:
         row["varlen"] = True
-    flops = 4.0 * b * h * s * s * d / (2 if causal else 1)
-    set_bytes = 3 * b * s * h * d * 2
-    sets = [tuple(torch.randn(b, s, h, d, device=DEV, dtype=torch.bfloat16) for _ in range(3))
+    flops = 2.0 * b * h * s * s * (d + dv) / (2 if causal else 1)  # Q K^T and P V
+    set_bytes = b * s * h * (2 * d + dv) * 2
+    sets = [tuple(torch.randn(b, s, h, width, device=DEV, dtype=torch.bfloat16) for width in (d, d, dv))
             for _ in range(rotation_sets(set_bytes, max_sets=8))]
     rows = sample_rows(s)
     q0, k0, v0 = sets[0]
     ref = reference_rows(q0, k0, v0, rows, causal)
-    tag = f"prefill d={d} s={s} causal={causal}"
+    tag = f"prefill d={d} dv={dv} s={s} causal={causal}"
 
     impls = {}
     if flashbuf is not None and page:  # the same keys in shuffled pages; the anchors read them contiguous
@@ -210,10 +211,10 @@ def bench_prefill(d: int, s: int, causal: bool, args) -> dict:
         cu = torch.arange(0, b * s + 1, s, dtype=torch.int32, device=DEV)
 
         def flashbuf_varlen(q, k, v):
-            o = flashbuf.attention(q.view(b * s, h, d), k.view(b * s, h, d), v.view(b * s, h, d), causal=causal,
+            o = flashbuf.attention(q.view(b * s, h, d), k.view(b * s, h, d), v.view(b * s, h, dv), causal=causal,
                                    cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=s, max_seqlen_k=s,
                                    backend=args.backend)
-            return o.view(b, s, h, d)
+            return o.view(b, s, h, dv)
         impls["flashbuf"] = flashbuf_varlen
     elif flashbuf is not None:
         impls["flashbuf"] = lambda q, k, v: flashbuf.attention(q, k, v, causal=causal, backend=args.backend)
@@ -484,6 +485,8 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="a small subset of both grids, for smoke tests")
     p.add_argument("--d", type=int_list, default=list(PREFILL_D), help="prefill head dims (64,128,256)")
     p.add_argument("--s", type=int_list, default=list(PREFILL_S), help="prefill sequence lengths (512,...,16k)")
+    p.add_argument("--dv", type=int, default=0,
+                   help="prefill V head dim for every --d (0: the same as D; e.g. --d 192 --dv 128)")
     p.add_argument("--causal", choices=("both", "yes", "no"), default="both")
     p.add_argument("--heads", type=heads_list, default=list(DECODE_HEADS), help="decode Hq/Hkv (32/8,64/8,32/32)")
     p.add_argument("--b", type=int_list, default=list(DECODE_B), help="decode batch sizes (1,8,32,128)")
@@ -529,7 +532,7 @@ def main(argv=None) -> int:
         for causal in causals:
             for d in args.d:
                 for s in args.s:
-                    print(f"prefill causal={causal} d={d} s={s}", flush=True)
+                    print(f"prefill causal={causal} d={d} dv={args.dv or d} s={s}", flush=True)
                     try:
                         rows.append(bench_prefill(d, s, causal, args))
                         print("  " + json.dumps(rows[-1]), flush=True)
