@@ -436,21 +436,31 @@ TEST_P(PrefillGpu, ManyItemsPersistentGrid) {
 // Small cases for compute-sanitizer (memcheck, racecheck, synccheck): the script filters on
 // the name.
 TEST_P(PrefillGpu, SanitizerSmallCases) {
+  std::vector<ProblemSpec> cases;
   ProblemSpec s = base_spec(DType::bf16, 64, 64, 70, 130);
   s.mask = Mask::causal();
-  check_spec(s, backend());
+  cases.push_back(s);
   ProblemSpec w = base_spec(DType::bf16, 128, 128, 150, 200);  // two consumers; persistent grid with a knob
   w.mask = Mask::window(60, 0);
-  check_spec(w, backend());
+  cases.push_back(w);
   ProblemSpec p = base_spec(DType::fp16, 128, 128, 33, 0);
   p.kv = KvLayout::paged;
   p.page_size = 16;
   p.k_lens = {50, 90};
-  check_spec(p, backend());
+  cases.push_back(p);
   // Hopper: one Q slot, O staged apart; mma.sync: the straight-line tile bodies per block.
   ProblemSpec d = base_spec(DType::bf16, 256, 256, 150, 200);
   d.mask = Mask::causal();
-  check_spec(d, backend());
+  cases.push_back(d);
+  // The cases this build has run; the test is skipped only if it has none (a sanitizer run's
+  // log then says whether anything was checked, where a skip in the middle marked it skipped).
+  int run = 0;
+  for (const ProblemSpec& c : cases) {
+    if (!detail::prefill_instantiated(c.dtype, c.head_dim, c.head_dim_v)) continue;
+    check_spec(c, backend());
+    ++run;
+  }
+  if (run == 0) GTEST_SKIP() << "none of the small cases' head dims is instantiated in this build";
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, PrefillGpu, ::testing::Values(Backend::sm80, Backend::sm90), backend_param_name);
