@@ -235,17 +235,18 @@ struct PrefillSm90 {
   // slab layout; its S products must be done with them), then one thread stores them, a box
   // per slab (the map clips rows past seqlen_q). The generic-proxy writes of every thread are
   // fenced to the async proxy before the barrier that hands them over. Returns on every
-  // thread; thread 0 of the warpgroup once the boxes have been read.
-  template <class WarpgroupSync>
-  __device__ static void store_output_tma(const OBuf& out, In* smem_tile, const PrefillTmaMaps& maps,
+  // thread; thread 0 of the warpgroup once the boxes have been read. By default all of O over
+  // the consumer's rows of an OTile; a Tile of fewer columns takes the fragments `o` of O's
+  // columns from `col`, its rows from `first_row` (the persistent grid's O apart from Q).
+  template <class Tile = OTile, int OTiles = Dv / TC::kN, class WarpgroupSync>
+  __device__ static void store_output_tma(const float (&o)[1][OTiles][4], In* smem_tile, const PrefillTmaMaps& maps,
                                           const PrefillBlock& b, int consumer, int consumer_thread,
-                                          WarpgroupSync warpgroup_sync) {
-    const int warp_row0 = consumer * 64 + consumer_thread % 128 / 32 * 16;
-    stage_output<OTile, TC>(out.o, smem_tile, warp_row0, consumer_thread % 32);
+                                          WarpgroupSync warpgroup_sync, int first_row, int col = 0) {
+    stage_output<Tile, TC>(o, smem_tile, first_row + consumer_thread % 128 / 32 * 16, consumer_thread % 32);
     sm90::fence_proxy_async_shared();
     warpgroup_sync();
     if (consumer_thread % 128 == 0 && consumer * 64 < b.rows_q) {
-      store_slab_rows_tma<OTile, 64>(smem_tile, consumer * 64, &maps.o, b.m0 + consumer * 64, b.head, b.batch);
+      store_slab_rows_tma<Tile, 64>(smem_tile, first_row, &maps.o, b.m0 + consumer * 64, b.head, b.batch, col);
     }
   }
 
@@ -433,7 +434,7 @@ struct PrefillSm90 {
     const auto warpgroup_sync = [consumer] { sm90::named_barrier_sync(kEpilogue0 + consumer, 128); };
     warpgroup_sync();  // this consumer's wgmma are done with its Q rows: they take its O
     if (maps.o_enabled) {
-      store_output_tma(out, smem_q, maps, blk, consumer, consumer_thread, warpgroup_sync);
+      store_output_tma(out.o, smem_q, maps, blk, consumer, consumer_thread, warpgroup_sync, consumer * 64);
     } else {
       store_output<OTile, TC, 128, 64>(out.o, smem_q, warp_row0, blk.o_ptr<In>(p), p.o_row_stride, blk.rows_q,
                                        consumer_thread % 128, warpgroup_sync, consumer * 64);

@@ -186,17 +186,13 @@ struct PrefillSm90Persistent {
           constexpr int kCol0 = decltype(pass)::value * kOPassCols;
           constexpr int kTile0 = kCol0 / TC::kN;
           warpgroup_sync();
-          stage_output<OPassTile, TC>(reinterpret_cast<const float(&)[1][kOPassCols / TC::kN][4]>(out.o[0][kTile0]),
-                                      buf, consumer_thread % 128 / 32 * 16, consumer_thread % 32);
-          sm90::fence_proxy_async_shared();
-          warpgroup_sync();
-          if (consumer_thread % 128 == 0 && consumer * 64 < b.rows_q) {
-            store_slab_rows_tma<OPassTile, 64>(buf, 0, &maps.o, b.m0 + consumer * 64, b.head, b.batch, kCol0);
-          }
+          Base::template store_output_tma<OPassTile>(
+              reinterpret_cast<const float(&)[1][kOPassCols / TC::kN][4]>(out.o[0][kTile0]), buf, maps, b, consumer,
+              consumer_thread, warpgroup_sync, 0, kCol0);
         });
       } else {
         warpgroup_sync();
-        Base::store_output_tma(out, q_slot(slot), maps, b, consumer, consumer_thread, warpgroup_sync);
+        Base::store_output_tma(out.o, q_slot(slot), maps, b, consumer, consumer_thread, warpgroup_sync, consumer * 64);
         if (consumer_thread % 128 == 0) sm90::mbarrier_arrive(&q_empty[slot]);
       }
     };
