@@ -6,12 +6,11 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
-#include <cstdlib>
-#include <string>
 
 #include "api/problem.hpp"
 #include "cuda/check.cuh"
 #include "cuda/device_attribute.cuh"
+#include "cuda/prefill_grid_knob.hpp"
 #include "cuda/tensor_map.hpp"
 #include "flashbuf/core/paged_boxes.hpp"
 #include "flashbuf/kernels/prefill_sm80.cuh"
@@ -48,27 +47,6 @@ void launch_prefill_kernel(void (*kernel)(PrefillParams, Extra...), const Prefil
   FLASHBUF_CUDA_CHECK(cudaGetLastError());
 }
 
-// FLASHBUF_PREFILL_GRID (tests and A/Bs; read once per process): `off` keeps a block per query
-// block for every problem, `on` takes the persistent grid wherever it applies, whatever the
-// items' length; n >= 1 does too, with at most n blocks (small problems then walk several
-// items per block, e.g. under compute-sanitizer). Unset: persistent_grid_pays decides.
-struct PersistentGridKnob {
-  bool off = false, forced = false;
-  int cap = 0;
-};
-inline PersistentGridKnob persistent_grid_knob() {
-  static const PersistentGridKnob knob = [] {
-    PersistentGridKnob k;
-    const char* env = std::getenv("FLASHBUF_PREFILL_GRID");
-    if (env == nullptr || *env == '\0') return k;
-    const std::string v = env;
-    k.off = v == "off";
-    k.cap = std::atoi(env) > 0 ? std::atoi(env) : 0;
-    k.forced = v == "on" || k.cap > 0;
-    return k;
-  }();
-  return knob;
-}
 
 // The persistent Hopper kernel takes batch-form problems whose every query block has keys
 // (seqlen_q <= seqlen_k: bottom-right masks leave each query row at least its diagonal key),

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <tuple>
 #include <functional>
@@ -17,6 +16,7 @@
 #include <vector>
 
 #include "api/backends.hpp"
+#include "cuda/prefill_grid_knob.hpp"
 #include "gpu_test_util.cuh"
 #include "reference/check.hpp"
 #include "reference/spec.hpp"
@@ -328,8 +328,7 @@ TEST_P(PrefillGpu, SeqlensKRowsPastTheEndAreNeverRead) {
 // forced (FLASHBUF_PREFILL_GRID=on or a block count) D 256's contiguous run takes 64-key tiles
 // after all, so only D 64 is compared there.
 TEST_P(PrefillGpu, PagedMatchesContiguousBitExactly) {
-  const char* grid = std::getenv("FLASHBUF_PREFILL_GRID");
-  const bool persistent_forced = grid != nullptr && *grid != '\0' && std::string(grid) != "off";
+  const bool persistent_forced = detail::persistent_grid_knob().forced;
   for_each_built_head_dims({HeadDims{64, 64}, HeadDims{256, 256}}, [&](HeadDims hd, Rng& rng) {
     if (backend() == Backend::sm90 && persistent_forced && hd.d > 128) return;
     ProblemSpec contiguous = base_spec(DType::bf16, hd.d, hd.dv, 150, hd.d > 128 ? 2400 : 700);
