@@ -117,6 +117,13 @@ __device__ __forceinline__ std::uint64_t mad_wide_u32(std::uint32_t a, std::uint
   return d;
 }
 
+// A shared-memory read that stays in program order with the other volatile asm (cp.async).
+__device__ __forceinline__ unsigned ld_shared_volatile_u32(const std::int32_t* ptr) {
+  unsigned v;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(static_cast<unsigned>(__cvta_generic_to_shared(ptr))));
+  return v;
+}
+
 // Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled tile (see the picture).
 template <int kRowBytes>
 __device__ __forceinline__ int swizzled_offset(int row, int chunk) {
@@ -307,21 +314,29 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
     } else {
       const std::int32_t* const entries = page_slots + slot_of(tile) * kBN;
       const int first = p.page_div.div(blk_lo + tile * kBN);
+      // Every pass's page entry is read before the first copy: the reads are volatile, so they
+      // stay above the copies and their latencies overlap (read per pass, each copy waited on
+      // its own shared-memory read: one chain per pass).
+      unsigned pg[kPasses], in_page[kPasses];
+#pragma unroll
+      for (int i = 0; i < kPasses; ++i) {
+        // Rows past the end read the last key's (a zero-fill, from an address inside the pool).
+        const int jj = min(kb + i * kRowsPerPass, hi - 1);
+        const int page_in_seq = p.page_div.div(jj);
+        in_page[i] = jj - page_in_seq * p.page_size;
+        pg[i] = ld_shared_volatile_u32(entries + page_in_seq - first);
+      }
 #pragma unroll
       for (int i = 0; i < kPasses; ++i) {
         const int j = kb + i * kRowsPerPass;
-        // Rows past the end read the last key's (a zero-fill, from an address inside the pool).
-        const int jj = min(j, hi - 1);
-        const int page_in_seq = p.page_div.div(jj);
-        const unsigned in_page = jj - page_in_seq * p.page_size;
         // A bad index stays in bounds: one unsigned min clamps negatives and overflows alike.
-        const unsigned pg = min(static_cast<unsigned>(entries[page_in_seq - first]), static_cast<unsigned>(p.num_pages - 1));
+        const unsigned page = min(pg[i], static_cast<unsigned>(p.num_pages - 1));
         // Two 32 x 32 -> 64-bit multiply-adds per operand, where 64-bit strides took ~20
         // instructions a row (a select kept rows past the end at the head's base; the clamp
         // above already does).
         const auto row_address = [&](const unsigned char* chunk, std::uint32_t page_bytes, std::uint32_t row_bytes) {
-          const std::uint64_t at = mad_wide_u32(pg, page_bytes, reinterpret_cast<std::uint64_t>(chunk));
-          return reinterpret_cast<const void*>(mad_wide_u32(in_page, row_bytes, at));
+          const std::uint64_t at = mad_wide_u32(page, page_bytes, reinterpret_cast<std::uint64_t>(chunk));
+          return reinterpret_cast<const void*>(mad_wide_u32(in_page[i], row_bytes, at));
         };
         sm80::cp_async_cg_16(sk + tile_dst(i), row_address(k_chunk, p.k_page_bytes, p.k_row_bytes), j < hi);
         sm80::cp_async_cg_16(sv + tile_dst(i), row_address(v_chunk, p.v_page_bytes, p.v_row_bytes), j < hi);
