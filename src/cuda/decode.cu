@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "api/backends.hpp"
 #include "cuda/check.cuh"
@@ -258,6 +259,21 @@ void cuda_decode(const DecodePlan& plan, const AttentionProblem& p, void* worksp
   }
   if (pr.batch == 0 || pr.heads_kv == 0) return;  // nothing to launch (graph capture sees no node)
   if (p.seqlens_k == nullptr) throw ArgumentError("seqlens_k", "required by the GPU decode");
+  // Paged caches: the kernel addresses rows with 32-bit byte strides (one wide multiply-add
+  // each); a page or row stride of 4 GiB or more is refused before anything launches.
+  std::uint32_t page_row_bytes[4] = {};
+  if (p.page_size > 0) {
+    const std::pair<const char*, std::int64_t> strides[4] = {
+        {"k", p.k_batch_stride}, {"k", p.k_row_stride}, {"v", p.v_batch_stride}, {"v", p.v_row_stride}};
+    for (int i = 0; i < 4; ++i) {
+      const std::int64_t bytes = strides[i].second * 2;  // bf16 / fp16
+      if (bytes < 0 || bytes > 0xffffffffLL) {
+        throw ArgumentError(strides[i].first, std::string("the paged GPU decode takes page and row strides below 4 GiB, got ") +
+                                                  std::to_string(bytes) + " bytes");
+      }
+      page_row_bytes[i] = static_cast<std::uint32_t>(bytes);
+    }
+  }
 
   DecodeDeviceScope scope(pr.device_index);
   const dk::DecodeKernelInfo info = kernel_info(pr, shape.mtiles);  // cached by the plan
@@ -299,6 +315,10 @@ void cuda_decode(const DecodePlan& plan, const AttentionProblem& p, void* worksp
     params.page_size = p.page_size;
     params.num_pages = p.num_pages;
     params.page_div = dk::FastDivmod(p.page_size);
+    params.k_page_bytes = page_row_bytes[0];
+    params.k_row_bytes = page_row_bytes[1];
+    params.v_page_bytes = page_row_bytes[2];
+    params.v_row_bytes = page_row_bytes[3];
   }
   params.batch = pr.batch;
   params.q_per_seq = pr.q_per_seq;

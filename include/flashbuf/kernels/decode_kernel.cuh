@@ -68,6 +68,9 @@ struct DecodeParams {
   int page_size = 0;
   int num_pages = 0;
   FastDivmod page_div{};
+  // Paged: the K/V strides of a page and of a row in bytes, 32-bit (the launcher checks they
+  // fit), so a row's address is two wide multiply-adds onto the head's base per operand.
+  std::uint32_t k_page_bytes = 0, k_row_bytes = 0, v_page_bytes = 0, v_row_bytes = 0;
 
   int batch = 0, q_per_seq = 1, group = 1, heads_kv = 1, heads_q = 1;
   FastDivmod group_div{};  // packed row -> token (divides by group; no integer division before the copies)
@@ -106,6 +109,20 @@ struct ElemTraits<__half> {
     return *reinterpret_cast<const std::uint32_t*>(&v);
   }
 };
+
+// a * b + c with a 64-bit c in one IMAD.WIDE.U32 (the compiler adds a pointer in two more).
+__device__ __forceinline__ std::uint64_t mad_wide_u32(std::uint32_t a, std::uint32_t b, std::uint64_t c) {
+  std::uint64_t d;
+  asm("mad.wide.u32 %0, %1, %2, %3;" : "=l"(d) : "r"(a), "r"(b), "l"(c));
+  return d;
+}
+
+// A shared-memory read that stays in program order with the other volatile asm (cp.async).
+__device__ __forceinline__ unsigned ld_shared_volatile_u32(const std::int32_t* ptr) {
+  unsigned v;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(static_cast<unsigned>(__cvta_generic_to_shared(ptr))));
+  return v;
+}
 
 // Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled tile (see the picture).
 template <int kRowBytes>
@@ -228,10 +245,13 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
   const Elem* const q_seq = static_cast<const Elem*>(p.q) + b * p.q_batch_stride;
   const Elem* const k_head = static_cast<const Elem*>(p.k) + hkv * p.k_head_stride;
   const Elem* const v_head = static_cast<const Elem*>(p.v) + hkv * p.v_head_stride;
-  const bool paged = p.page_table != nullptr;
-  const std::int32_t* const page_row = p.page_table + (paged ? b * p.page_table_stride : 0);
   const int load_chunk = tid % kCPR;
   const int load_row = tid / kCPR;
+  // Paged: this thread's chunk of a row at page 0, row 0 (bytes).
+  const unsigned char* const k_chunk = reinterpret_cast<const unsigned char*>(k_head + load_chunk * 8);
+  const unsigned char* const v_chunk = reinterpret_cast<const unsigned char*>(v_head + load_chunk * 8);
+  const bool paged = p.page_table != nullptr;
+  const std::int32_t* const page_row = p.page_table + (paged ? b * p.page_table_stride : 0);
   const int T = p.q_per_seq;
   const int G = p.group;
   const int rows_total = T * G;
@@ -294,22 +314,32 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
     } else {
       const std::int32_t* const entries = page_slots + slot_of(tile) * kBN;
       const int first = p.page_div.div(blk_lo + tile * kBN);
+      // Every pass's page entry is read before the first copy: the reads are volatile, so they
+      // stay above the copies and their latencies overlap (read per pass, each copy waited on
+      // its own shared-memory read: one chain per pass).
+      unsigned pg[kPasses], in_page[kPasses];
+#pragma unroll
+      for (int i = 0; i < kPasses; ++i) {
+        // Rows past the end read the last key's (a zero-fill, from an address inside the pool).
+        const int jj = min(kb + i * kRowsPerPass, hi - 1);
+        const int page_in_seq = p.page_div.div(jj);
+        in_page[i] = jj - page_in_seq * p.page_size;
+        pg[i] = ld_shared_volatile_u32(entries + page_in_seq - first);
+      }
 #pragma unroll
       for (int i = 0; i < kPasses; ++i) {
         const int j = kb + i * kRowsPerPass;
-        const bool valid = j < hi;
-        const int jj = min(j, hi - 1);  // rows past the end read the last key's (a zero-fill)
-        const int page_in_seq = p.page_div.div(jj);
-        const int in_page = jj - page_in_seq * p.page_size;
         // A bad index stays in bounds: one unsigned min clamps negatives and overflows alike.
-        const int pg = static_cast<int>(
-            min(static_cast<unsigned>(entries[page_in_seq - first]), static_cast<unsigned>(p.num_pages - 1)));
-        const Elem* const ksrc = k_head + static_cast<std::int64_t>(pg) * p.k_batch_stride +
-                                 static_cast<std::int64_t>(in_page) * p.k_row_stride + load_chunk * 8;
-        const Elem* const vsrc = v_head + static_cast<std::int64_t>(pg) * p.v_batch_stride +
-                                 static_cast<std::int64_t>(in_page) * p.v_row_stride + load_chunk * 8;
-        sm80::cp_async_cg_16(sk + tile_dst(i), valid ? ksrc : k_head, valid);
-        sm80::cp_async_cg_16(sv + tile_dst(i), valid ? vsrc : v_head, valid);
+        const unsigned page = min(pg[i], static_cast<unsigned>(p.num_pages - 1));
+        // Two 32 x 32 -> 64-bit multiply-adds per operand, where 64-bit strides took ~20
+        // instructions a row (a select kept rows past the end at the head's base; the clamp
+        // above already does).
+        const auto row_address = [&](const unsigned char* chunk, std::uint32_t page_bytes, std::uint32_t row_bytes) {
+          const std::uint64_t at = mad_wide_u32(page, page_bytes, reinterpret_cast<std::uint64_t>(chunk));
+          return reinterpret_cast<const void*>(mad_wide_u32(in_page[i], row_bytes, at));
+        };
+        sm80::cp_async_cg_16(sk + tile_dst(i), row_address(k_chunk, p.k_page_bytes, p.k_row_bytes), j < hi);
+        sm80::cp_async_cg_16(sv + tile_dst(i), row_address(v_chunk, p.v_page_bytes, p.v_row_bytes), j < hi);
       }
     }
   };
