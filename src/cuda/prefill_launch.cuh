@@ -60,7 +60,8 @@ bool persistent_prefill_wanted(const AttentionProblem& pr) {
   const std::int64_t m_blocks = (pr.max_seqlen_q + Kernel::kBM - 1) / Kernel::kBM;
   if (m_blocks * pr.heads_q * pr.batch > 0x7fffffff) return false;
   const MaskParams mask{pr.seqlen_q, pr.seqlen_k, pr.window_left, pr.window_right};
-  return knob.forced || persistent_grid_pays(mean_key_tiles(mask, Kernel::kBM, Kernel::kBN), BlockPerItem::kConsumers);
+  return knob.forced || persistent_grid_pays(mean_key_tiles(mask, Kernel::kBM, Kernel::kBN), BlockPerItem::kConsumers,
+                                             pr.head_dim > pr.head_dim_v ? pr.head_dim : pr.head_dim_v);
 }
 inline bool persistent_maps_usable(const PrefillTmaMaps& maps) {
   return maps.enabled && !maps.gather_tail && maps.q_enabled && maps.o_enabled;

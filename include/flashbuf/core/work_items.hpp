@@ -48,8 +48,15 @@ FLASHBUF_HOST_DEVICE constexpr double mean_key_tiles(const MaskParams& mask, int
 // S 8k); non-causal items are as fast either way beyond 32 (0.91-1.05x). A block per item of
 // one consumer (D 64: 64 query rows, two blocks per SM) loses to the persistent grid's two
 // at every length: 1.05-1.11x at 2.5-16 tiles, 0.99-1.09x at 16.5-128.
-FLASHBUF_HOST_DEVICE constexpr bool persistent_grid_pays(double mean_tiles_per_item, int block_consumers) {
-  return block_consumers == 1 || mean_tiles_per_item <= 33.0;
+// D 192 (widest head dim between 128 and 256; its block per item has three 80-key K+V stages,
+// the persistent grid two of 64 keys beside two 48 KB Q slots) turns sooner: a block per item
+// over the persistent grid, D 192-128, 0.91x at 9 tiles (causal S 1k), 1.01x at 16, 1.03x at
+// 17 and 32, 1.10x at 33 (causal S 4k) (h200-prefill-sm90-d192-128-grid-{rule,off}-c874ebc-*;
+// D 192-192 at stop 17 alike: 0.89x at 9, 1.07x at 17, 1.09x at 33).
+FLASHBUF_HOST_DEVICE constexpr bool persistent_grid_pays(double mean_tiles_per_item, int block_consumers,
+                                                         int widest_head_dim = 128) {
+  const double max_tiles = widest_head_dim > 128 && widest_head_dim < 256 ? 12.0 : 33.0;
+  return block_consumers == 1 || mean_tiles_per_item <= max_tiles;
 }
 
 }  // namespace flashbuf
