@@ -39,7 +39,9 @@
 
 #include "flashbuf/arch/sm80/cp_async.cuh"
 #include "flashbuf/arch/sm80/fast_math.cuh"
+#include "flashbuf/arch/sm80/ld_shared.cuh"
 #include "flashbuf/arch/sm80/ldmatrix.cuh"
+#include "flashbuf/arch/sm80/mad_wide.cuh"
 #include "flashbuf/arch/sm80/mma.cuh"
 #include "flashbuf/arch/sm90/cluster.cuh"
 #include "flashbuf/arch/sm90/griddepcontrol.cuh"
@@ -109,20 +111,6 @@ struct ElemTraits<__half> {
     return *reinterpret_cast<const std::uint32_t*>(&v);
   }
 };
-
-// a * b + c with a 64-bit c in one IMAD.WIDE.U32 (the compiler adds a pointer in two more).
-__device__ __forceinline__ std::uint64_t mad_wide_u32(std::uint32_t a, std::uint32_t b, std::uint64_t c) {
-  std::uint64_t d;
-  asm("mad.wide.u32 %0, %1, %2, %3;" : "=l"(d) : "r"(a), "r"(b), "l"(c));
-  return d;
-}
-
-// A shared-memory read that stays in program order with the other volatile asm (cp.async).
-__device__ __forceinline__ unsigned ld_shared_volatile_u32(const std::int32_t* ptr) {
-  unsigned v;
-  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(static_cast<unsigned>(__cvta_generic_to_shared(ptr))));
-  return v;
-}
 
 // Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled tile (see the picture).
 template <int kRowBytes>
@@ -324,7 +312,7 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
         const int jj = min(kb + i * kRowsPerPass, hi - 1);
         const int page_in_seq = p.page_div.div(jj);
         in_page[i] = jj - page_in_seq * p.page_size;
-        pg[i] = ld_shared_volatile_u32(entries + page_in_seq - first);
+        pg[i] = sm80::ld_shared_ordered_u32(entries + page_in_seq - first);
       }
 #pragma unroll
       for (int i = 0; i < kPasses; ++i) {
@@ -335,8 +323,8 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
         // instructions a row (a select kept rows past the end at the head's base; the clamp
         // above already does).
         const auto row_address = [&](const unsigned char* chunk, std::uint32_t page_bytes, std::uint32_t row_bytes) {
-          const std::uint64_t at = mad_wide_u32(page, page_bytes, reinterpret_cast<std::uint64_t>(chunk));
-          return reinterpret_cast<const void*>(mad_wide_u32(in_page[i], row_bytes, at));
+          const std::uint64_t at = sm80::mad_wide_u32(page, page_bytes, reinterpret_cast<std::uint64_t>(chunk));
+          return reinterpret_cast<const void*>(sm80::mad_wide_u32(in_page[i], row_bytes, at));
         };
         sm80::cp_async_cg_16(sk + tile_dst(i), row_address(k_chunk, p.k_page_bytes, p.k_row_bytes), j < hi);
         sm80::cp_async_cg_16(sv + tile_dst(i), row_address(v_chunk, p.v_page_bytes, p.v_row_bytes), j < hi);
