@@ -259,7 +259,7 @@ constexpr SplitChoice choose_decode_splits(int sms, int blocks_per_sm, std::int6
   // (stop 15: each block's page-entry chain is serial, two blocks per SM keep two going).
   std::int64_t workspace_wave = wave;
   const std::int64_t sm_wave = sms / work_items;
-  if (!paged && sm_wave * work_items * 4 >= 3LL * sms && sm_wave < wave) workspace_wave = sm_wave;
+  if (sm_wave * work_items * 4 >= 3LL * sms && sm_wave < wave) workspace_wave = sm_wave;
   int min_tiles = ceil_div(split_kv::kMinKeysPerSplit, block_n);
   if (min_tiles < split_kv::kMinTilesPerSplit) min_tiles = split_kv::kMinTilesPerSplit;
   const std::int64_t splits = workspace_wave < tiles / min_tiles ? workspace_wave : tiles / min_tiles;
