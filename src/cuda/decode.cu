@@ -225,8 +225,7 @@ void cuda_plan_decode(const DecodeProblem& pr, DecodePlan& plan) {
     const DeviceInfo device = cuda_query_device(pr.device_index);
     const std::int64_t work = static_cast<std::int64_t>(pr.batch) * pr.heads_kv * shape.row_chunks;
     choice = dk::choose_decode_splits(device.sm_count, info.blocks_per_sm, work, pr.max_seqlen_k, shape.block_n,
-                                      max_cluster, /*paged=*/pr.page_size > 0,
-                                      /*prefer_cluster=*/merge == dk::SplitMerge::cluster);
+                                      max_cluster, /*prefer_cluster=*/merge == dk::SplitMerge::cluster);
   } else if (choice.num_splits > 1) {
     choice.merge = choice.num_splits <= max_cluster ? dk::SplitMerge::cluster : dk::SplitMerge::workspace;
   }

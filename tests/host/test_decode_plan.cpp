@@ -28,8 +28,8 @@ TEST(DecodeHost, FastDivmodIsExact) {
 
 TEST(DecodeHost, SplitHeuristicAndWorkspace) {
   // H200: 132 SMs, two D = 128 blocks per SM
-  auto choose = [&](std::int64_t items, int keys, int max_cluster, bool prefer_cluster = false, bool paged = false) {
-    const dk::SplitChoice c = dk::choose_decode_splits(132, 2, items, keys, 64, max_cluster, paged, prefer_cluster);
+  auto choose = [&](std::int64_t items, int keys, int max_cluster, bool prefer_cluster = false) {
+    const dk::SplitChoice c = dk::choose_decode_splits(132, 2, items, keys, 64, max_cluster, prefer_cluster);
     return std::make_pair(c.num_splits, c.merge);
   };
   using P = std::pair<int, Merge>;
@@ -55,11 +55,6 @@ TEST(DecodeHost, SplitHeuristicAndWorkspace) {
   EXPECT_EQ(choose(8, 131072, 16), P(16, Merge::workspace));
   EXPECT_EQ(choose(72, 32768, 16), P(3, Merge::workspace)) << "sms / items = 1 would leave 60 SMs idle";
   EXPECT_EQ(choose(8, 131072, 16, true), P(16, Merge::cluster)) << "FLASHBUF_DECODE_MERGE=cluster";
-  // Paged caches keep the wave of resident blocks (two per SM here).
-  EXPECT_EQ(choose(8, 8192, 16, false, true), P(32, Merge::workspace)) << "B=1 Hkv=8 L=8k paged";
-  EXPECT_EQ(choose(64, 32768, 16, false, true), P(4, Merge::workspace)) << "B=8 Hkv=8 L=32k paged";
-  EXPECT_EQ(choose(8, 512, 16, false, true), P(8, Merge::cluster)) << "latency-bound: as contiguous";
-  EXPECT_EQ(choose(64, 2048, 16, false, true), P(4, Merge::workspace)) << "B=8 L=2k paged: 4 splits, not 2";
   // No clusters (sm_80, or FLASHBUF_DECODE_MERGE=workspace): >= max(2 tiles, 256 keys) per split.
   EXPECT_EQ(choose(8, 512, 0), P(2, Merge::workspace));
   EXPECT_EQ(choose(64, 32768, 0), P(2, Merge::workspace));

@@ -229,8 +229,8 @@ struct SplitChoice {
 // partial wave of long splits would run at a fraction of the read bandwidth.
 //   1 when the (sequence, kv head, row chunk) items alone fill more than half the slots.
 //   The workspace merge takes >= max(2 tiles, 256 keys) per split, as many splits as give one
-//   block per SM (`sms`) where that keeps >= 3/4 of the SMs busy (contiguous caches only:
-//   `paged` keeps the wave, see below), else as many as fit in the wave; at most max_splits.
+//   block per SM (`sms`) where that keeps >= 3/4 of the SMs busy, else as many as fit in the
+//   wave; at most max_splits.
 //   The cluster merge (`max_cluster` = the largest cluster the kernel can be scheduled with on
 //   the device, 0 = none) takes up to 8 splits in a grid of at most one block per SM, and is
 //   used when that is at least the workspace's count, with splits of <= 4 tiles or clusters
@@ -238,8 +238,8 @@ struct SplitChoice {
 //   many splits as the wave and the cluster allow, always merged in the cluster.
 // The count is then reduced to the number whole-tile splits of max_seqlen_k fill evenly.
 constexpr SplitChoice choose_decode_splits(int sms, int blocks_per_sm, std::int64_t work_items, int max_seqlen_k,
-                                           int block_n, int max_cluster, bool paged = false,
-                                           bool prefer_cluster = false, int max_splits = split_kv::kDefaultMaxSplits) {
+                                           int block_n, int max_cluster, bool prefer_cluster = false,
+                                           int max_splits = split_kv::kDefaultMaxSplits) {
   const int slots = sms * blocks_per_sm;
   if (slots <= 0 || work_items <= 0 || max_seqlen_k <= 0 || block_n <= 0 || max_splits <= 1) return {};
   if (2 * work_items > slots) return {};
@@ -252,11 +252,10 @@ constexpr SplitChoice choose_decode_splits(int sms, int blocks_per_sm, std::int6
   // B=1 Hkv=8 L=8k, graph replay): 16 splits 14.8 us, 32 splits (two blocks per SM) 16.8 us;
   // one block's stages already keep enough bytes in flight, and every extra split is one more
   // partial O to write and merge. Where sms / items rounds far down (e.g. 72 items: 1 split,
-  // 72 of 132 SMs busy), the slots' wave stays. Paged caches keep the slots' wave: with one
-  // block per SM they ran at 0.84-0.88x contiguous on the same keys (B = 1 and 8, L 2k-32k,
-  // pages 16 and 64 alike), with two per SM (B = 32) at 0.93-0.98x; one block per SM with
-  // the deep ring was still 0.80-0.89x the slots' wave at B = 8 L 8k-32k and B = 1 L 32k
-  // (stop 15: each block's page-entry chain is serial, two blocks per SM keep two going).
+  // 72 of 132 SMs busy), the slots' wave stays. Paged caches alike since their copies read
+  // every pass's page entry first (stop 19: one block per SM over the slots' wave 1.01-1.08x,
+  // B = 1 and 8, L 2k-32k, page 16; before, each pass waited on its own entry read and one
+  // block per SM ran 0.82-0.90x at L 8k-32k).
   std::int64_t workspace_wave = wave;
   const std::int64_t sm_wave = sms / work_items;
   if (sm_wave * work_items * 4 >= 3LL * sms && sm_wave < wave) workspace_wave = sm_wave;
