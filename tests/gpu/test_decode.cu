@@ -1037,6 +1037,31 @@ TEST(DecodeGpu, BadPageIndicesStayInBounds) {
   ASSERT_TRUE(dc.run()) << "a bad page index or length must not crash the kernel";
 }
 
+// The paged kernel addresses rows with 32-bit byte strides: a page stride of 4 GiB or more is
+// refused, naming k, before anything launches (O keeps its poison). Nothing is read: the view's
+// stride is never dereferenced.
+TEST(DecodeGpu, PagedStridesBeyond32BitsAreRefused) {
+  DECODE_REQUIRE_GPU();
+  DECODE_REQUIRE_KERNEL(DType::bf16, 128);
+  Case c{"huge_page_stride"};
+  c.hq = 8, c.hkv = 2, c.lens = {40}, c.page = 16;
+  const Inputs in = make_inputs(c, 43);
+  DeviceCase dc(c, in, true, 4);
+  ASSERT_TRUE(dc.make_plan(1));
+  dc.poison();
+  DecodeArgs a = dc.args();
+  a.k.stride[0] = std::int64_t(1) << 31;  // elements: 4 GiB of bf16
+  try {
+    decode(dc.plan, a);
+    ADD_FAILURE() << "a 4 GiB page stride was accepted";
+  } catch (const ArgumentError& e) {
+    EXPECT_EQ(e.argument(), "k") << e.what();
+  }
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto o = dc.o.download<std::uint16_t>();
+  EXPECT_TRUE(std::all_of(o.begin(), o.end(), [](std::uint16_t x) { return x == 0xFFFF; })) << "O was written";
+}
+
 TEST(DecodeGpu, PlanRejectsUnsupportedShapes) {
   DECODE_REQUIRE_GPU();
   DECODE_REQUIRE_KERNEL(DType::bf16, 128);
