@@ -265,7 +265,7 @@ void cuda_decode(const DecodePlan& plan, const AttentionProblem& p, void* worksp
     const std::pair<const char*, std::int64_t> strides[4] = {
         {"k", p.k_batch_stride}, {"k", p.k_row_stride}, {"v", p.v_batch_stride}, {"v", p.v_row_stride}};
     for (int i = 0; i < 4; ++i) {
-      const std::int64_t bytes = strides[i].second * 2;  // bf16 / fp16
+      const std::int64_t bytes = strides[i].second * static_cast<std::int64_t>(dtype_size(pr.dtype));
       if (bytes < 0 || bytes > 0xffffffffLL) {
         throw ArgumentError(strides[i].first, std::string("the paged GPU decode takes page and row strides below 4 GiB, got ") +
                                                   std::to_string(bytes) + " bytes");
