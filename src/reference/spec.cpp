@@ -229,6 +229,18 @@ DecodeArgs bind_decode(const ProblemSpec& spec, AttentionTensors& t, DeviceKind 
   return d;
 }
 
+void copy_varlen_sequence(const AttentionTensors& packed, std::int64_t q_row, std::int64_t k_row,
+                          const ProblemSpec& one_spec, AttentionTensors& one) {
+  for (int i = 0; i < one_spec.seqlen_q; ++i)
+    for (int h = 0; h < one_spec.heads_q; ++h)
+      for (int c = 0; c < one_spec.head_dim; ++c) one.q.set(one.q.offset({0, i, h, c}), packed.q.at({q_row + i, h, c}));
+  for (int j = 0; j < one_spec.seqlen_k; ++j)
+    for (int h = 0; h < one_spec.heads_kv; ++h) {
+      for (int c = 0; c < one_spec.head_dim; ++c) one.k.set(one.k.offset({0, j, h, c}), packed.k.at({k_row + j, h, c}));
+      for (int c = 0; c < one_spec.head_dim_v; ++c) one.v.set(one.v.offset({0, j, h, c}), packed.v.at({k_row + j, h, c}));
+    }
+}
+
 void randomize_lengths(ProblemSpec& spec, Rng& rng, int min_q, int max_q, int min_k, int max_k) {
   spec.q_lens.resize(spec.batch);
   spec.k_lens.resize(spec.batch);

@@ -86,6 +86,13 @@ DecodeProblem decode_problem(const ProblemSpec& spec, DeviceKind device = Device
 DecodeArgs bind_decode(const ProblemSpec& spec, AttentionTensors& t, DeviceKind device = DeviceKind::cpu,
                        const TensorPointers* pointers = nullptr, int device_index = 0);
 
+// Sequence b of a packed varlen problem as a problem of its own: copies its q rows (from q_row
+// of `packed`) and k, v rows (from k_row) into `one`, the batch-form tensors of a one-sequence
+// spec `one_spec` (batch 1, that sequence's lengths), so a varlen run can be compared with
+// per-sequence runs.
+void copy_varlen_sequence(const AttentionTensors& packed, std::int64_t q_row, std::int64_t k_row,
+                          const ProblemSpec& one_spec, AttentionTensors& one);
+
 // Random per-sequence lengths: q_lens in [min_q, max_q], k_lens in [min_k, max_k].
 void randomize_lengths(ProblemSpec& spec, Rng& rng, int min_q, int max_q, int min_k, int max_k);
 

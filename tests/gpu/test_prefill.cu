@@ -380,15 +380,7 @@ TEST_P(PrefillGpu, VarlenMatchesPerSequenceRunsBitExactly) {
       one.mask = packed.mask;
       Rng rng2(rng.seed() + b);
       AttentionTensors s = make_tensors(one, rng2);
-      for (int i = 0; i < one.seqlen_q; ++i)
-        for (int h = 0; h < one.heads_q; ++h)
-          for (int c = 0; c < one.head_dim; ++c) s.q.set(s.q.offset({0, i, h, c}), a.q.at({q_row + i, h, c}));
-      for (int j = 0; j < one.seqlen_k; ++j)
-        for (int h = 0; h < one.heads_kv; ++h)
-          for (int c = 0; c < one.head_dim; ++c) {
-            s.k.set(s.k.offset({0, j, h, c}), a.k.at({k_row + j, h, c}));
-            s.v.set(s.v.offset({0, j, h, c}), a.v.at({k_row + j, h, c}));
-          }
+      reference::copy_varlen_sequence(a, q_row, k_row, one, s);
       ASSERT_EQ(run_on_gpu(one, s, backend()), "");
       for (int i = 0; i < one.seqlen_q; ++i)
         for (int h = 0; h < one.heads_q; ++h)

@@ -227,15 +227,7 @@ TEST(CpuBackend, VarlenEqualsPerSequenceRuns) {
     one.q_lens.clear(); one.k_lens.clear();
     one.seqlen_q = s.q_len(b); one.seqlen_k = s.k_len(b);
     AttentionTensors u = reference::make_tensors(one, rng);
-    for (int i = 0; i < one.seqlen_q; ++i)
-      for (int h = 0; h < s.heads_q; ++h)
-        for (int d = 0; d < s.head_dim; ++d) u.q.set(u.q.offset({0, i, h, d}), t.q.at({q_row + i, h, d}));
-    for (int j = 0; j < one.seqlen_k; ++j)
-      for (int h = 0; h < s.heads_kv; ++h)
-        for (int d = 0; d < s.head_dim; ++d) {
-          u.k.set(u.k.offset({0, j, h, d}), t.k.at({k_row + j, h, d}));
-          u.v.set(u.v.offset({0, j, h, d}), t.v.at({k_row + j, h, d}));
-        }
+    reference::copy_varlen_sequence(t, q_row, k_row, one, u);
     ASSERT_EQ(attention(reference::bind(one, u)), Backend::cpu);
     for (int i = 0; i < one.seqlen_q; ++i)
       for (int h = 0; h < s.heads_q; ++h) {
