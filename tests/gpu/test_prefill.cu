@@ -399,6 +399,32 @@ TEST_P(PrefillGpu, RowsWithoutKeysGiveZeroAndMinusInf) {
   check_spec(s, backend());
 }
 
+// Scores that grow along the keys: K row r scaled by 1 + r / growth, so each row's max rises
+// tile after tile, by more than 2^8 per tile at growth 40 (large O corrections every tile, rows
+// nearly one-hot: the dominant P must stay exactly 1, the naive softmax's, or fp16 O errs
+// twice its error; a softmax whose exponent base trails the max by up to 2^8 failed here), by
+// less at 400. Both kernels, D 64 / 128 / 256, fp16 and bf16, no mask and causal.
+TEST_P(PrefillGpu, ScoresGrowingAcrossTiles) {
+  for (const HeadDims hd : {HeadDims{64, 64}, HeadDims{128, 128}, HeadDims{256, 256}}) {
+    for (const DType dtype : {DType::bf16, DType::fp16}) {
+      if (!detail::prefill_instantiated(dtype, hd.d, hd.dv)) continue;
+      for (const double growth : {40.0, 400.0}) {
+        ProblemSpec s = base_spec(dtype, hd.d, hd.dv, 150, 1100);
+        s.mask = growth < 100 ? Mask::none() : Mask::causal();
+        check_spec(s, backend(), 1500, [&](AttentionTensors& t) {
+          for (std::int64_t b = 0; b < s.batch; ++b)
+            for (std::int64_t r = 0; r < s.seqlen_k; ++r)
+              for (int h = 0; h < s.heads_kv; ++h)
+                for (int c = 0; c < s.head_dim; ++c) {
+                  const std::int64_t at = t.k.offset({b, r, h, c});
+                  t.k.set(at, t.k.get(at) * (1.0 + r / growth));
+                }
+        });
+      }
+    }
+  }
+}
+
 // More items (query block, head, sequence) than one wave of blocks: batch-form problems with
 // seqlen_q <= seqlen_k and short items (D 64: any) run the Hopper kernel on a persistent grid,
 // each block walking several items in alternating order, with the next item's first S under
