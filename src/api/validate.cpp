@@ -541,8 +541,12 @@ AttentionProblem validate_attention_impl(const AttentionArgs& a, const Attention
   }
   p.softmax_scale = a.softmax_scale != 0.0f ? a.softmax_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
   p.softcap = a.softcap;
-  p.window_left = window_left;
-  p.window_right = window_right;
+  // A window at least as wide as every sequence binds nothing, and becomes unbounded (-1): the
+  // masks' index arithmetic adds windows to key positions in int, where diag + INT_MAX
+  // overflowed and hid every key. Left: keys >= diag - w and diag <= seqlen_k - 1; right: keys
+  // <= diag + w and diag >= seqlen_k - seqlen_q.
+  p.window_left = window_left >= p.max_seqlen_k ? -1 : window_left;
+  p.window_right = window_right >= p.max_seqlen_q ? -1 : window_right;
   p.stream = a.stream;
   return p;
 }

@@ -88,6 +88,18 @@ TEST(CpuBackend, SlidingWindows) {
   }
 }
 
+// Windows wider than every sequence bind nothing: the same as unbounded, up to INT_MAX (the
+// diagonal plus such a window once overflowed int and hid every key).
+TEST(CpuBackend, WindowsWiderThanTheSequencesAreUnbounded) {
+  constexpr int kHuge = std::numeric_limits<int>::max();
+  for (auto [l, r] : {std::pair{kHuge, kHuge}, std::pair{kHuge, 0}, std::pair{-1, kHuge}, std::pair{90, 70},
+                      std::pair{kHuge - 1, 3}}) {
+    ProblemSpec s = base_spec(DType::fp32);
+    s.seqlen_q = 70; s.seqlen_k = 90; s.mask = Mask::window(l, r);
+    run_checked(s);
+  }
+}
+
 TEST(CpuBackend, SoftcapAndScale) {
   ProblemSpec s = base_spec(DType::bf16);
   s.softcap = 2.5f;
