@@ -41,6 +41,7 @@ MASKS = {
     "window": dict(window=(3, 2)),
     "window_left_only": dict(window=(4, -1)),
     "causal_window": dict(causal=True, window=(5, -1)),
+    "window_wider_than_the_keys": dict(window=(2**31 - 1, 2**31 - 1)),  # unbounded, no int overflow
     "softcap": dict(softcap=5.0, causal=True),
     "scale": dict(scale=0.3),
 }
