@@ -28,6 +28,8 @@ struct MaskParams {
   int seqlen_k;
   int window_left;   // keys before the diagonal a query may see; < 0 = unbounded
   int window_right;  // keys after the diagonal a query may see; < 0 = unbounded
+  // Positions and windows add in int: validation makes a window as wide as the sequences
+  // unbounded (src/api/validate.cpp), so diagonal +- window cannot overflow.
 
   FLASHBUF_HOST_DEVICE static constexpr MaskParams none(int seqlen_q, int seqlen_k) {
     return {seqlen_q, seqlen_k, kUnboundedWindow, kUnboundedWindow};
