@@ -27,13 +27,15 @@
 namespace flashbuf {
 
 namespace detail {
-// Descriptor of k16 step `k` of a K-major operand stored as a SlabTile (rows = M or N).
+// Descriptor of a K-major operand stored as a SlabTile (rows = M or N) at `tile`, and the byte
+// offset of its k16 step `k` from there (a compile-time constant: sm90::smem_desc_advance).
 template <class Tile>
-__device__ __forceinline__ std::uint64_t kmajor_desc(const void* tile, int first_row, int k) {
-  const std::uint32_t base = sm80::smem_u32(tile);
-  const std::uint32_t addr = base + (k * 16 / Tile::kSlabCols) * Tile::kSlabBytes + first_row * Tile::kRowBytes +
-                             (k * 16 % Tile::kSlabCols) * 2;
-  return sm90::make_smem_desc(addr, 16, Tile::kAtomBytes, sm90::SmemSwizzle::b128);
+__device__ __forceinline__ std::uint64_t kmajor_desc(const void* tile) {
+  return sm90::make_smem_desc(sm80::smem_u32(tile), 16, Tile::kAtomBytes, sm90::SmemSwizzle::b128);
+}
+template <class Tile, int K>
+constexpr std::uint32_t kmajor_step_bytes() {
+  return (K * 16 / Tile::kSlabCols) * Tile::kSlabBytes + (K * 16 % Tile::kSlabCols) * 2;
 }
 }  // namespace detail
 
@@ -117,13 +119,14 @@ struct KVBufferLDSSm90 {
   template <int KMma>
   __device__ void load_from_shared(int /*chunk: wgmma covers the whole warp tile*/) {
     static_assert(KMma >= 0 && KMma < Cfg::kMmaKSteps, "load_from_shared: k-step out of range");
-    const In* tile = stage_ptr(read_stage);
-    if constexpr (kNMajor) {
-      const std::uint32_t addr = sm80::smem_u32(tile) + KMma * 16 * Tile::kRowBytes;
-      desc = sm90::make_smem_desc(addr, Tile::kSlabBytes, Tile::kAtomBytes, sm90::SmemSwizzle::b128);
-    } else {
-      desc = detail::kmajor_desc<Tile>(tile, 0, KMma);
-    }
+    // Stage 0's descriptor (the same every tile: hoisted), moved to the stage (once a tile:
+    // shared by the k-steps), then by the k-step's constant.
+    const std::uint64_t desc0 =
+        kNMajor ? sm90::make_smem_desc(sm80::smem_u32(smem), Tile::kSlabBytes, Tile::kAtomBytes, sm90::SmemSwizzle::b128)
+                : detail::kmajor_desc<Tile>(smem);
+    const std::uint64_t stage_desc = sm90::smem_desc_advance(desc0, read_stage * Tile::kBytes);
+    desc = sm90::smem_desc_advance(stage_desc, kNMajor ? KMma * 16 * Tile::kRowBytes
+                                                       : detail::kmajor_step_bytes<Tile, KMma>());
   }
   __device__ std::uint64_t mma_tile() const { return desc; }
 };
@@ -140,7 +143,8 @@ struct QSharedBufferSm90 {
   int first_row = 0;  // 64 * warpgroup
   template <int K>
   __device__ std::uint64_t mma_tile() const {
-    return detail::kmajor_desc<Tile>(smem, first_row, K);
+    const std::uint64_t rows_desc = sm90::smem_desc_advance(detail::kmajor_desc<Tile>(smem), first_row * Tile::kRowBytes);
+    return sm90::smem_desc_advance(rows_desc, detail::kmajor_step_bytes<Tile, K>());
   }
   // The block's BM rows from `row` of a batch-form Q by TMA (boxes of 64 columns x BM rows, one
   // per slab; rows past the sequence arrive as zeros), completing on `full`, which this one

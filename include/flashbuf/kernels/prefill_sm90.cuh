@@ -362,7 +362,9 @@ struct PrefillSm90 {
 
     sm90::setmaxnreg_inc<kConsumerRegisters>();
     const int consumer_thread = threadIdx.x - kProducerThreads;
-    const int consumer = consumer_thread / 128;
+    // Broadcast from lane 0: the compiler then knows it is the same in every lane and keeps Q's
+    // descriptors in uniform registers (not 16 vector registers and two R2UR a product).
+    const int consumer = __shfl_sync(0xffffffffu, consumer_thread / 128, 0);
     const int warp_row0 = consumer * 64 + consumer_thread % 128 / 32 * 16;
     QBuf qbuf;
     qbuf.smem = smem_q;

@@ -144,7 +144,7 @@ struct PrefillSm90Persistent {
 
     sm90::setmaxnreg_inc<Base::kConsumerRegisters>();
     const int consumer_thread = threadIdx.x - kProducerThreads;
-    const int consumer = consumer_thread / 128;
+    const int consumer = __shfl_sync(0xffffffffu, consumer_thread / 128, 0);  // uniform: see PrefillSm90::run
     const int warp_row0 = consumer * 64 + consumer_thread % 128 / 32 * 16;
     QBuf qbuf;
     qbuf.first_row = consumer * 64;

@@ -29,6 +29,16 @@ __device__ __forceinline__ std::uint64_t make_smem_desc(std::uint32_t smem_addr,
   return desc;
 }
 
+// The descriptor of the matrix `bytes` further on in shared memory: only the start-address
+// field moves, and it cannot carry into the next (shared memory ends below 2^18 bytes, so
+// addr >> 4 stays below 2^14): one 32-bit add on the low word, where building each k-step's
+// descriptor anew (shift, mask, or) took ~5 uniform instructions a wgmma, a fifth of the
+// Hopper prefill loop's issue slots at D 128.
+__device__ __forceinline__ std::uint64_t smem_desc_advance(std::uint64_t desc, std::uint32_t bytes) {
+  const std::uint32_t lo = static_cast<std::uint32_t>(desc) + (bytes >> 4);
+  return (desc & 0xFFFFFFFF00000000ull) | lo;
+}
+
 // Orders this warpgroup's register writes (accumulators, A fragments) before the next wgmma.
 __device__ __forceinline__ void wgmma_fence() {
 #ifndef FLASHBUF_NO_WGMMA
