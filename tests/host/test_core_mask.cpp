@@ -133,6 +133,32 @@ TEST(CoreMask, TileFullyVisibleMatchesBruteForce) {
   EXPECT_GT(partly, 100);
 }
 
+// fully_visible_tiles is tile_fully_visible solved for the tile index: the same answer for
+// every tile, including negative ones and tiles past the keys, for every query range.
+TEST(CoreMask, FullyVisibleTilesMatchTileFullyVisible) {
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  int inside = 0, outside = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    const MaskParams p = random_params(rng);
+    std::uniform_int_distribution<int> qpos(-2, p.seqlen_q + 2), tiles(1, 9);
+    int q0 = qpos(rng), q1 = qpos(rng);
+    if (q1 < q0) std::swap(q0, q1);
+    if (q0 == q1) ++q1;
+    const int tile = tiles(rng);
+    const TileSpan span = fully_visible_tiles(p, q0, q1, tile);
+    EXPECT_LE(span.first, span.end);
+    for (int n = -3; n * tile < p.seqlen_k + 3 * tile; ++n) {
+      const bool whole = tile_fully_visible(p, q0, q1, n * tile, (n + 1) * tile);
+      EXPECT_EQ(span.contains(n), whole) << show(p) << " q=[" << q0 << "," << q1 << ") tile " << tile << " n=" << n;
+      (whole ? inside : outside) += 1;
+    }
+  }
+  EXPECT_GT(inside, 1000);
+  EXPECT_GT(outside, 1000);
+}
+
 // The tiles covering a key range: every key of it in one of them, and no tile without a key.
 TEST(CoreMask, KeyRangeTilesCoverItExactly) {
   EXPECT_EQ((KeyRange{0, 0}.tiles(64)), 0);

@@ -220,15 +220,18 @@ struct PrefillSm90 {
     });
     sm90::wgmma_commit_group();
   }
-  // S of the key tile from key0 landed in registers: mask it, exponentiate it, and return the
-  // O correction; q_row0 is this warp's first query row.
+  // The key tiles this warp's 16 query rows from q_row0 see whole (no per-element mask):
+  // computed once an item, so each tile's test is two compares.
+  __device__ static TileSpan unmasked_tiles(const MaskParams& mask, int q_row0) {
+    return fully_visible_tiles(mask, q_row0, q_row0 + 16, kBN);
+  }
+  // S of key tile `key_tile` landed in registers: mask it (unless `unmasked` holds the tile),
+  // exponentiate it, and return the O correction; q_row0 is this warp's first query row.
   __device__ static void softmax_scores(PBuf& pbuf, Softmax& softmax, const PrefillParams& p, const MaskParams& mask,
-                                        int q_row0, int key0, float (&correction)[1][2]) {
+                                        int q_row0, int key_tile, TileSpan unmasked, float (&correction)[1][2]) {
     sm90::fence_registers(reinterpret_cast<SFrag&>(pbuf.s));
     if (p.softcap_inv > 0.0f) Softmax::apply_softcap(pbuf.s, p.softcap_inv);
-    if (!tile_fully_visible(mask, q_row0, q_row0 + 16, key0, key0 + kBN)) {
-      Softmax::apply_mask(pbuf.s, mask, q_row0, key0);
-    }
+    if (!unmasked.contains(key_tile)) Softmax::apply_mask(pbuf.s, mask, q_row0, key_tile * kBN);
     softmax.update_scores(pbuf.s, p.scale_log2, correction);
   }
   // The epilogue by TMA: this consumer's O rows staged over its own rows of `smem_tile` (Q's
@@ -365,7 +368,7 @@ struct PrefillSm90 {
     // Broadcast from lane 0: the compiler then knows it is the same in every lane and keeps Q's
     // descriptors in uniform registers (not 16 vector registers and two R2UR a product).
     const int consumer = __shfl_sync(0xffffffffu, consumer_thread / 128, 0);
-    const int warp_row0 = consumer * 64 + consumer_thread % 128 / 32 * 16;
+    const int warp_row0 = __shfl_sync(0xffffffffu, consumer * 64 + consumer_thread % 128 / 32 * 16, 0);  // uniform
     QBuf qbuf;
     qbuf.smem = smem_q;
     qbuf.first_row = consumer * 64;
@@ -387,8 +390,9 @@ struct PrefillSm90 {
       const auto fence_operands = [&] { PrefillSm90::fence_operands(s, o, packed); };
       const auto issue_scores = [&](int i) { PrefillSm90::issue_scores(s, qbuf, kbuf, Ring::stage(i)); };
       const auto issue_pv = [&](int i) { PrefillSm90::issue_pv(o, packed, vbuf, Ring::stage(i)); };
+      const TileSpan unmasked = unmasked_tiles(blk.mask, blk.m0 + warp_row0);
       const auto softmax_scores = [&](int i, float(&correction)[1][2]) {
-        PrefillSm90::softmax_scores(pbuf, softmax, p, blk.mask, blk.m0 + warp_row0, (n_first + i) * kBN, correction);
+        PrefillSm90::softmax_scores(pbuf, softmax, p, blk.mask, blk.m0 + warp_row0, n_first + i, unmasked, correction);
       };
 
       sm90::mbarrier_wait_parity(q_full, 0);

@@ -145,7 +145,7 @@ struct PrefillSm90Persistent {
     sm90::setmaxnreg_inc<Base::kConsumerRegisters>();
     const int consumer_thread = threadIdx.x - kProducerThreads;
     const int consumer = __shfl_sync(0xffffffffu, consumer_thread / 128, 0);  // uniform: see PrefillSm90::run
-    const int warp_row0 = consumer * 64 + consumer_thread % 128 / 32 * 16;
+    const int warp_row0 = __shfl_sync(0xffffffffu, consumer * 64 + consumer_thread % 128 / 32 * 16, 0);  // uniform
     QBuf qbuf;
     qbuf.first_row = consumer * 64;
 
@@ -170,8 +170,9 @@ struct PrefillSm90Persistent {
     };
     const auto issue_pv = [&](int t) { Base::issue_pv(o, packed, vbuf, Ring::stage(t)); };
     float correction[1][2];
+    TileSpan unmasked;  // of the current item (Base::unmasked_tiles)
     const auto softmax_scores = [&](const PrefillBlock& b, int key_tile) {
-      Base::softmax_scores(pbuf, softmax, p, b.mask, b.m0 + warp_row0, key_tile * kBN, correction);
+      Base::softmax_scores(pbuf, softmax, p, b.mask, b.m0 + warp_row0, key_tile, unmasked, correction);
     };
     // Item r's O: normalised, LSE written, stored by TMA over this consumer's Q rows of the
     // item's slot (its S products are done with them); then the slot goes back to the producer.
@@ -206,6 +207,7 @@ struct PrefillSm90Persistent {
     int r = 0, t = 0;  // item round, and tile over all items (whose S is done, P V pending)
     PrefillBlock blk = PrefillBlock::make_item(p, kBM, items.at(0));
     int n_first = blk.keys.first_tile(kBN), num_tiles = blk.keys.tiles(kBN), i = 1;
+    unmasked = Base::unmasked_tiles(blk.mask, blk.m0 + warp_row0);
     sm90::mbarrier_wait_parity(&q_full[0], 0);
     kring.wait(0);
     take_turn();
@@ -271,6 +273,7 @@ struct PrefillSm90Persistent {
       blk = PrefillBlock::make_item(p, kBM, next);
       n_first = blk.keys.first_tile(kBN);
       num_tiles = blk.keys.tiles(kBN);
+      unmasked = Base::unmasked_tiles(blk.mask, blk.m0 + warp_row0);
       sm90::wgmma_wait_group<0>();
       kring.release(t + 1);
       q_read(0, num_tiles, r % kQSlots);
