@@ -97,6 +97,12 @@ struct PrefillTmaMaps {
 
 // Consumer warpgroups per block of a block per item (see kConsumers).
 constexpr int prefill_sm90_consumers(int head_dim, int head_dim_v) { return head_dim <= 64 && head_dim_v <= 64 ? 1 : 2; }
+// ... and of the persistent grid (PrefillSm90Persistent): D 64 three, as FlashAttention-3 (its
+// exponentials take as many cycles as its products: the more warpgroups take turns, the more of
+// either hides under the other), otherwise two.
+constexpr int prefill_sm90_persistent_consumers(int head_dim, int head_dim_v) {
+  return head_dim <= 64 && head_dim_v <= 64 ? 3 : 2;
+}
 
 template <class In, int D, int Dv, bool Paged, int Consumers = prefill_sm90_consumers(D, Dv),
           int BlockN = prefill_sm90_block_n(D, Dv)>
@@ -114,10 +120,11 @@ struct PrefillSm90 {
   static constexpr int kConsumerThreads = 128 * kConsumers;
   static constexpr int kThreads = kProducerThreads + kConsumerThreads;
   // Launched at 65536 / (kThreads * kCtasPerSm) registers per thread (168: 384 threads, one
-  // block; 128: 256 threads, two blocks); the producer keeps 40, the consumers take the rest
-  // (40 + 2 * 232 = 3 * 168; 40 + 216 = 2 * 128).
-  static constexpr int kProducerRegisters = 40;
-  static constexpr int kConsumerRegisters = kConsumers == 1 ? 216 : 232;
+  // block; 128: 256 threads, two blocks, or 512 threads, one); the producer keeps 40 (three
+  // consumers: 32), the consumers take the rest (40 + 2 * 232 = 3 * 168; 40 + 216 = 2 * 128;
+  // 32 + 3 * 160 = 4 * 128).
+  static constexpr int kProducerRegisters = kConsumers == 3 ? 32 : 40;
+  static constexpr int kConsumerRegisters = kConsumers == 1 ? 216 : kConsumers == 2 ? 232 : 160;
 
   using TC = TiledTensorCore<In>;  // P packing and the epilogue's conversion
   using WG = WgmmaTensorCore<In>;
@@ -154,9 +161,10 @@ struct PrefillSm90 {
   // Named barriers (0 is __syncthreads).
   enum Barrier : int {
     kIssueTurn0 = 2,     // consumer c waits on kIssueTurn0 + c for its turn to issue wgmma
-    kProducerSync = 4,   // the producer warpgroup (the gathered last tile of a TMA ring)
-    kEpilogue0 = 5,      // consumer c's warpgroup in its epilogue: kEpilogue0 + c
+    kProducerSync = 5,   // the producer warpgroup (the gathered last tile of a TMA ring)
+    kEpilogue0 = 6,      // consumer c's warpgroup in its epilogue: kEpilogue0 + c
   };
+  static_assert(kConsumers <= 3, "prefill_sm90: named barriers for at most three consumers");
 
   // A consumer warpgroup's steps, shared by both schedules (a block per item here, the walk
   // over items of PrefillSm90Persistent); the buffers are parameters because the rings'
@@ -165,21 +173,25 @@ struct PrefillSm90 {
   using OFrag = float[Dv / 2];   // O (OBuf::o)
   using PFrag = typename PBuf::Packed;
 
-  // Issue turns (ping-pong): consumer c waits on kIssueTurn0 + c, then passes the turn to the
-  // other. Every consumer has one turn per tile plus one for the last P V; consumer 1 grants
-  // consumer 0 its first turn and does not pass on its last, so no arrival is left over. One
-  // consumer: no turns.
+  // Issue turns (ping-pong; round robin over three): consumer c waits on kIssueTurn0 + c, then
+  // passes the turn to the next (each barrier: the waiting warpgroup and the passing one). Every
+  // consumer has one turn per tile plus one for the last P V; the last consumer grants consumer
+  // 0 its first turn and does not pass on its last, so no arrival is left over. One consumer: no
+  // turns.
+  static constexpr int kTurnThreads = 2 * 128;
   __device__ static void grant_first_turn(int consumer) {
     if constexpr (kConsumers > 1) {
-      if (consumer == 1) sm90::named_barrier_arrive(kIssueTurn0, kConsumerThreads);
+      if (consumer == kConsumers - 1) sm90::named_barrier_arrive(kIssueTurn0, kTurnThreads);
     }
   }
   __device__ static void take_turn(int consumer) {
-    if constexpr (kConsumers > 1) sm90::named_barrier_sync(kIssueTurn0 + consumer, kConsumerThreads);
+    if constexpr (kConsumers > 1) sm90::named_barrier_sync(kIssueTurn0 + consumer, kTurnThreads);
   }
   __device__ static void pass_turn(int consumer, bool last) {
     if constexpr (kConsumers > 1) {
-      if (!(last && consumer == 1)) sm90::named_barrier_arrive(kIssueTurn0 + 1 - consumer, kConsumerThreads);
+      if (!(last && consumer == kConsumers - 1)) {
+        sm90::named_barrier_arrive(kIssueTurn0 + (consumer + 1) % kConsumers, kTurnThreads);
+      }
     }
   }
   // Register writes (softmax, rescale, packing) must stay above wgmma.fence: the compiler

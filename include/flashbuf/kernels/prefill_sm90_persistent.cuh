@@ -34,9 +34,10 @@ namespace flashbuf {
 
 template <class In, int D, int Dv>
 struct PrefillSm90Persistent {
-  // Two consumers at every head dim: at D 64 a block per item has one (64 query rows, two blocks
-  // per SM hiding each other's start and epilogue), which this schedule hides by itself.
-  using Base = PrefillSm90<In, D, Dv, false, 2, prefill_sm90_block_n(D, Dv, true)>;
+  // Two consumers, three at D 64 (prefill_sm90_persistent_consumers): at D 64 a block per item
+  // has one (64 query rows, two blocks per SM hiding each other's start and epilogue), which
+  // this schedule hides by itself.
+  using Base = PrefillSm90<In, D, Dv, false, prefill_sm90_persistent_consumers(D, Dv), prefill_sm90_block_n(D, Dv, true)>;
   static constexpr int kConsumers = Base::kConsumers;
   static constexpr int kCtasPerSm = Base::kCtasPerSm;
   static constexpr int kBM = Base::kBM;
