@@ -181,6 +181,17 @@ void launch_prefill_variant(const PrefillParams& params, const AttentionProblem&
     if constexpr (!Paged) {
       using Persistent = PrefillSm90Persistent<In, D, Dv>;
       if (persistent_prefill_wanted<Persistent, Kernel>(pr)) {
+        if constexpr (D <= 64 && Dv <= 64) {  // three consumers over 192-row items where they pay
+          using Persistent3 = PrefillSm90Persistent<In, D, Dv, 3>;
+          const MaskParams mask{pr.seqlen_q, pr.seqlen_k, pr.window_left, pr.window_right};
+          if (persistent_three_consumers_pay(mask, mean_key_tiles(mask, Persistent::kBM, Persistent::kBN))) {
+            const PrefillTmaMaps maps = make_prefill_tma_maps<Persistent3::kBN, Persistent3::kBM>(pr);
+            if (persistent_maps_usable(maps)) {
+              launch_prefill_persistent<Persistent3>(&prefill_sm90_persistent_kernel<In, D, Dv, 3>, params, pr, maps);
+              return;
+            }
+          }
+        }
         const PrefillTmaMaps maps = make_prefill_tma_maps<Persistent::kBN, Persistent::kBM>(pr);
         if (persistent_maps_usable(maps)) {
           launch_prefill_persistent<Persistent>(&prefill_sm90_persistent_kernel<In, D, Dv>, params, pr, maps);

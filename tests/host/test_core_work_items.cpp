@@ -81,4 +81,19 @@ TEST(CoreWorkItems, PersistentGridPaysForShortItems) {
   EXPECT_TRUE(persistent_grid_pays(33.0, 2, 256));   // D 256 keeps 33
 }
 
+TEST(CoreWorkItems, ThreeConsumersForLongUnmaskedItems) {
+  using flashbuf::mean_key_tiles;
+  using flashbuf::MaskParams;
+  using flashbuf::persistent_three_consumers_pay;
+  const auto pays = [](MaskParams m) { return persistent_three_consumers_pay(m, mean_key_tiles(m, 128, 128)); };
+  EXPECT_FALSE(pays(MaskParams{1024, 1024, -1, -1}));   // 8 tiles: 192-row items a ninth empty
+  EXPECT_FALSE(pays(MaskParams{1920, 1920, -1, -1}));   // 15 tiles
+  EXPECT_TRUE(pays(MaskParams{2048, 2048, -1, -1}));    // 16 tiles
+  EXPECT_TRUE(pays(MaskParams{16384, 16384, -1, -1}));
+  EXPECT_TRUE(pays(MaskParams{300, 5000, -1, -1}));     // few queries over many keys
+  EXPECT_FALSE(pays(MaskParams{16384, 16384, -1, 0}));  // causal: every length loses
+  EXPECT_FALSE(pays(MaskParams{8192, 8192, 4096, -1}));  // a left window bound
+  EXPECT_FALSE(pays(MaskParams{8192, 8192, -1, 4096}));  // a right one
+}
+
 }  // namespace

@@ -97,12 +97,6 @@ struct PrefillTmaMaps {
 
 // Consumer warpgroups per block of a block per item (see kConsumers).
 constexpr int prefill_sm90_consumers(int head_dim, int head_dim_v) { return head_dim <= 64 && head_dim_v <= 64 ? 1 : 2; }
-// ... and of the persistent grid (PrefillSm90Persistent): D 64 three, as FlashAttention-3 (its
-// exponentials take as many cycles as its products: the more warpgroups take turns, the more of
-// either hides under the other), otherwise two.
-constexpr int prefill_sm90_persistent_consumers(int head_dim, int head_dim_v) {
-  return head_dim <= 64 && head_dim_v <= 64 ? 3 : 2;
-}
 
 template <class In, int D, int Dv, bool Paged, int Consumers = prefill_sm90_consumers(D, Dv),
           int BlockN = prefill_sm90_block_n(D, Dv)>

@@ -32,12 +32,12 @@
 
 namespace flashbuf {
 
-template <class In, int D, int Dv>
+// Consumers: two at every head dim (at D 64 a block per item has one: 64 query rows, two blocks
+// per SM hiding each other's start and epilogue, which this schedule hides by itself); D 64 also
+// has a form with three over 192-row items (persistent_three_consumers_pay, core/work_items.hpp).
+template <class In, int D, int Dv, int Consumers = 2>
 struct PrefillSm90Persistent {
-  // Two consumers, three at D 64 (prefill_sm90_persistent_consumers): at D 64 a block per item
-  // has one (64 query rows, two blocks per SM hiding each other's start and epilogue), which
-  // this schedule hides by itself.
-  using Base = PrefillSm90<In, D, Dv, false, prefill_sm90_persistent_consumers(D, Dv), prefill_sm90_block_n(D, Dv, true)>;
+  using Base = PrefillSm90<In, D, Dv, false, Consumers, prefill_sm90_block_n(D, Dv, true)>;
   static constexpr int kConsumers = Base::kConsumers;
   static constexpr int kCtasPerSm = Base::kCtasPerSm;
   static constexpr int kBM = Base::kBM;
@@ -296,12 +296,13 @@ struct PrefillSm90Persistent {
   }
 };
 
-template <class In, int D, int Dv>
-__global__ void __launch_bounds__(PrefillSm90Persistent<In, D, Dv>::kThreads, PrefillSm90Persistent<In, D, Dv>::kCtasPerSm)
+template <class In, int D, int Dv, int Consumers = 2>
+__global__ void __launch_bounds__(PrefillSm90Persistent<In, D, Dv, Consumers>::kThreads,
+                                  PrefillSm90Persistent<In, D, Dv, Consumers>::kCtasPerSm)
     prefill_sm90_persistent_kernel(const __grid_constant__ PrefillParams params,
                                    const __grid_constant__ PrefillTmaMaps maps) {
   extern __shared__ __align__(128) char smem[];
-  PrefillSm90Persistent<In, D, Dv>::run(params, maps, smem);
+  PrefillSm90Persistent<In, D, Dv, Consumers>::run(params, maps, smem);
 }
 
 }  // namespace flashbuf
