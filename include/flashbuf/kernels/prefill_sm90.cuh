@@ -105,7 +105,8 @@ struct PrefillSm90 {
   // block's pipeline fill and epilogue run under the other's products (short sequences lose
   // most of their time there with one block per SM); the consumers of the two blocks take
   // turns on the tensor cores by themselves. Above: two consumers in one block, ping-pong.
-  // (The persistent form, prefill_sm90_persistent.cuh, has two at every head dim.)
+  // (The persistent form, prefill_sm90_persistent.cuh, has two at every head dim, and at D 64
+  // three over 192-row items where those pay: round-robin turns.)
   static constexpr int kConsumers = Consumers;
   static constexpr int kCtasPerSm = kConsumers == 1 ? 2 : 1;
   static constexpr int kBM = 64 * kConsumers;
