@@ -65,8 +65,9 @@ FLASHBUF_HOST_DEVICE constexpr bool persistent_grid_pays(double mean_tiles_per_i
 // the two-consumer items (mean_key_tiles at 128 rows). Measured on the H200 (stop 21, every
 // item at three against two, two rounds): without a mask 1.03x at S 512 and 2k, 0.95x at 1k
 // (its 192-row items a ninth empty), 1.04x at 4k, 1.13x at 8k, 1.15x at 16k; causal 0.85-0.96x
-// at every length (the walk pairs its heavy and light items worse at 192 rows). So: no mask
-// bounding a row's keys, and items of at least 16 key tiles (S >= 2k at 128-key tiles).
+// at every length (not profiled yet; the walk's pairing of heavy and light items at 192 rows is
+// the suspect). So: no mask bounding a row's keys, and items of at least 16 key tiles (S >= 2k
+// at 128-key tiles).
 FLASHBUF_HOST_DEVICE constexpr bool persistent_three_consumers_pay(const MaskParams& mask, double mean_tiles_per_item) {
   return !mask.has_left_bound() && !mask.has_right_bound() && mean_tiles_per_item >= 16.0;
 }
