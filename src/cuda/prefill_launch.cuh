@@ -67,6 +67,16 @@ inline bool persistent_maps_usable(const PrefillTmaMaps& maps) {
   return maps.enabled && !maps.gather_tail && maps.q_enabled && maps.o_enabled;
 }
 
+// D 64: three consumers over 192-row items (Persistent3) where persistent_three_consumers_pay.
+template <class Persistent3, class Persistent>
+bool three_consumers_wanted(const AttentionProblem& pr) {
+  const MaskParams mask{pr.seqlen_q, pr.seqlen_k, pr.window_left, pr.window_right};
+  const std::int64_t items = (pr.max_seqlen_q + Persistent3::kBM - 1) / Persistent3::kBM * pr.heads_q * pr.batch;
+  const int cap = persistent_grid_knob().cap;
+  const int wave = cap > 0 ? cap : cached_device_attribute<cudaDevAttrMultiProcessorCount>(pr.device_index);
+  return persistent_three_consumers_pay(mask, mean_key_tiles(mask, Persistent::kBM, Persistent::kBN), items, wave);
+}
+
 // One wave of blocks (as many as the SMs hold, at most one per item) walking the items.
 template <class Kernel>
 void launch_prefill_persistent(void (*kernel)(PrefillParams, PrefillTmaMaps), PrefillParams params,
@@ -181,10 +191,9 @@ void launch_prefill_variant(const PrefillParams& params, const AttentionProblem&
     if constexpr (!Paged) {
       using Persistent = PrefillSm90Persistent<In, D, Dv>;
       if (persistent_prefill_wanted<Persistent, Kernel>(pr)) {
-        if constexpr (D <= 64 && Dv <= 64) {  // three consumers over 192-row items where they pay
+        if constexpr (D <= 64 && Dv <= 64) {
           using Persistent3 = PrefillSm90Persistent<In, D, Dv, 3>;
-          const MaskParams mask{pr.seqlen_q, pr.seqlen_k, pr.window_left, pr.window_right};
-          if (persistent_three_consumers_pay(mask, mean_key_tiles(mask, Persistent::kBM, Persistent::kBN))) {
+          if (three_consumers_wanted<Persistent3, Persistent>(pr)) {
             const PrefillTmaMaps maps = make_prefill_tma_maps<Persistent3::kBN, Persistent3::kBM>(pr);
             if (persistent_maps_usable(maps)) {
               launch_prefill_persistent<Persistent3>(&prefill_sm90_persistent_kernel<In, D, Dv, 3>, params, pr, maps);

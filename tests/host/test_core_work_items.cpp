@@ -85,15 +85,28 @@ TEST(CoreWorkItems, ThreeConsumersForLongUnmaskedItems) {
   using flashbuf::mean_key_tiles;
   using flashbuf::MaskParams;
   using flashbuf::persistent_three_consumers_pay;
-  const auto pays = [](MaskParams m) { return persistent_three_consumers_pay(m, mean_key_tiles(m, 128, 128)); };
-  EXPECT_FALSE(pays(MaskParams{1024, 1024, -1, -1}));   // 8 tiles: 192-row items a ninth empty
+  // The BENCH.md grid's shapes (16k tokens, 32 heads) on 132 SMs.
+  const auto pays = [](MaskParams m, int heads_x_batch = 0) {
+    if (heads_x_batch == 0) heads_x_batch = 32 * (16384 / m.seqlen_q);
+    const long long items = (m.seqlen_q + 191LL) / 192 * heads_x_batch;
+    return persistent_three_consumers_pay(m, mean_key_tiles(m, 128, 128), items, 132);
+  };
+  EXPECT_FALSE(pays(MaskParams{1024, 1024, -1, -1}));   // 8 tiles (measured 0.95x)
   EXPECT_FALSE(pays(MaskParams{1920, 1920, -1, -1}));   // 15 tiles
-  EXPECT_TRUE(pays(MaskParams{2048, 2048, -1, -1}));    // 16 tiles
-  EXPECT_TRUE(pays(MaskParams{16384, 16384, -1, -1}));
-  EXPECT_TRUE(pays(MaskParams{300, 5000, -1, -1}));     // few queries over many keys
-  EXPECT_FALSE(pays(MaskParams{16384, 16384, -1, 0}));  // causal: every length loses
+  EXPECT_TRUE(pays(MaskParams{2048, 2048, -1, -1}));    // 16 tiles (1.03x)
+  EXPECT_TRUE(pays(MaskParams{16384, 16384, -1, -1}));  // 1.15x
+  EXPECT_FALSE(pays(MaskParams{16384, 16384, -1, 0}));  // causal: every length lost
   EXPECT_FALSE(pays(MaskParams{8192, 8192, 4096, -1}));  // a left window bound
   EXPECT_FALSE(pays(MaskParams{8192, 8192, -1, 4096}));  // a right one
+  // Under four waves of items (B 1, 8 heads, S 2k: 88 items), each SM would run one item either
+  // way; four waves (528 items) are enough.
+  EXPECT_FALSE(pays(MaskParams{2048, 2048, -1, -1}, 8));
+  EXPECT_FALSE(pays(MaskParams{2048, 2048, -1, -1}, 47));  // 517 items
+  EXPECT_TRUE(pays(MaskParams{2048, 2048, -1, -1}, 48));   // 528
+  // Few queries over many keys: the last item's padding decides (1/16 of the rows at most).
+  EXPECT_FALSE(pays(MaskParams{1024, 8192, -1, -1}, 512));  // 1152 rows for 1024
+  EXPECT_FALSE(pays(MaskParams{300, 5000, -1, -1}, 512));
+  EXPECT_TRUE(pays(MaskParams{2000, 8192, -1, -1}, 512));   // 2112 rows for 2000
 }
 
 }  // namespace

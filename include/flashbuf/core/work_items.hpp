@@ -61,15 +61,21 @@ FLASHBUF_HOST_DEVICE constexpr bool persistent_grid_pays(double mean_tiles_per_i
 
 // Whether D 64's persistent grid takes three consumer warpgroups over 192-row items rather than
 // two over 128 (its exponentials take about as many cycles as its products, so the more
-// warpgroups take turns the more of either hides under the other). `mean_tiles_per_item` is of
-// the two-consumer items (mean_key_tiles at 128 rows). Measured on the H200 (stop 21, every
-// item at three against two, two rounds): without a mask 1.03x at S 512 and 2k, 0.95x at 1k
-// (its 192-row items a ninth empty), 1.04x at 4k, 1.13x at 8k, 1.15x at 16k; causal 0.85-0.96x
-// at every length (not profiled yet; the walk's pairing of heavy and light items at 192 rows is
-// the suspect). So: no mask bounding a row's keys, and items of at least 16 key tiles (S >= 2k
-// at 128-key tiles).
-FLASHBUF_HOST_DEVICE constexpr bool persistent_three_consumers_pay(const MaskParams& mask, double mean_tiles_per_item) {
-  return !mask.has_left_bound() && !mask.has_right_bound() && mean_tiles_per_item >= 16.0;
+// warpgroups take turns the more of either hides under the other). Measured on the H200 (stop
+// 21, the BENCH.md grid: 16k tokens x 32 heads, 2.8k-3k items at 192 rows; three against two
+// on every item, two rounds): without a mask 1.03x at S 512 and 2k, 0.95x at 1k, 1.04x at 4k,
+// 1.13x at 8k, 1.15x at 16k; causal 0.85-0.96x at every length (not profiled yet). The rule is
+// fit to those points, and kept where they say something:
+//   - no mask bounding a row's keys, and items of >= 16 key tiles (S >= 2k at 128-key tiles;
+//     `mean_tiles_per_item` is of the two-consumer items, mean_key_tiles at 128 rows);
+//   - at least 4 waves of items (`items` at 192 rows, `wave` blocks): below a wave each SM
+//     runs one item either way, and a 192-row item is 1.5x a 128-row one's work;
+//   - the last item padded by at most 1/16 of the query rows (S 2k: 3%).
+FLASHBUF_HOST_DEVICE constexpr bool persistent_three_consumers_pay(const MaskParams& mask, double mean_tiles_per_item,
+                                                                   long long items, int wave) {
+  const long long padded_rows = (mask.seqlen_q + 191LL) / 192 * 192;
+  return !mask.has_left_bound() && !mask.has_right_bound() && mean_tiles_per_item >= 16.0 &&
+         items >= 4LL * wave && 16 * (padded_rows - mask.seqlen_q) <= mask.seqlen_q;
 }
 
 }  // namespace flashbuf

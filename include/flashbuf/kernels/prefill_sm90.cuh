@@ -20,6 +20,7 @@
 //                    cp.async, as every tile is for other page sizes.
 //   WG 1  consumer  query rows   0..63  of the block  (setmaxnreg up)
 //   WG 2  consumer  query rows  64..127
+//   (WG 3 consumer  query rows 128..191: the persistent grid's D 64 form with three consumers)
 //
 // A consumer overlaps its softmax with its own matrix products and with the other's:
 //
@@ -27,8 +28,9 @@
 //   wait S(i); softmax of S(i) (max, exp, sum)          (the tensor cores run O += P V, then the
 //   wait O; rescale O; P(i) = pack(S(i))                 other warpgroup's two products)
 //
-// "In turn" (ping-pong): two named barriers order the issue phases WG1, WG2, WG1, ... so one
-// warpgroup's softmax runs while the other's products occupy the tensor cores.
+// "In turn" (ping-pong): a named barrier per consumer orders the issue phases WG1, WG2, WG1, ...
+// (round robin WG1, WG2, WG3 with three) so one warpgroup's softmax runs while the others'
+// products occupy the tensor cores.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
 // kernels: the Hopper prefill kernel on a persistent grid, for batch-form Q, K, V and O (the
-// TMA forms of every buffer). The same buffers, warpgroups and ping-pong as
-// PrefillSm90 (prefill_sm90.cuh, whose header describes them); what differs is the schedule.
+// TMA forms of every buffer). The same buffers, warpgroups and issue turns as PrefillSm90
+// (prefill_sm90.cuh, whose header describes them; D 64 also with three consumers); what differs
+// is the schedule.
 // Short sequences spend most of a block's time outside the steady tiles (stop 12's ncu at
 // S 512: kernel entry, waiting for Q and K(0), the first S and softmax alone, the epilogue);
 // here a grid of one wave of blocks walks the items (query block, head, sequence; WorkItems)
