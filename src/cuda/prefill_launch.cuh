@@ -53,40 +53,35 @@ void launch_prefill_kernel(void (*kernel)(PrefillParams, Extra...), const Prefil
 // where it beats BlockPerItem (core/work_items.hpp), and whose every operand has its TMA form
 // (persistent_maps_usable); the rest keep a block per query block. Asked before any tensor map
 // is encoded, so a problem that keeps a block per item encodes only its own maps.
+// `mean_tiles`: the mean key tiles of Kernel's items (mean_key_tiles).
 template <class Kernel, class BlockPerItem>
-bool persistent_prefill_wanted(const AttentionProblem& pr) {
+bool persistent_prefill_wanted(const AttentionProblem& pr, double mean_tiles) {
   const PersistentGridKnob knob = persistent_grid_knob();
   if (knob.off || pr.seqlen_k <= 0 || pr.seqlen_q > pr.seqlen_k) return false;
   const std::int64_t m_blocks = (pr.max_seqlen_q + Kernel::kBM - 1) / Kernel::kBM;
   if (m_blocks * pr.heads_q * pr.batch > 0x7fffffff) return false;
-  const MaskParams mask{pr.seqlen_q, pr.seqlen_k, pr.window_left, pr.window_right};
-  return knob.forced || persistent_grid_pays(mean_key_tiles(mask, Kernel::kBM, Kernel::kBN), BlockPerItem::kConsumers,
+  return knob.forced || persistent_grid_pays(mean_tiles, BlockPerItem::kConsumers,
                                              pr.head_dim > pr.head_dim_v ? pr.head_dim : pr.head_dim_v);
 }
 inline bool persistent_maps_usable(const PrefillTmaMaps& maps) {
   return maps.enabled && !maps.gather_tail && maps.q_enabled && maps.o_enabled;
 }
 
-// D 64: three consumers over 192-row items (Persistent3) where persistent_three_consumers_pay.
-template <class Persistent3, class Persistent>
-bool three_consumers_wanted(const AttentionProblem& pr) {
-  const MaskParams mask{pr.seqlen_q, pr.seqlen_k, pr.window_left, pr.window_right};
-  const std::int64_t items = (pr.max_seqlen_q + Persistent3::kBM - 1) / Persistent3::kBM * pr.heads_q * pr.batch;
+// The blocks of a persistent grid of Kernel: one wave (as many as the SMs hold), or the knob's cap.
+template <class Kernel>
+int persistent_wave(const AttentionProblem& pr) {
   const int cap = persistent_grid_knob().cap;
-  const int wave = cap > 0 ? cap : cached_device_attribute<cudaDevAttrMultiProcessorCount>(pr.device_index);
-  return persistent_three_consumers_pay(mask, mean_key_tiles(mask, Persistent::kBM, Persistent::kBN), items, wave);
+  return cap > 0 ? cap : cached_device_attribute<cudaDevAttrMultiProcessorCount>(pr.device_index) * Kernel::kCtasPerSm;
 }
 
-// One wave of blocks (as many as the SMs hold, at most one per item) walking the items.
+// One wave of blocks (at most one per item) walking the items.
 template <class Kernel>
 void launch_prefill_persistent(void (*kernel)(PrefillParams, PrefillTmaMaps), PrefillParams params,
                                const AttentionProblem& pr, const PrefillTmaMaps& maps) {
   raise_smem_limit_once<Kernel>(reinterpret_cast<const void*>(kernel), pr.device_index);
   params.num_m_blocks = (pr.max_seqlen_q + Kernel::kBM - 1) / Kernel::kBM;
   params.num_items = params.num_m_blocks * pr.heads_q * pr.batch;  // < 2^31 (persistent_prefill_wanted)
-  const int cap = persistent_grid_knob().cap;
-  const int sms = cached_device_attribute<cudaDevAttrMultiProcessorCount>(pr.device_index);
-  const int wave = cap > 0 ? cap : sms * Kernel::kCtasPerSm;
+  const int wave = persistent_wave<Kernel>(pr);
   const int blocks = params.num_items < wave ? params.num_items : wave;
   kernel<<<blocks, Kernel::kThreads, Kernel::kSmemBytes, static_cast<cudaStream_t>(pr.stream)>>>(params, maps);
   FLASHBUF_CUDA_CHECK(cudaGetLastError());
@@ -190,10 +185,13 @@ void launch_prefill_variant(const PrefillParams& params, const AttentionProblem&
     using Kernel = PrefillSm90<In, D, Dv, Paged>;
     if constexpr (!Paged) {
       using Persistent = PrefillSm90Persistent<In, D, Dv>;
-      if (persistent_prefill_wanted<Persistent, Kernel>(pr)) {
-        if constexpr (D <= 64 && Dv <= 64) {
+      const MaskParams mask{pr.seqlen_q, pr.seqlen_k, pr.window_left, pr.window_right};
+      const double mean_tiles = mean_key_tiles(mask, Persistent::kBM, Persistent::kBN);  // once a launch
+      if (persistent_prefill_wanted<Persistent, Kernel>(pr, mean_tiles)) {
+        if constexpr (D <= 64 && Dv <= 64) {  // three consumers over 192-row items where they pay
           using Persistent3 = PrefillSm90Persistent<In, D, Dv, 3>;
-          if (three_consumers_wanted<Persistent3, Persistent>(pr)) {
+          if (persistent_three_consumers_pay(mask, mean_tiles, Persistent3::kBM,
+                                             static_cast<long long>(pr.heads_q) * pr.batch, persistent_wave<Persistent3>(pr))) {
             const PrefillTmaMaps maps = make_prefill_tma_maps<Persistent3::kBN, Persistent3::kBM>(pr);
             if (persistent_maps_usable(maps)) {
               launch_prefill_persistent<Persistent3>(&prefill_sm90_persistent_kernel<In, D, Dv, 3>, params, pr, maps);

@@ -88,8 +88,7 @@ TEST(CoreWorkItems, ThreeConsumersForLongUnmaskedItems) {
   // The BENCH.md grid's shapes (16k tokens, 32 heads) on 132 SMs.
   const auto pays = [](MaskParams m, int heads_x_batch = 0) {
     if (heads_x_batch == 0) heads_x_batch = 32 * (16384 / m.seqlen_q);
-    const long long items = (m.seqlen_q + 191LL) / 192 * heads_x_batch;
-    return persistent_three_consumers_pay(m, mean_key_tiles(m, 128, 128), items, 132);
+    return persistent_three_consumers_pay(m, mean_key_tiles(m, 128, 128), 192, heads_x_batch, 132);
   };
   EXPECT_FALSE(pays(MaskParams{1024, 1024, -1, -1}));   // 8 tiles (measured 0.95x)
   EXPECT_FALSE(pays(MaskParams{1920, 1920, -1, -1}));   // 15 tiles

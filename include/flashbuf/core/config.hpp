@@ -37,6 +37,9 @@ FLASHBUF_HOST_DEVICE constexpr Int ceil_div(Int a, Int b) {
   return (a + b - 1) / b;
 }
 
+// floor(a / b) for any a and positive b (integer division rounds toward zero).
+FLASHBUF_HOST_DEVICE constexpr int floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
 // The smallest multiple of `multiple` that is >= a (non-negative a, positive multiple).
 template <class Int>
 FLASHBUF_HOST_DEVICE constexpr Int round_up(Int a, Int multiple) {

@@ -102,7 +102,6 @@ struct TileSpan {
   int end;
   FLASHBUF_HOST_DEVICE constexpr bool contains(int n) const { return n >= first && n < end; }
 };
-FLASHBUF_HOST_DEVICE constexpr int floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 FLASHBUF_HOST_DEVICE constexpr TileSpan fully_visible_tiles(const MaskParams& p, int q_begin, int q_end, int tile) {
   if (q_begin < 0 || q_end > p.seqlen_q) return {0, 0};
   int first = 0;

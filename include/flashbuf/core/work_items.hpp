@@ -68,14 +68,16 @@ FLASHBUF_HOST_DEVICE constexpr bool persistent_grid_pays(double mean_tiles_per_i
 // fit to those points, and kept where they say something:
 //   - no mask bounding a row's keys, and items of >= 16 key tiles (S >= 2k at 128-key tiles;
 //     `mean_tiles_per_item` is of the two-consumer items, mean_key_tiles at 128 rows);
-//   - at least 4 waves of items (`items` at 192 rows, `wave` blocks): below a wave each SM
-//     runs one item either way, and a 192-row item is 1.5x a 128-row one's work;
+//   - at least 4 waves of items (items of `block_m` rows over `heads_x_batch` (head, sequence)
+//     pairs, `wave` blocks): below a wave each SM runs one item either way, and a 192-row item
+//     is 1.5x a 128-row one's work;
 //   - the last item padded by at most 1/16 of the query rows (S 2k: 3%).
 FLASHBUF_HOST_DEVICE constexpr bool persistent_three_consumers_pay(const MaskParams& mask, double mean_tiles_per_item,
-                                                                   long long items, int wave) {
-  const long long padded_rows = (mask.seqlen_q + 191LL) / 192 * 192;
+                                                                   int block_m, long long heads_x_batch, int wave) {
+  const long long items = ceil_div(mask.seqlen_q, block_m) * heads_x_batch;
+  const int padding = round_up(mask.seqlen_q, block_m) - mask.seqlen_q;
   return !mask.has_left_bound() && !mask.has_right_bound() && mean_tiles_per_item >= 16.0 &&
-         items >= 4LL * wave && 16 * (padded_rows - mask.seqlen_q) <= mask.seqlen_q;
+         items >= 4LL * wave && 16 * padding <= mask.seqlen_q;
 }
 
 }  // namespace flashbuf

@@ -229,6 +229,16 @@ struct PrefillSm90 {
     });
     sm90::wgmma_commit_group();
   }
+  // A consumer thread's warpgroup and its warp's first query row in the block, broadcast from
+  // lane 0: the compiler then knows they are the same in every lane and keeps Q's descriptors
+  // in uniform registers (not 16 vector registers and two R2UR a product).
+  struct ConsumerWarp {
+    int consumer, warp_row0;
+  };
+  __device__ static ConsumerWarp consumer_warp(int consumer_thread) {
+    const int consumer = __shfl_sync(0xffffffffu, consumer_thread / 128, 0);
+    return {consumer, __shfl_sync(0xffffffffu, consumer * 64 + consumer_thread % 128 / 32 * 16, 0)};
+  }
   // The key tiles this warp's 16 query rows from q_row0 see whole (no per-element mask):
   // computed once an item, so each tile's test is two compares.
   __device__ static TileSpan unmasked_tiles(const MaskParams& mask, int q_row0) {
@@ -374,10 +384,8 @@ struct PrefillSm90 {
 
     sm90::setmaxnreg_inc<kConsumerRegisters>();
     const int consumer_thread = threadIdx.x - kProducerThreads;
-    // Broadcast from lane 0: the compiler then knows it is the same in every lane and keeps Q's
-    // descriptors in uniform registers (not 16 vector registers and two R2UR a product).
-    const int consumer = __shfl_sync(0xffffffffu, consumer_thread / 128, 0);
-    const int warp_row0 = __shfl_sync(0xffffffffu, consumer * 64 + consumer_thread % 128 / 32 * 16, 0);  // uniform
+    const ConsumerWarp cw = consumer_warp(consumer_thread);
+    const int consumer = cw.consumer, warp_row0 = cw.warp_row0;
     QBuf qbuf;
     qbuf.smem = smem_q;
     qbuf.first_row = consumer * 64;

@@ -146,8 +146,8 @@ struct PrefillSm90Persistent {
 
     sm90::setmaxnreg_inc<Base::kConsumerRegisters>();
     const int consumer_thread = threadIdx.x - kProducerThreads;
-    const int consumer = __shfl_sync(0xffffffffu, consumer_thread / 128, 0);  // uniform: see PrefillSm90::run
-    const int warp_row0 = __shfl_sync(0xffffffffu, consumer * 64 + consumer_thread % 128 / 32 * 16, 0);  // uniform
+    const typename Base::ConsumerWarp cw = Base::consumer_warp(consumer_thread);
+    const int consumer = cw.consumer, warp_row0 = cw.warp_row0;
     QBuf qbuf;
     qbuf.first_row = consumer * 64;
 
