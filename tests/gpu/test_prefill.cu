@@ -451,12 +451,12 @@ TEST_P(PrefillGpu, ManyItemsPersistentGrid) {
   }
 }
 
-// D 64 without a mask over items of >= 16 key tiles, in >= 4 waves of items: the persistent grid
+// D 64 unmasked and causal over items of >= 16 key tiles, in >= 4 waves of items: the persistent grid
 // with three consumers over 192-row items (persistent_three_consumers_pay), each block walking
-// several items (1408 of them on 132 SMs). A partial last item, seqlen_q < seqlen_k, GQA,
+// several items (528-1408 of them on 132 SMs). A partial last item, seqlen_q < seqlen_k, GQA,
 // softcap on one, both dtypes, LSE; rows sampled for the float64 reference. (On sm80 the same
 // problems run the mma.sync kernel.)
-TEST_P(PrefillGpu, ThreeConsumersOverLongUnmaskedItems) {
+TEST_P(PrefillGpu, ThreeConsumersOverLongItems) {
   for (const DType dtype : {DType::bf16, DType::fp16}) {
     if (!instantiated(dtype, HeadDims{64, 64})) continue;
     for (const auto& [sq, sk] : {std::pair{2111, 2111}, std::pair{2000, 3001}}) {
@@ -467,6 +467,18 @@ TEST_P(PrefillGpu, ThreeConsumersOverLongUnmaskedItems) {
       s.softcap = sq == 2000 ? 30.0f : 0.0f;
       check_spec(s, backend(), 600);
     }
+    // Causal items of >= 16 key tiles (S 4k), walked paired: 22 items a head (even), 4 waves.
+    ProblemSpec c = base_spec(dtype, 64, 64, 4099, 4099);
+    c.heads_q = 24;
+    c.heads_kv = 6;
+    c.mask = Mask::causal();
+    check_spec(c, backend(), 600);
+    // 43 items a head (odd: two heads' middle blocks share a unit), a right bound alone.
+    ProblemSpec w = base_spec(dtype, 64, 64, 8190, 8190);
+    w.heads_q = 16;
+    w.heads_kv = 4;
+    w.mask = Mask::window(-1, 700);
+    check_spec(w, backend(), 600);
   }
 }
 

@@ -11,11 +11,11 @@ namespace {
 using flashbuf::WorkItems;
 
 // Every item taken once, by some block in some round; the rounds of a block ascend.
-void expect_cover(int total, int blocks) {
-  SCOPED_TRACE("total " + std::to_string(total) + " blocks " + std::to_string(blocks));
+void expect_cover(int total, int blocks, bool paired = false) {
+  SCOPED_TRACE("total " + std::to_string(total) + " blocks " + std::to_string(blocks) + (paired ? " paired" : ""));
   std::vector<int> taken(total, 0);
   for (int b = 0; b < blocks; ++b) {
-    const WorkItems items{total, b, blocks};
+    const WorkItems items{total, b, blocks, paired};
     int previous = -1;
     for (int round = 0;; ++round) {
       const int item = items.at(round);
@@ -33,8 +33,50 @@ void expect_cover(int total, int blocks) {
 }
 
 TEST(CoreWorkItems, EveryItemOnceForAnyGrid) {
-  for (int total : {1, 7, 132, 133, 264, 1000, 4096})
-    for (int blocks : {1, 2, 5, 132, 264, 5000}) expect_cover(total, blocks);
+  for (bool paired : {false, true})
+    for (int total : {1, 2, 7, 132, 133, 264, 265, 1000, 4096})
+      for (int blocks : {1, 2, 5, 132, 264, 5000}) expect_cover(total, blocks, paired);
+}
+
+TEST(CoreWorkItems, PairedRoundsTakeNeighbouringItems) {
+  for (int b = 0; b < 8; ++b) {
+    const WorkItems items{64, b, 8, true};
+    EXPECT_EQ(items.at(0), 2 * b);
+    EXPECT_EQ(items.at(1), 2 * b + 1);
+    EXPECT_EQ(items.at(2), 2 * (15 - b));  // unit round 1 runs backwards
+    EXPECT_EQ(items.at(3), 2 * (15 - b) + 1);
+  }
+}
+
+// item_coords is a bijection onto (query block, head, sequence) in both numberings; paired,
+// every unit of two neighbouring items holds blocks whose distances from the last sum to
+// m_blocks - 1 (one heavy, one light), except the unit of two middles when m_blocks is odd.
+TEST(CoreWorkItems, ItemCoordsPairHeavyWithLight) {
+  using flashbuf::item_coords;
+  for (const int m_blocks : {1, 2, 5, 6, 43, 86})
+    for (const int heads : {1, 3, 4}) {
+      const int batches = 3, total = m_blocks * heads * batches;
+      for (const bool paired : {false, true}) {
+        SCOPED_TRACE("m_blocks " + std::to_string(m_blocks) + " heads " + std::to_string(heads) + (paired ? " paired" : ""));
+        std::vector<int> seen(total, 0);
+        for (int item = 0; item < total; ++item) {
+          const auto c = item_coords(item, m_blocks, heads, paired);
+          ASSERT_TRUE(c.m_from_last >= 0 && c.m_from_last < m_blocks && c.head >= 0 && c.head < heads && c.batch >= 0 &&
+                      c.batch < batches);
+          ++seen[(c.batch * heads + c.head) * m_blocks + c.m_from_last];
+          if (!paired) EXPECT_EQ(c.m_from_last, item % m_blocks);
+        }
+        for (int i = 0; i < total; ++i) EXPECT_EQ(seen[i], 1) << "coordinate " << i;
+        if (!paired) continue;
+        for (int unit = 0; 2 * unit + 1 < total; ++unit) {
+          const auto a = item_coords(2 * unit, m_blocks, heads, true), b = item_coords(2 * unit + 1, m_blocks, heads, true);
+          const int middle = m_blocks / 2;
+          if (m_blocks % 2 == 1 && a.m_from_last == middle && b.m_from_last == middle) continue;
+          EXPECT_EQ(a.m_from_last + b.m_from_last, m_blocks - 1) << "unit " << unit;
+          EXPECT_TRUE(a.head == b.head && a.batch == b.batch) << "unit " << unit;
+        }
+      }
+    }
 }
 
 TEST(CoreWorkItems, OneItemPerBlockWhenTheGridCoversThem) {
@@ -81,7 +123,17 @@ TEST(CoreWorkItems, PersistentGridPaysForShortItems) {
   EXPECT_TRUE(persistent_grid_pays(33.0, 2, 256));   // D 256 keeps 33
 }
 
-TEST(CoreWorkItems, ThreeConsumersForLongUnmaskedItems) {
+TEST(CoreWorkItems, ItemsPairedForCausal192RowItems) {
+  using flashbuf::MaskParams;
+  using flashbuf::persistent_items_paired;
+  EXPECT_TRUE(persistent_items_paired(MaskParams{8192, 8192, -1, 0}, 192));
+  EXPECT_TRUE(persistent_items_paired(MaskParams{8192, 8192, -1, 100}, 192));   // a right bound alone
+  EXPECT_FALSE(persistent_items_paired(MaskParams{8192, 8192, -1, 0}, 128));    // balanced singles
+  EXPECT_FALSE(persistent_items_paired(MaskParams{8192, 8192, -1, -1}, 192));   // equal items
+  EXPECT_FALSE(persistent_items_paired(MaskParams{8192, 8192, 100, 0}, 192));   // sliding window: equal-ish
+}
+
+TEST(CoreWorkItems, ThreeConsumersForLongItems) {
   using flashbuf::mean_key_tiles;
   using flashbuf::MaskParams;
   using flashbuf::persistent_three_consumers_pay;
@@ -94,9 +146,11 @@ TEST(CoreWorkItems, ThreeConsumersForLongUnmaskedItems) {
   EXPECT_FALSE(pays(MaskParams{1920, 1920, -1, -1}));   // 15 tiles
   EXPECT_TRUE(pays(MaskParams{2048, 2048, -1, -1}));    // 16 tiles (1.03x)
   EXPECT_TRUE(pays(MaskParams{16384, 16384, -1, -1}));  // 1.15x
-  EXPECT_FALSE(pays(MaskParams{16384, 16384, -1, 0}));  // causal: every length lost
+  EXPECT_TRUE(pays(MaskParams{16384, 16384, -1, 0}));   // causal, walked paired (candidate)
+  EXPECT_TRUE(pays(MaskParams{4096, 4096, -1, 0}));     // causal S 4k: 16.5 tiles
+  EXPECT_FALSE(pays(MaskParams{2048, 2048, -1, 0}));    // causal S 2k: 8.5 tiles
   EXPECT_FALSE(pays(MaskParams{8192, 8192, 4096, -1}));  // a left window bound
-  EXPECT_FALSE(pays(MaskParams{8192, 8192, -1, 4096}));  // a right one
+  EXPECT_TRUE(pays(MaskParams{8192, 8192, -1, 4096}));   // a right one alone: walked paired
   // Under four waves of items (B 1, 8 heads, S 2k: 88 items), each SM would run one item either
   // way; four waves (528 items) are enough.
   EXPECT_FALSE(pays(MaskParams{2048, 2048, -1, -1}, 8));

@@ -1,6 +1,6 @@
 // Core layer: which work items a block of a persistent grid takes, round by round. Items are
-// numbered 0 .. total - 1 (the prefill's (query block, head, sequence), query blocks fastest and
-// heaviest first within a head); a grid of `blocks` blocks takes them in rounds of `blocks`:
+// numbered 0 .. total - 1 (the prefill's (query block, head, sequence), heads and sequences
+// outermost; item_coords); a grid of `blocks` blocks takes them in rounds of `blocks`:
 //
 //   round 0:  block b -> item b
 //   round 1:  block b -> item blocks + (blocks - 1 - b)      (backwards)
@@ -9,6 +9,14 @@
 // Alternating direction pairs a block's heavy item (causal: early in a head) with a light one in
 // the next round; and in every round the blocks work on neighbouring items, so on few heads'
 // K/V at once (L2). With blocks >= total it is one item per block.
+//
+// Paired, the rounds walk units of two neighbouring items (round r takes unit round r / 2's
+// item r % 2), and a head's query blocks are numbered heavy, light, heavy, light (item_coords):
+// every unit holds one heavy and one light causal item, so units weigh alike wherever a round
+// ends in a head. Head-major singles pair heavy with light only when a head's query blocks are
+// about one round: causal 192-row items (D 64, three consumers) at S 8k / 16k, 43 / 86 blocks a
+// head against 132 blocks, put the busiest block at 1.20 / 1.27x the mean work, paired at
+// 1.06 / 1.06 (bench/walk_model.py); 128-row items are at 1.03 either way.
 #pragma once
 
 #include "flashbuf/core/config.hpp"
@@ -20,13 +28,51 @@ struct WorkItems {
   int total;   // items
   int block;   // this block, 0 .. blocks - 1
   int blocks;  // blocks in the grid
+  bool paired = false;
 
   // Round r's item of this block, or -1 past the last (every later round is past it too).
   FLASHBUF_HOST_DEVICE constexpr int at(int round) const {
-    const long long item = static_cast<long long>(round) * blocks + (round & 1 ? blocks - 1 - block : block);
-    return item < total ? static_cast<int>(item) : -1;
+    if (!paired) return walk(round, total);
+    const int unit = walk(round >> 1, (total + 1) / 2);
+    const int item = 2 * unit + (round & 1);
+    return unit >= 0 && item < total ? item : -1;
+  }
+
+ private:
+  FLASHBUF_HOST_DEVICE constexpr int walk(int round, int count) const {
+    const long long at = static_cast<long long>(round) * blocks + (round & 1 ? blocks - 1 - block : block);
+    return at < count ? static_cast<int>(at) : -1;
   }
 };
+
+// Item `item`'s coordinates: its query block counted from the last (causal: 0 the heaviest),
+// head and sequence, for `m_blocks` query blocks a head. Head-major singles count a head's
+// blocks heaviest first. Paired, a head's k-th item is its (k / 2)-th heaviest for even k, its
+// (k / 2)-th lightest for odd k (heavy, light, heavy, ...); with odd m_blocks every second head
+// takes its middle block first, so that the middles of two heads share a unit and the next
+// head's units start aligned.
+struct ItemCoords {
+  int m_from_last, head, batch;
+};
+FLASHBUF_HOST_DEVICE constexpr ItemCoords item_coords(int item, int m_blocks, int heads, bool paired) {
+  const int per_seq = m_blocks * heads;
+  const int batch = item / per_seq, in_seq = item - batch * per_seq;
+  const int head = in_seq / m_blocks;
+  int k = in_seq - head * m_blocks;
+  if (!paired) return {k, head, batch};
+  if ((m_blocks & 1) && ((batch * heads + head) & 1)) {
+    if (k == 0) return {m_blocks / 2, head, batch};
+    --k;
+  }
+  return {k & 1 ? m_blocks - 1 - k / 2 : k / 2, head, batch};
+}
+
+// Whether a persistent grid of `block_m`-row items walks them paired: causal items (a right
+// bound without a left one makes the last query block the heaviest) of 192 rows. At 128 rows
+// the singles are balanced already (1.03x, above), and units touch twice the heads a round.
+FLASHBUF_HOST_DEVICE constexpr bool persistent_items_paired(const MaskParams& mask, int block_m) {
+  return block_m > 128 && mask.has_right_bound() && !mask.has_left_bound();
+}
 
 // Mean key tiles (of block_n keys) per query block of block_m rows: the length of an item.
 FLASHBUF_HOST_DEVICE constexpr double mean_key_tiles(const MaskParams& mask, int block_m, int block_n) {
@@ -64,9 +110,10 @@ FLASHBUF_HOST_DEVICE constexpr bool persistent_grid_pays(double mean_tiles_per_i
 // warpgroups take turns the more of either hides under the other). Measured on the H200 (stop
 // 21, the BENCH.md grid: 16k tokens x 32 heads, 2.8k-3k items at 192 rows; three against two
 // on every item, two rounds): without a mask 1.03x at S 512 and 2k, 0.95x at 1k, 1.04x at 4k,
-// 1.13x at 8k, 1.15x at 16k; causal 0.85-0.96x at every length (not profiled yet). The rule is
+// 1.13x at 8k, 1.15x at 16k; causal 0.85-0.96x at every length, walked head-major (above). The rule is
 // fit to those points, and kept where they say something:
-//   - no mask bounding a row's keys, and items of >= 16 key tiles (S >= 2k at 128-key tiles;
+//   - no left bound on a row's keys, no right one unless the items walk paired (candidate,
+//     unmeasured), and items of >= 16 key tiles (S >= 2k at 128-key tiles;
 //     `mean_tiles_per_item` is of the two-consumer items, mean_key_tiles at 128 rows);
 //   - at least 4 waves of items (items of `block_m` rows over `heads_x_batch` (head, sequence)
 //     pairs, `wave` blocks): below a wave each SM runs one item either way, and a 192-row item
@@ -76,8 +123,8 @@ FLASHBUF_HOST_DEVICE constexpr bool persistent_three_consumers_pay(const MaskPar
                                                                    int block_m, long long heads_x_batch, int wave) {
   const long long items = ceil_div(mask.seqlen_q, block_m) * heads_x_batch;
   const int padding = round_up(mask.seqlen_q, block_m) - mask.seqlen_q;
-  return !mask.has_left_bound() && !mask.has_right_bound() && mean_tiles_per_item >= 16.0 &&
-         items >= 4LL * wave && 16 * padding <= mask.seqlen_q;
+  const bool balanced_walk = !mask.has_left_bound() && (!mask.has_right_bound() || persistent_items_paired(mask, block_m));
+  return balanced_walk && mean_tiles_per_item >= 16.0 && items >= 4LL * wave && 16 * padding <= mask.seqlen_q;
 }
 
 }  // namespace flashbuf

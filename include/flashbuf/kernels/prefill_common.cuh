@@ -16,6 +16,7 @@
 #include "flashbuf/core/config.hpp"
 #include "flashbuf/core/fragment.hpp"
 #include "flashbuf/core/mask.hpp"
+#include "flashbuf/core/work_items.hpp"
 #include "flashbuf/kernels/prefill_params.hpp"
 
 namespace flashbuf {
@@ -33,13 +34,10 @@ struct PrefillBlock {
   __device__ static PrefillBlock make(const PrefillParams& p, int block_m) {
     return make_at(p, block_m, p.num_m_blocks - 1 - static_cast<int>(blockIdx.x), blockIdx.y, blockIdx.z);
   }
-  // Work item `item` of a persistent grid: items count query blocks fastest, the last (with
-  // causal masks the heaviest) first, then heads, then sequences: the grid's order.
-  __device__ static PrefillBlock make_item(const PrefillParams& p, int block_m, int item) {
-    const int per_seq = p.num_m_blocks * p.heads_q;
-    const int batch = item / per_seq, in_seq = item - batch * per_seq;
-    const int head = in_seq / p.num_m_blocks;
-    return make_at(p, block_m, p.num_m_blocks - 1 - (in_seq - head * p.num_m_blocks), head, batch);
+  // Work item `item` of a persistent grid, in the walk's numbering (item_coords).
+  __device__ static PrefillBlock make_item(const PrefillParams& p, int block_m, int item, bool paired) {
+    const ItemCoords c = item_coords(item, p.num_m_blocks, p.heads_q, paired);
+    return make_at(p, block_m, p.num_m_blocks - 1 - c.m_from_last, c.head, c.batch);
   }
   __device__ static PrefillBlock make_at(const PrefillParams& p, int block_m, int m_block, int head, int batch) {
     PrefillBlock b;

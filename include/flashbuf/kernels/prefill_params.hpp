@@ -31,6 +31,7 @@ struct PrefillParams {
   float scale_log2;        // multiplies raw scores (after softcap's tanh) into log2 units
   float softcap_inv;       // scale / softcap, or 0 without softcap
   int window_left, window_right;
+  int items_paired;        // persistent grids: the walk takes items in pairs (core/work_items.hpp)
 };
 
 }  // namespace flashbuf

@@ -109,7 +109,9 @@ struct PrefillSm90Persistent {
     __syncthreads();
 
     // The launcher gives every block at least one item, and every item keys (seqlen_q <= seqlen_k).
-    const WorkItems items{p.num_items, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x)};
+    // Only 192-row items are ever walked paired (persistent_items_paired): the others' code keeps none of it.
+    const bool paired = kBM > 128 && p.items_paired != 0;
+    const WorkItems items{p.num_items, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x), paired};
 
     if (threadIdx.x < kProducerThreads) {
       sm90::setmaxnreg_dec<Base::kProducerRegisters>();
@@ -121,7 +123,7 @@ struct PrefillSm90Persistent {
       for (int r = 0;; ++r) {
         const int item = items.at(r);
         if (item < 0) break;
-        const PrefillBlock blk = PrefillBlock::make_item(p, kBM, item);
+        const PrefillBlock blk = PrefillBlock::make_item(p, kBM, item, paired);
         if (k_thread) {
           const int slot = r % kQSlots, use = r / kQSlots;
           if (use > 0) sm90::mbarrier_wait_parity(&q_empty[slot], (use - 1) & 1);
@@ -207,7 +209,7 @@ struct PrefillSm90Persistent {
     };
 
     int r = 0, t = 0;  // item round, and tile over all items (whose S is done, P V pending)
-    PrefillBlock blk = PrefillBlock::make_item(p, kBM, items.at(0));
+    PrefillBlock blk = PrefillBlock::make_item(p, kBM, items.at(0), paired);
     int n_first = blk.keys.first_tile(kBN), num_tiles = blk.keys.tiles(kBN), i = 1;
     unmasked = Base::unmasked_tiles(blk.mask, blk.m0 + warp_row0);
     sm90::mbarrier_wait_parity(&q_full[0], 0);
@@ -272,7 +274,7 @@ struct PrefillSm90Persistent {
       out.zero();
       softmax.init();
       ++r;
-      blk = PrefillBlock::make_item(p, kBM, next);
+      blk = PrefillBlock::make_item(p, kBM, next, paired);
       n_first = blk.keys.first_tile(kBN);
       num_tiles = blk.keys.tiles(kBN);
       unmasked = Base::unmasked_tiles(blk.mask, blk.m0 + warp_row0);
