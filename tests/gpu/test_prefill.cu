@@ -467,18 +467,21 @@ TEST_P(PrefillGpu, ThreeConsumersOverLongItems) {
       s.softcap = sq == 2000 ? 30.0f : 0.0f;
       check_spec(s, backend(), 600);
     }
-    // Causal items of >= 16 key tiles (S 4k), walked paired: 22 items a head (even), 4 waves.
+    // Hopper: causal items of >= 16 key tiles walked paired (the float64 reference of these
+    // takes ~10 s a problem on one core, so fewer rows and no mma.sync twin).
+    if (backend() != Backend::sm90) continue;
+    // S 4k: 22 items a head (even), 4 waves.
     ProblemSpec c = base_spec(dtype, 64, 64, 4099, 4099);
     c.heads_q = 24;
     c.heads_kv = 6;
     c.mask = Mask::causal();
-    check_spec(c, backend(), 600);
+    check_spec(c, backend(), 300);
     // 43 items a head (odd: two heads' middle blocks share a unit), a right bound alone.
     ProblemSpec w = base_spec(dtype, 64, 64, 8190, 8190);
     w.heads_q = 16;
     w.heads_kv = 4;
     w.mask = Mask::window(-1, 700);
-    check_spec(w, backend(), 600);
+    check_spec(w, backend(), 300);
   }
 }
 
