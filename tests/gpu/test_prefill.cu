@@ -504,12 +504,20 @@ TEST_P(PrefillGpu, SanitizerSmallCases) {
   ProblemSpec d = base_spec(DType::bf16, 256, 256, 150, 200);
   d.mask = Mask::causal();
   cases.push_back(d);
+  // D 64 causal, 22 items of 192 rows: on a grid of <= 5 blocks (FLASHBUF_PREFILL_GRID=2) three
+  // consumers walk them paired (persistent_three_consumers_pay), else two consumers.
+  ProblemSpec c = base_spec(DType::bf16, 64, 64, 4099, 4099);
+  c.batch = 1;
+  c.heads_q = 1;
+  c.heads_kv = 1;
+  c.mask = Mask::causal();
+  cases.push_back(c);
   // The cases this build has run; the test is skipped only if it has none (a sanitizer run's
   // log then says whether anything was checked, where a skip in the middle marked it skipped).
   int run = 0;
   for (const ProblemSpec& c : cases) {
     if (!detail::prefill_instantiated(c.dtype, c.head_dim, c.head_dim_v)) continue;
-    check_spec(c, backend());
+    check_spec(c, backend(), 400);
     ++run;
   }
   if (run == 0) GTEST_SKIP() << "none of the small cases' head dims is instantiated in this build";
