@@ -517,7 +517,7 @@ TEST_P(PrefillGpu, SanitizerSmallCases) {
   int run = 0;
   for (const ProblemSpec& c : cases) {
     if (!detail::prefill_instantiated(c.dtype, c.head_dim, c.head_dim_v)) continue;
-    check_spec(c, backend(), 400);
+    check_spec(c, backend(), c.seqlen_q > 1000 ? 400 : 1500);
     ++run;
   }
   if (run == 0) GTEST_SKIP() << "none of the small cases' head dims is instantiated in this build";
