@@ -451,9 +451,9 @@ TEST_P(PrefillGpu, ManyItemsPersistentGrid) {
   }
 }
 
-// D 64 unmasked and causal over items of >= 16 key tiles, in >= 4 waves of items: the persistent grid
-// with three consumers over 192-row items (persistent_three_consumers_pay), each block walking
-// several items (528-1408 of them on 132 SMs). A partial last item, seqlen_q < seqlen_k, GQA,
+// D 64 over long items (unmasked >= 16 key tiles, causal >= 32), in >= 4 waves of items: the
+// persistent grid with three consumers over 192-row items (persistent_three_consumers_pay), each
+// block walking several items (528-1408 of them on 132 SMs). A partial last item, seqlen_q < seqlen_k, GQA,
 // softcap on one, both dtypes, LSE; rows sampled for the float64 reference. (On sm80 the same
 // problems run the mma.sync kernel.)
 TEST_P(PrefillGpu, ThreeConsumersOverLongItems) {
@@ -467,13 +467,14 @@ TEST_P(PrefillGpu, ThreeConsumersOverLongItems) {
       s.softcap = sq == 2000 ? 30.0f : 0.0f;
       check_spec(s, backend(), 600);
     }
-    // Hopper: causal items of >= 16 key tiles walked paired (the float64 reference of these
+    // Hopper: causal items walked paired (the float64 reference of these
     // takes ~10 s a problem on one core, so fewer rows and no mma.sync twin).
     if (backend() != Backend::sm90) continue;
-    // S 4k: 22 items a head (even), 4 waves.
-    ProblemSpec c = base_spec(dtype, 64, 64, 4099, 4099);
-    c.heads_q = 24;
-    c.heads_kv = 6;
+    // Causal S 8300: 44 items a head (even), 4 waves.
+    ProblemSpec c = base_spec(dtype, 64, 64, 8300, 8300);
+    c.batch = 1;
+    c.heads_q = 12;
+    c.heads_kv = 4;
     c.mask = Mask::causal();
     check_spec(c, backend(), 300);
     // 43 items a head (odd: two heads' middle blocks share a unit), a right bound alone.
@@ -504,11 +505,12 @@ TEST_P(PrefillGpu, SanitizerSmallCases) {
   ProblemSpec d = base_spec(DType::bf16, 256, 256, 150, 200);
   d.mask = Mask::causal();
   cases.push_back(d);
-  // D 64 causal, 22 items of 192 rows: on a grid of <= 5 blocks (FLASHBUF_PREFILL_GRID=2) three
-  // consumers walk them paired (persistent_three_consumers_pay), else two consumers.
-  ProblemSpec c = base_spec(DType::bf16, 64, 64, 4099, 4099);
+  // D 64 causal, 1300 queries over 6000 keys: two heads of 7 items of 192 rows (odd: the middles
+  // share a unit), each of >= 32 key tiles. On a grid of <= 3 blocks (FLASHBUF_PREFILL_GRID=2)
+  // three consumers walk them paired (persistent_three_consumers_pay), else two consumers.
+  ProblemSpec c = base_spec(DType::bf16, 64, 64, 1300, 6000);
   c.batch = 1;
-  c.heads_q = 1;
+  c.heads_q = 2;
   c.heads_kv = 1;
   c.mask = Mask::causal();
   cases.push_back(c);
@@ -517,7 +519,7 @@ TEST_P(PrefillGpu, SanitizerSmallCases) {
   int run = 0;
   for (const ProblemSpec& c : cases) {
     if (!detail::prefill_instantiated(c.dtype, c.head_dim, c.head_dim_v)) continue;
-    check_spec(c, backend(), c.seqlen_q > 1000 ? 400 : 1500);
+    check_spec(c, backend(), c.seqlen_k > 1000 ? 400 : 1500);
     ++run;
   }
   if (run == 0) GTEST_SKIP() << "none of the small cases' head dims is instantiated in this build";

@@ -146,8 +146,9 @@ TEST(CoreWorkItems, ThreeConsumersForLongItems) {
   EXPECT_FALSE(pays(MaskParams{1920, 1920, -1, -1}));   // 15 tiles
   EXPECT_TRUE(pays(MaskParams{2048, 2048, -1, -1}));    // 16 tiles (1.03x)
   EXPECT_TRUE(pays(MaskParams{16384, 16384, -1, -1}));  // 1.15x
-  EXPECT_TRUE(pays(MaskParams{16384, 16384, -1, 0}));   // causal, walked paired (candidate)
-  EXPECT_TRUE(pays(MaskParams{4096, 4096, -1, 0}));     // causal S 4k: 16.5 tiles
+  EXPECT_TRUE(pays(MaskParams{16384, 16384, -1, 0}));   // causal, walked paired: 1.09x
+  EXPECT_TRUE(pays(MaskParams{8192, 8192, -1, 0}));     // 32.5 tiles: 1.07x
+  EXPECT_FALSE(pays(MaskParams{4096, 4096, -1, 0}));    // causal S 4k: 16.5 tiles, 0.98x
   EXPECT_FALSE(pays(MaskParams{2048, 2048, -1, 0}));    // causal S 2k: 8.5 tiles
   EXPECT_FALSE(pays(MaskParams{8192, 8192, 4096, -1}));  // a left window bound
   EXPECT_TRUE(pays(MaskParams{8192, 8192, -1, 4096}));   // a right one alone: walked paired

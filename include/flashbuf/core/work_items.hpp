@@ -107,14 +107,15 @@ FLASHBUF_HOST_DEVICE constexpr bool persistent_grid_pays(double mean_tiles_per_i
 
 // Whether D 64's persistent grid takes three consumer warpgroups over 192-row items rather than
 // two over 128 (its exponentials take about as many cycles as its products, so the more
-// warpgroups take turns the more of either hides under the other). Measured on the H200 (stop
-// 21, the BENCH.md grid: 16k tokens x 32 heads, 2.8k-3k items at 192 rows; three against two
-// on every item, two rounds): without a mask 1.03x at S 512 and 2k, 0.95x at 1k, 1.04x at 4k,
-// 1.13x at 8k, 1.15x at 16k; causal 0.85-0.96x at every length, walked head-major (above). The rule is
-// fit to those points, and kept where they say something:
-//   - no left bound on a row's keys, no right one unless the items walk paired (candidate,
-//     unmeasured), and items of >= 16 key tiles (S >= 2k at 128-key tiles;
-//     `mean_tiles_per_item` is of the two-consumer items, mean_key_tiles at 128 rows);
+// warpgroups take turns the more of either hides under the other). Measured on the H200 (the
+// BENCH.md grid: 16k tokens x 32 heads, 2.8k-3k items at 192 rows; three against two): without a
+// mask 1.03x at S 512 and 2k, 0.95x at 1k, 1.04x at 4k, 1.13x at 8k, 1.15x at 16k (stop 21, two
+// rounds); causal walked head-major 0.85-0.96x at every length (stop 21), walked paired 0.98x at
+// S 4k, 1.07x at 8k, 1.09x at 16k (stop 22, three rounds). The rule is fit to those points, and
+// kept where they say something:
+//   - no left bound on a row's keys; items of >= 16 key tiles (S >= 2k at 128-key tiles;
+//     `mean_tiles_per_item` is of the two-consumer items, mean_key_tiles at 128 rows), and with
+//     a right bound (walked paired) >= 32 (causal S >= 8k);
 //   - at least 4 waves of items (items of `block_m` rows over `heads_x_batch` (head, sequence)
 //     pairs, `wave` blocks): below a wave each SM runs one item either way, and a 192-row item
 //     is 1.5x a 128-row one's work;
@@ -123,8 +124,9 @@ FLASHBUF_HOST_DEVICE constexpr bool persistent_three_consumers_pay(const MaskPar
                                                                    int block_m, long long heads_x_batch, int wave) {
   const long long items = ceil_div(mask.seqlen_q, block_m) * heads_x_batch;
   const int padding = round_up(mask.seqlen_q, block_m) - mask.seqlen_q;
-  const bool balanced_walk = !mask.has_left_bound() && (!mask.has_right_bound() || persistent_items_paired(mask, block_m));
-  return balanced_walk && mean_tiles_per_item >= 16.0 && items >= 4LL * wave && 16 * padding <= mask.seqlen_q;
+  if (mask.has_left_bound() || (mask.has_right_bound() && !persistent_items_paired(mask, block_m))) return false;
+  const double min_tiles = mask.has_right_bound() ? 32.0 : 16.0;
+  return mean_tiles_per_item >= min_tiles && items >= 4LL * wave && 16 * padding <= mask.seqlen_q;
 }
 
 }  // namespace flashbuf
