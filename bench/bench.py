@@ -6,6 +6,7 @@ identical tensors: the prefill and decode grids of shared/BENCH.md.
     python3 bench/bench.py --prefill --d 128 --s 4096,16384 --causal yes
     python3 bench/bench.py --decode --heads 32/8 --b 1,8 --kv 512,8192 --pages 0,16
     python3 bench/bench.py --quick              # a small subset, for smoke tests
+    python3 bench/bench.py --prefill --rounds 3  # each point timed 3x, alternating the order
     python3 bench/bench.py --prefill --prefill-page 16 --anchors none   # paged KV, flashbuf alone
     python3 bench/bench.py --prefill --prefill-varlen                    # packed varlen batches
 
@@ -27,6 +28,7 @@ import json
 import math
 import os
 import shlex
+import statistics
 import subprocess
 import sys
 import traceback
@@ -236,16 +238,30 @@ def bench_prefill(d: int, s: int, causal: bool, args) -> dict:
     tolerance = flashbuf_tolerance(anchor_errs)
     if "flashbuf" in errors:
         row["max_abs_err"] = errors["flashbuf"]
+    timed = []
     for name, err in errors.items():
         limit = tolerance if name == "flashbuf" else ANCHOR_MAX_ERR
         if not err <= limit:  # also catches NaN
             note_failure(f"{tag} {name}", f"max abs error {err:.3g} exceeds {limit:.3g}; not timed")
-            continue
-        try:
-            us = graph_time_us([(lambda st: lambda: impls[name](*st))(st) for st in sets], args.iters, args.target_ms)
-            row[name] = flops / (us * 1e-6) / 1e12
-        except Exception as e:
-            note_failure(f"{tag} {name} timing", e)
+        else:
+            timed.append(name)
+    # --rounds R times the implementations R times, in reversed order every other round (clocks
+    # drift within a run: a ratio from one pass moved by up to 0.15 between runs), each taking
+    # the median of its rounds.
+    times = {name: [] for name in timed}
+    for r in range(args.rounds):
+        for name in (timed if r % 2 == 0 else timed[::-1]):
+            if times[name] is None:
+                continue
+            try:
+                times[name].append(graph_time_us([(lambda st: lambda: impls[name](*st))(st) for st in sets],
+                                                 args.iters, args.target_ms))
+            except Exception as e:
+                note_failure(f"{tag} {name} timing", e)
+                times[name] = None
+    for name, us in times.items():
+        if us:
+            row[name] = flops / (statistics.median(us) * 1e-6) / 1e12
     del sets, ref
     return row
 
@@ -501,6 +517,8 @@ def main(argv=None) -> int:
     p.add_argument("--anchors", type=anchor_list, default=list(ANCHORS),
                    help="anchors to run: fa2,cudnn (default), one of them, or none (A/B runs of flashbuf alone)")
     p.add_argument("--iters", type=int, default=9, help="graph replays per measurement (>= 7; median)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="prefill: time the implementations this many times, alternating their order (median)")
     p.add_argument("--target-ms", type=float, default=20.0, help="length of one replayed graph")
     p.add_argument("--out", help="results JSON (default: $OUT or bench/results, <gpu>-<what>-<date>.json)")
     p.add_argument("--plot", help="PNG plot (default: next to the JSON)")
@@ -509,6 +527,8 @@ def main(argv=None) -> int:
         p.error("--prefill-page and --prefill-varlen: one K/V form at a time")
     if args.prefill_page < 0 or any(s % args.prefill_page for s in args.s if args.prefill_page):
         p.error(f"--prefill-page {args.prefill_page}: must divide every prefill length {args.s}")
+    if args.rounds < 1:
+        p.error(f"--rounds {args.rounds}: must be >= 1")
 
     if not torch.cuda.is_available():
         print("bench.py needs a CUDA GPU", file=sys.stderr)
