@@ -1,5 +1,6 @@
-"""Where a kernel's warps wait, from an Nsight Compute source page: total stall samples by reason,
-then per chunk of SASS instructions (in address order) its share of the samples, the instruction
+"""Where a kernel's warps wait, from an Nsight Compute source page: total stall samples by reason
+(also split into code one thread of a warp runs, a producer's, and code whole warps run), then
+per chunk of SASS instructions (in address order) its share of the samples, the instruction
 with the most, and the chunk's top reasons. Input: the CSV of
 
   ncu --import REPORT.ncu-rep --page source --csv --print-source sass -k regex:KERNEL > source.csv
@@ -28,6 +29,15 @@ def main(path, chunk):
     print(f"{total} samples over {len(data)} instructions, "
           f"{sum(count(r, executed) for r in data)} warp-instructions executed")
     print(" ".join(f"{k[6:]}={v * 100 / total:.1f}%" for k, v in by_reason.most_common(9)))
+    # Code run by one thread of its warp (a producer's elected thread: its waits are not the
+    # consumers') apart from code run by whole warps.
+    threads = col["Avg. Threads Executed"]
+    for name, part in (("one-thread", [r for r in data if float(r[threads] or 0) <= 1.5]),
+                       ("warp", [r for r in data if float(r[threads] or 0) > 1.5])):
+        n = sum(count(r, samples) for r in part) or 1
+        why = collections.Counter({k: sum(count(r, col[k]) for r in part) for k in reasons})
+        print(f"  {name} code: {n * 100 / total:.0f}% of the samples, {sum(count(r, executed) for r in part)} "
+              "warp-instructions executed; " + " ".join(f"{k[6:]}={v * 100 / n:.0f}%" for k, v in why.most_common(6)))
     for start in range(0, len(data), chunk):
         part = data[start:start + chunk]
         n = sum(count(r, samples) for r in part)
