@@ -81,9 +81,11 @@ void launch_prefill_persistent(void (*kernel)(PrefillParams, PrefillTmaMaps), Pr
   raise_smem_limit_once<Kernel>(reinterpret_cast<const void*>(kernel), pr.device_index);
   params.num_m_blocks = (pr.max_seqlen_q + Kernel::kBM - 1) / Kernel::kBM;
   params.num_items = params.num_m_blocks * pr.heads_q * pr.batch;  // < 2^31 (persistent_prefill_wanted)
-  params.items_paired = persistent_items_paired(MaskParams{pr.seqlen_q, pr.seqlen_k, pr.window_left, pr.window_right}, Kernel::kBM);
+  params.items_paired =
+      persistent_items_paired(MaskParams{pr.seqlen_q, pr.seqlen_k, pr.window_left, pr.window_right}, Kernel::kBM);
+  const int units = WorkItems::units(params.num_items, params.items_paired != 0);  // every block gets one
   const int wave = persistent_wave<Kernel>(pr);
-  const int blocks = params.num_items < wave ? params.num_items : wave;
+  const int blocks = units < wave ? units : wave;
   kernel<<<blocks, Kernel::kThreads, Kernel::kSmemBytes, static_cast<cudaStream_t>(pr.stream)>>>(params, maps);
   FLASHBUF_CUDA_CHECK(cudaGetLastError());
 }

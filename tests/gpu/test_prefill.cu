@@ -453,9 +453,9 @@ TEST_P(PrefillGpu, ManyItemsPersistentGrid) {
 
 // D 64 over long items (unmasked >= 16 key tiles, causal >= 32), in >= 4 waves of items: the
 // persistent grid with three consumers over 192-row items (persistent_three_consumers_pay), each
-// block walking several items (528-1408 of them on 132 SMs). A partial last item, seqlen_q < seqlen_k, GQA,
-// softcap on one, both dtypes, LSE; rows sampled for the float64 reference. (On sm80 the same
-// problems run the mma.sync kernel.)
+// block walking several items (528-1408 of them on 132 SMs). A partial last item, seqlen_q <
+// seqlen_k, GQA, softcap on one, both dtypes, LSE; rows sampled for the float64 reference. (On
+// sm80 the unmasked problems run the mma.sync kernel.)
 TEST_P(PrefillGpu, ThreeConsumersOverLongItems) {
   for (const DType dtype : {DType::bf16, DType::fp16}) {
     if (!instantiated(dtype, HeadDims{64, 64})) continue;
@@ -467,8 +467,8 @@ TEST_P(PrefillGpu, ThreeConsumersOverLongItems) {
       s.softcap = sq == 2000 ? 30.0f : 0.0f;
       check_spec(s, backend(), 600);
     }
-    // Hopper: causal items walked paired (the float64 reference of these
-    // takes ~10 s a problem on one core, so fewer rows and no mma.sync twin).
+    // Hopper: causal items walked paired (the float64 reference takes ~10 s a problem on one
+    // core, so fewer rows and no mma.sync twin).
     if (backend() != Backend::sm90) continue;
     // Causal S 8300: 44 items a head (even), 4 waves.
     ProblemSpec c = base_spec(dtype, 64, 64, 8300, 8300);

@@ -39,6 +39,9 @@ TEST(CoreWorkItems, EveryItemOnceForAnyGrid) {
 }
 
 TEST(CoreWorkItems, PairedRoundsTakeNeighbouringItems) {
+  EXPECT_EQ(WorkItems::units(64, true), 32);
+  EXPECT_EQ(WorkItems::units(7, true), 4);  // the last unit holds one item
+  EXPECT_EQ(WorkItems::units(7, false), 7);
   for (int b = 0; b < 8; ++b) {
     const WorkItems items{64, b, 8, true};
     EXPECT_EQ(items.at(0), 2 * b);

@@ -30,10 +30,14 @@ struct WorkItems {
   int blocks;  // blocks in the grid
   bool paired = false;
 
+  // What a round gives a block: an item, or paired a unit of two (the last may hold one). A grid
+  // of more blocks than units leaves blocks without work.
+  FLASHBUF_HOST_DEVICE static constexpr int units(int total, bool paired) { return paired ? (total + 1) / 2 : total; }
+
   // Round r's item of this block, or -1 past the last (every later round is past it too).
   FLASHBUF_HOST_DEVICE constexpr int at(int round) const {
     if (!paired) return walk(round, total);
-    const int unit = walk(round >> 1, (total + 1) / 2);
+    const int unit = walk(round >> 1, units(total, true));
     const int item = 2 * unit + (round & 1);
     return unit >= 0 && item < total ? item : -1;
   }

@@ -109,7 +109,8 @@ struct PrefillSm90Persistent {
     __syncthreads();
 
     // The launcher gives every block at least one item, and every item keys (seqlen_q <= seqlen_k).
-    // Only 192-row items are ever walked paired (persistent_items_paired): the others' code keeps none of it.
+    // Only 192-row items are ever walked paired (persistent_items_paired): the other kernels
+    // compile none of it.
     const bool paired = kBM > 128 && p.items_paired != 0;
     const WorkItems items{p.num_items, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x), paired};
 
