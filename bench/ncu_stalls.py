@@ -1,5 +1,5 @@
 """Where a kernel's warps wait, from an Nsight Compute source page: total stall samples by reason
-(also split into code one thread of a warp runs, a producer's, and code whole warps run), then
+(also split into code one thread of a warp runs, mostly a producer's, and code whole warps run), then
 per chunk of SASS instructions (in address order) its share of the samples, the instruction
 with the most, and the chunk's top reasons. Input: the CSV of
 
@@ -29,8 +29,8 @@ def main(path, chunk):
     print(f"{total} samples over {len(data)} instructions, "
           f"{sum(count(r, executed) for r in data)} warp-instructions executed")
     print(" ".join(f"{k[6:]}={v * 100 / total:.1f}%" for k, v in by_reason.most_common(9)))
-    # Code run by one thread of its warp (a producer's elected thread: its waits are not the
-    # consumers') apart from code run by whole warps.
+    # Code run by one thread of its warp (mostly a producer's elected thread, whose waits are not
+    # the consumers'; also consumers' single-lane arrives and store issues) apart from whole warps'.
     threads = col["Avg. Threads Executed"]
     for name, part in (("one-thread", [r for r in data if float(r[threads] or 0) <= 1.5]),
                        ("warp", [r for r in data if float(r[threads] or 0) > 1.5])):

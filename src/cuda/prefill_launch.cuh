@@ -74,7 +74,7 @@ int persistent_wave(const AttentionProblem& pr) {
   return cap > 0 ? cap : cached_device_attribute<cudaDevAttrMultiProcessorCount>(pr.device_index) * Kernel::kCtasPerSm;
 }
 
-// One wave of blocks (at most one per item) walking the items.
+// One wave of blocks (at most one per unit of the walk: an item, or paired two) walking the items.
 template <class Kernel>
 void launch_prefill_persistent(void (*kernel)(PrefillParams, PrefillTmaMaps), PrefillParams params,
                                const AttentionProblem& pr, const PrefillTmaMaps& maps) {

@@ -470,7 +470,7 @@ TEST_P(PrefillGpu, ThreeConsumersOverLongItems) {
     // Hopper: causal items walked paired (the float64 reference takes ~10 s a problem on one
     // core, so fewer rows and no mma.sync twin).
     if (backend() != Backend::sm90) continue;
-    // Causal S 8300: 44 items a head (even), 4 waves.
+    // Causal S 8300: 44 items a head (even), exactly 4 waves on 132 SMs (more SMs: two consumers).
     ProblemSpec c = base_spec(dtype, 64, 64, 8300, 8300);
     c.batch = 1;
     c.heads_q = 12;

@@ -8,7 +8,7 @@
 //
 // Alternating direction pairs a block's heavy item (causal: early in a head) with a light one in
 // the next round; and in every round the blocks work on neighbouring items, so on few heads'
-// K/V at once (L2). With blocks >= total it is one item per block.
+// K/V at once (L2). With blocks >= total it is one item per block (paired: one unit).
 //
 // Paired, the rounds walk units of two neighbouring items (round r takes unit round r / 2's
 // item r % 2), and a head's query blocks are numbered heavy, light, heavy, light (item_coords):
@@ -32,7 +32,9 @@ struct WorkItems {
 
   // What a round gives a block: an item, or paired a unit of two (the last may hold one). A grid
   // of more blocks than units leaves blocks without work.
-  FLASHBUF_HOST_DEVICE static constexpr int units(int total, bool paired) { return paired ? (total + 1) / 2 : total; }
+  FLASHBUF_HOST_DEVICE static constexpr int units(int total, bool paired) {
+    return paired ? total / 2 + (total & 1) : total;  // no overflow at INT_MAX
+  }
 
   // Round r's item of this block, or -1 past the last (every later round is past it too).
   FLASHBUF_HOST_DEVICE constexpr int at(int round) const {
@@ -119,7 +121,8 @@ FLASHBUF_HOST_DEVICE constexpr bool persistent_grid_pays(double mean_tiles_per_i
 // kept where they say something:
 //   - no left bound on a row's keys; items of >= 16 key tiles (S >= 2k at 128-key tiles;
 //     `mean_tiles_per_item` is of the two-consumer items, mean_key_tiles at 128 rows), and with
-//     a right bound (walked paired) >= 32 (causal S >= 8k);
+//     a right bound (walked paired) >= 32 (causal S >= ~8k; a right window bound alone walks
+//     and is ruled as causal, not measured on its own);
 //   - at least 4 waves of items (items of `block_m` rows over `heads_x_batch` (head, sequence)
 //     pairs, `wave` blocks): below a wave each SM runs one item either way, and a 192-row item
 //     is 1.5x a 128-row one's work;
