@@ -8,7 +8,7 @@
 //
 // One block = block_m query rows of one (batch, query head); it walks the key tiles that the
 // mask lets those rows see. The pipeline is FlashAttention-2's: V(i) loads while S(i) is
-// computed, K(i+1) loads while O += P V(i) is computed, one shared stage each, two barriers
+// computed, K(i+1) loads under the softmax and O += P V(i), one shared stage each, two barriers
 // per key tile (each both "landed" and "free to overwrite").
 #pragma once
 
@@ -109,14 +109,19 @@ struct PrefillSm80 {
         compute_scores(qbuf, kbuf, pbuf);
         if (softcap) Softmax::apply_softcap(pbuf.s, p.softcap_inv);
         if (masked) Softmax::apply_mask(pbuf.s, blk.mask, blk.m0 + warp_row0, key0);
-        softmax.update(pbuf.s, out, p.scale_log2);
 
+        // The barrier and the next K's copies come before the softmax, so the softmax and
+        // O += P V are one stretch of code, with no barrier or branch inside: ptxas then
+        // issues the products of P's first columns among the exponentials of its last
+        // (FlashAttention-2's order; ncu, D 128 S 512: with the barrier or the copies' branch
+        // between them the products ran back to back, each waiting on the one before).
         sm80::cp_async_wait_group<0>();  // V(n) has landed
         __syncthreads();                 // ... for every thread; every warp is done with K(n)
-        if (n < n_last) {                // K(n+1) loads while O += P V(n) is computed
-          kbuf.load_from_dram(key0 + kBN, seqlen_k - key0 - kBN);
-          sm80::cp_async_commit_group();
-        }
+        // K(n+1) loads under the softmax and O += P V(n); after the last tile no row is valid
+        // and the copies only zero-fill the free K stage (a select, where a branch split the code).
+        kbuf.load_from_dram(key0 + kBN, n < n_last ? seqlen_k - key0 - kBN : 0);
+        sm80::cp_async_commit_group();
+        softmax.update(pbuf.s, out, p.scale_log2);
         accumulate_pv(pbuf, vbuf, out);
       };
       if constexpr (kStraightTiles) {
@@ -155,6 +160,7 @@ struct PrefillSm80 {
 
     // Epilogue: divide by the row sums, write LSE, stage O through shared memory (Q's tile).
     softmax.finalize(out, p, blk, warp_row0);
+    sm80::cp_async_wait_group<0>();  // the last tile's zero-fills: no copy outlives the block
     __syncthreads();  // the last tile's Q reads are done before O overwrites Q's tile
     store_output<OTile, TC, kThreads>(out.o, smem_q, warp_row0, blk.o_ptr<In>(p), p.o_row_stride, blk.rows_q);
   }
