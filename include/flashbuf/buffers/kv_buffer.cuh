@@ -126,10 +126,8 @@ struct KVBufferLDS : detail::KVSharedTiles<Cfg, TC, NumThreads, NumSmemStages> {
     for (int i = 0; i < Base::kChunksPerThread; ++i) {
       int row, col;
       Base::chunk_coord(i, row, col);
-      // A row past the end reads no byte but needs an address; key 0's is inside the source
-      // (a paged one reads its page-table entry), also when the whole tile lies past the end.
       const bool valid = row < rows_valid;
-      const In* g = src.row(valid ? tile_row + row : 0) + col;
+      const In* g = src.row(tile_row + (valid ? row : 0)) + col;
       sm80::cp_async_cg_16(tile + Base::chunk_offset(i, row, col), g, valid);
     }
     write_stage = (write_stage + 1) % NumSmemStages;

@@ -8,7 +8,7 @@
 //
 // One block = block_m query rows of one (batch, query head); it walks the key tiles that the
 // mask lets those rows see. The pipeline is FlashAttention-2's: V(i) loads while S(i) is
-// computed, K(i+1) loads under the softmax and O += P V(i), one shared stage each, two barriers
+// computed, K(i+1) loads while O += P V(i) is computed, one shared stage each, two barriers
 // per key tile (each both "landed" and "free to overwrite").
 #pragma once
 
@@ -61,6 +61,14 @@ struct PrefillSm80 {
   // D 256 1.00-1.03x the branchy body); at D 64 / 128 the tiles sit at 255 registers and the
   // four bodies spill more (0.81-0.91x). bench/results/*-straight-tiles-*.json.
   static constexpr bool kStraightTiles = D > 128;
+  // At D 64 the barrier and the next K's copies come before the softmax, so the softmax and
+  // O += P V are one stretch of code with no barrier or branch inside, which ptxas interleaves
+  // (P's first products among its last exponentials: FlashAttention-2's order). ncu at D 128
+  // S 512 had put our products back to back, each waiting on the one before (stall "wait" 39%
+  // of samples, FA2 30%). Measured on the H200 over the sm80 grid, three rounds: D 64 1.02-1.05x,
+  // D 128 0.98-0.99x (at 255 registers it spills and reloads two values every tile), D 256
+  // 0.98-1.02x (bench/NOTES-prefill.md, stop 23); so D 64 only.
+  static constexpr bool kSoftmaxUnderPv = (D > Dv ? D : Dv) <= 64;
 
   __device__ static void run(const PrefillParams& p, char* smem) {
     const PrefillBlock blk = PrefillBlock::make(p, kBM);
@@ -110,18 +118,24 @@ struct PrefillSm80 {
         if (softcap) Softmax::apply_softcap(pbuf.s, p.softcap_inv);
         if (masked) Softmax::apply_mask(pbuf.s, blk.mask, blk.m0 + warp_row0, key0);
 
-        // The barrier and the next K's copies come before the softmax, so the softmax and
-        // O += P V are one stretch of code, with no barrier or branch inside: ptxas then
-        // issues the products of P's first columns among the exponentials of its last
-        // (FlashAttention-2's order; ncu, D 128 S 512: with the barrier or the copies' branch
-        // between them the products ran back to back, each waiting on the one before).
-        sm80::cp_async_wait_group<0>();  // V(n) has landed
-        __syncthreads();                 // ... for every thread; every warp is done with K(n)
-        // K(n+1) loads under the softmax and O += P V(n); after the last tile no row is valid
-        // and the copies only zero-fill the free K stage (a select, where a branch split the code).
-        kbuf.load_from_dram(key0 + kBN, n < n_last ? seqlen_k - key0 - kBN : 0);
-        sm80::cp_async_commit_group();
+        const auto next_k = [&] {
+          sm80::cp_async_wait_group<0>();  // V(n) has landed
+          __syncthreads();                 // ... for every thread; every warp is done with K(n)
+          // K(n+1) loads while O += P V(n) is computed.
+          if constexpr (kSoftmaxUnderPv) {
+            // After the last tile no row is valid: the copies zero-fill the free K stage from
+            // addresses of key0's row, a select where a branch would split softmax and P V.
+            const bool more = n < n_last;
+            kbuf.load_from_dram(more ? key0 + kBN : key0, more ? seqlen_k - key0 - kBN : 0);
+            sm80::cp_async_commit_group();
+          } else if (n < n_last) {
+            kbuf.load_from_dram(key0 + kBN, seqlen_k - key0 - kBN);
+            sm80::cp_async_commit_group();
+          }
+        };
+        if constexpr (kSoftmaxUnderPv) next_k();
         softmax.update(pbuf.s, out, p.scale_log2);
+        if constexpr (!kSoftmaxUnderPv) next_k();
         accumulate_pv(pbuf, vbuf, out);
       };
       if constexpr (kStraightTiles) {
@@ -160,7 +174,7 @@ struct PrefillSm80 {
 
     // Epilogue: divide by the row sums, write LSE, stage O through shared memory (Q's tile).
     softmax.finalize(out, p, blk, warp_row0);
-    sm80::cp_async_wait_group<0>();  // the last tile's zero-fills: no copy outlives the block
+    if constexpr (kSoftmaxUnderPv) sm80::cp_async_wait_group<0>();  // the last zero-fills: no copy outlives the block
     __syncthreads();  // the last tile's Q reads are done before O overwrites Q's tile
     store_output<OTile, TC, kThreads>(out.o, smem_q, warp_row0, blk.o_ptr<In>(p), p.o_row_stride, blk.rows_q);
   }
