@@ -122,13 +122,30 @@ struct KVBufferLDS : detail::KVSharedTiles<Cfg, TC, NumThreads, NumSmemStages> {
 
   __device__ void load_from_dram(int tile_row, int rows_valid) {
     In* tile = this->stage_ptr(write_stage);
+    if (Base::kWholeRowPasses && src.pages == nullptr) {
+      // Contiguous rows, whole rows a pass: one 64-bit row address a tile, then a constant
+      // step a pass (a multiply-add of 64-bit row and stride a chunk was ~1/4 of the mma.sync
+      // kernel's instructions at D 256: ncu, stop 23). Rows past the end read tile_row's row.
+      int row0, col;
+      Base::chunk_coord(0, row0, col);
+      const In* first = src.row(tile_row) + col;
+      const In* g = first + row0 * src.row_stride;
+      const std::int64_t step = Base::kRowsPerPass * src.row_stride;
 #pragma unroll
-    for (int i = 0; i < Base::kChunksPerThread; ++i) {
-      int row, col;
-      Base::chunk_coord(i, row, col);
-      const bool valid = row < rows_valid;
-      const In* g = src.row(tile_row + (valid ? row : 0)) + col;
-      sm80::cp_async_cg_16(tile + Base::chunk_offset(i, row, col), g, valid);
+      for (int i = 0; i < Base::kChunksPerThread; ++i, g += step) {
+        const int row = row0 + i * Base::kRowsPerPass;
+        const bool valid = row < rows_valid;
+        sm80::cp_async_cg_16(tile + Base::chunk_offset(i, row, col), valid ? g : first, valid);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < Base::kChunksPerThread; ++i) {
+        int row, col;
+        Base::chunk_coord(i, row, col);
+        const bool valid = row < rows_valid;
+        const In* g = src.row(tile_row + (valid ? row : 0)) + col;
+        sm80::cp_async_cg_16(tile + Base::chunk_offset(i, row, col), g, valid);
+      }
     }
     write_stage = (write_stage + 1) % NumSmemStages;
   }
