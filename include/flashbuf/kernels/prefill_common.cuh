@@ -87,7 +87,6 @@ struct PrefillBlock {
       src.page_stride = batch_stride;
       src.page_size = p.page_size;
       src.num_pages = p.num_pages;
-      __builtin_assume(src.pages != nullptr);  // the buffers' contiguous paths compile away
     } else {
       src.base = b + batch * batch_stride + std::int64_t(k_begin) * row_stride;
     }
