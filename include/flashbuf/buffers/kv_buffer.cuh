@@ -124,8 +124,10 @@ struct KVBufferLDS : detail::KVSharedTiles<Cfg, TC, NumThreads, NumSmemStages> {
     In* tile = this->stage_ptr(write_stage);
     if (Base::kWholeRowPasses && src.pages == nullptr) {
       // Contiguous rows, whole rows a pass: one 64-bit row address a tile, then a constant
-      // step a pass (a multiply-add of 64-bit row and stride a chunk was ~1/4 of the mma.sync
-      // kernel's instructions at D 256: ncu, stop 23). Rows past the end read tile_row's row.
+      // step a pass, where each chunk's address was a 64-bit multiply-add of row and stride
+      // (~1/4 of the mma.sync kernel's instructions at D 256 under ncu). H200, sm80 grid: D 64
+      // 1.03x, D 128 1.02x, D 256 0.99x (bench/NOTES-prefill.md, stop 23). Rows past the end
+      // read tile_row's row.
       int row0, col;
       Base::chunk_coord(0, row0, col);
       const In* first = src.row(tile_row) + col;
