@@ -125,9 +125,9 @@ struct KVBufferLDS : detail::KVSharedTiles<Cfg, TC, NumThreads, NumSmemStages> {
     if (Base::kWholeRowPasses && src.pages == nullptr) {
       // Contiguous rows, whole rows a pass: one 64-bit row address a tile, then a constant
       // step a pass, where each chunk's address was a 64-bit multiply-add of row and stride
-      // (~1/4 of the mma.sync kernel's instructions at D 256 under ncu). H200, sm80 grid: D 64
-      // 1.03x, D 128 1.02x, D 256 0.99x (bench/NOTES-prefill.md, stop 23). Rows past the end
-      // read tile_row's row.
+      // (most of the ~24M integer instructions of 62M, FA2 ~5M, at D 256 S 512 under ncu).
+      // H200, sm80 grid: D 64 1.03x, D 128 1.02x, D 256 0.99x (bench/NOTES-prefill.md, stop 23).
+      // Rows past the end take tile_row's row as their address (src-size 0: nothing is read).
       int row0, col;
       Base::chunk_coord(0, row0, col);
       const In* first = src.row(tile_row) + col;

@@ -82,10 +82,6 @@ struct PrefillSm80 {
     kbuf.smem = reinterpret_cast<In*>(smem + kQBytes);
     vbuf.smem = reinterpret_cast<In*>(smem + kQBytes + KBuf::kSmemBytes);
     blk.bind_kv<In, Paged>(kbuf, vbuf, p);
-    if constexpr (Paged) {  // a paged launch has its page table: the buffers' contiguous paths fold away
-      __builtin_assume(kbuf.src.pages != nullptr);
-      __builtin_assume(vbuf.src.pages != nullptr);
-    }
 
     OBuf out;
     out.zero();
@@ -93,6 +89,10 @@ struct PrefillSm80 {
     softmax.init();
 
     if (!blk.keys.empty()) {
+      if constexpr (Paged) {  // keys to read: the page table is there, the buffers' contiguous paths fold away
+        __builtin_assume(kbuf.src.pages != nullptr);
+        __builtin_assume(vbuf.src.pages != nullptr);
+      }
       const int n_first = blk.keys.begin / kBN;
       const int n_last = (blk.keys.end - 1) / kBN;
       const int seqlen_k = blk.seqlen_k;
