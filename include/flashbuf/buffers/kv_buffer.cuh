@@ -120,9 +120,12 @@ struct KVBufferLDS : detail::KVSharedTiles<Cfg, TC, NumThreads, NumSmemStages> {
   KVSource<In> src;
   int write_stage = 0;
 
+  // Whether load_from_dram has a path of its own for contiguous sources.
+  static constexpr bool kContiguousPath = Base::kWholeRowPasses;
+
   __device__ void load_from_dram(int tile_row, int rows_valid) {
     In* tile = this->stage_ptr(write_stage);
-    if (Base::kWholeRowPasses && src.pages == nullptr) {
+    if (kContiguousPath && src.pages == nullptr) {
       // Contiguous rows, whole rows a pass: one 64-bit row address a tile, then a constant
       // step a pass, where each chunk's address was a 64-bit multiply-add of row and stride
       // (most of the ~24M integer instructions of 62M, FA2 ~5M, at D 256 S 512 under ncu).
