@@ -125,15 +125,12 @@ struct PrefillSm80 {
         const auto next_k = [&] {
           sm80::cp_async_wait_group<0>();  // V(n) has landed
           __syncthreads();                 // ... for every thread; every warp is done with K(n)
-          // K(n+1) loads while O += P V(n) is computed.
-          if constexpr (kSoftmaxUnderPv) {
-            // After the last tile no row is valid: the copies zero-fill the free K stage from
-            // addresses of key0's row, a select where a branch would split softmax and P V.
-            const bool more = n < n_last;
+          // K(n+1) loads while O += P V(n) is computed. With the softmax under P V the copies go
+          // out after the last tile too (no row valid: they zero-fill the free K stage from
+          // addresses of key0's row), a select where a branch would split softmax and P V.
+          const bool more = n < n_last;
+          if (kSoftmaxUnderPv || more) {
             kbuf.load_from_dram(more ? key0 + kBN : key0, more ? seqlen_k - key0 - kBN : 0);
-            sm80::cp_async_commit_group();
-          } else if (n < n_last) {
-            kbuf.load_from_dram(key0 + kBN, seqlen_k - key0 - kBN);
             sm80::cp_async_commit_group();
           }
         };
