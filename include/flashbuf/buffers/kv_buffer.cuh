@@ -130,17 +130,16 @@ struct KVBufferLDS : detail::KVSharedTiles<Cfg, TC, NumThreads, NumSmemStages> {
       // step a pass, where each chunk's address was a 64-bit multiply-add of row and stride
       // (most of the ~24M integer instructions of 62M, FA2 ~5M, at D 256 S 512 under ncu).
       // H200, sm80 grid: D 64 1.03x, D 128 1.02x, D 256 0.99x (bench/NOTES-prefill.md, stop 23).
-      // Rows past the end take tile_row's row as their address (src-size 0: nothing is read).
+      // Rows past the end keep their own address, even past the allocation: with src-size 0
+      // cp.async reads no byte of it (PTX ISA: src-size bytes are read, the rest zero-filled).
       int row0, col;
       Base::chunk_coord(0, row0, col);
-      const In* first = src.row(tile_row) + col;
-      const In* g = first + row0 * src.row_stride;
+      const In* g = src.row(tile_row) + col + row0 * src.row_stride;
       const std::int64_t step = Base::kRowsPerPass * src.row_stride;
 #pragma unroll
       for (int i = 0; i < Base::kChunksPerThread; ++i, g += step) {
         const int row = row0 + i * Base::kRowsPerPass;
-        const bool valid = row < rows_valid;
-        sm80::cp_async_cg_16(tile + Base::chunk_offset(i, row, col), valid ? g : first, valid);
+        sm80::cp_async_cg_16(tile + Base::chunk_offset(i, row, col), g, row < rows_valid);
       }
     } else {
 #pragma unroll
