@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "flashbuf/buffers/smem_tile.cuh"
 #include "flashbuf/core/bank_conflicts.hpp"
 #include "flashbuf/core/fragment.hpp"
 #include "flashbuf/core/swizzle.hpp"
@@ -156,3 +157,38 @@ TEST(CoreSwizzle, TwoSwizzled128BAtomsAreConflictFreeFor128ColumnTiles) {
 
 }  // namespace
 }  // namespace flashbuf
+
+// LineCopies (buffers/smem_tile.cuh): every chunk of the tile is copied exactly once, and each
+// thread's chunk (pass, line) lands where SwizzledTile::offset puts its (row, column).
+template <int Rows, int Cols, int Threads>
+void check_line_copies() {
+  using Tile = flashbuf::SwizzledTile<Rows, Cols>;
+  using Lines = flashbuf::LineCopies<Tile, Threads>;
+  ASSERT_TRUE(Lines::kApplies) << Rows << "x" << Cols;
+  std::vector<int> hits(Rows * Tile::kChunksPerRow, 0);
+  for (int t = 0; t < Threads; ++t) {
+    const int row0 = Lines::first_row(t), col0 = Lines::first_col(t);
+    for (int pass = 0; pass < Lines::kPasses; ++pass)
+      for (int line = 0; line < Lines::kLines; ++line) {
+        const int row = row0 + pass * Lines::kRowsPerPass, col = col0 + Lines::col_step(line);
+        ASSERT_LT(row, Rows);
+        ASSERT_LT(col, Cols);
+        EXPECT_EQ(Tile::offset(row0, col0) + Lines::offset_step(pass, line), Tile::offset(row, col))
+            << Rows << "x" << Cols << " thread " << t << " pass " << pass << " line " << line;
+        ++hits[row * Tile::kChunksPerRow + col / Tile::kChunkElems];
+      }
+  }
+  for (int h : hits) EXPECT_EQ(h, 1);
+}
+
+TEST(CoreSwizzle, LineCopiesCoverTheTileOnceAtTheSwizzledOffsets) {
+  check_line_copies<64, 64, 128>();
+  check_line_copies<128, 64, 128>();
+  check_line_copies<64, 128, 128>();
+  check_line_copies<128, 128, 128>();
+  check_line_copies<64, 256, 128>();
+  check_line_copies<64, 256, 256>();
+  check_line_copies<64, 192, 128>();
+  // Rows of 96 columns are not whole lines (the pitch is padded to 128): the per-chunk path.
+  static_assert(!flashbuf::LineCopies<flashbuf::SwizzledTile<64, 96>, 128>::kApplies);
+}

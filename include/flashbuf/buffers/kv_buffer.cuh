@@ -120,27 +120,37 @@ struct KVBufferLDS : detail::KVSharedTiles<Cfg, TC, NumThreads, NumSmemStages> {
   KVSource<In> src;
   int write_stage = 0;
 
-  // Whether load_from_dram has a path of its own for contiguous sources.
-  static constexpr bool kContiguousPath = Base::kWholeRowPasses;
+  // Contiguous sources are copied by 128-byte lines where the tile allows (smem_tile.cuh):
+  // load_from_dram's path of its own for them.
+  using Lines = LineCopies<typename Base::Tile, NumThreads>;
+  static constexpr bool kContiguousPath = Lines::kApplies;
 
   __device__ void load_from_dram(int tile_row, int rows_valid) {
     In* tile = this->stage_ptr(write_stage);
     if (kContiguousPath && src.pages == nullptr) {
-      // Contiguous rows, whole rows a pass: one 64-bit row address a tile, then a constant
-      // step a pass, where each chunk's address was a 64-bit multiply-add of row and stride
-      // (most of the ~24M integer instructions of 62M, FA2 ~5M, at D 256 S 512 under ncu).
-      // H200, sm80 grid: D 64 1.03x, D 128 1.02x, D 256 0.99x (bench/NOTES-prefill.md, stop 23).
-      // Rows past the end take tile_row's row as their address (src-size 0: nothing is read).
-      int row0, col;
-      Base::chunk_coord(0, row0, col);
-      const In* first = src.row(tile_row) + col;
+      // Contiguous rows by lines (LineCopies): a thread's chunks of a row share one 64-bit row
+      // address and one row test, its passes step by a constant, and the shared offsets are
+      // constants. Before (stop 23) each chunk's address was a 64-bit multiply-add of row and
+      // stride (most of the ~24M integer instructions of 62M, FA2 ~5M, at D 256 S 512 under ncu).
+      // Rows past the end keep their own address, even past the allocation: with src-size 0
+      // cp.async reads no byte of it (PTX ISA: src-size bytes are read, the rest zero-filled).
+      // Rows of one line (D 64 bf16) take the tile's first row instead, a select a chunk: with
+      // their own, ptxas spilled 32 B against 12 and D 64 ran 0.98x (H200, stop 24).
+      constexpr bool kSelectPastEnd = Lines::kLines == 1;
+      const int t = static_cast<int>(threadIdx.x);
+      const int row0 = Lines::first_row(t), col = Lines::first_col(t);
+      In* const dst = tile + Base::Tile::offset(row0, col);
+      const In* const first = src.row(tile_row) + col;
       const In* g = first + row0 * src.row_stride;
-      const std::int64_t step = Base::kRowsPerPass * src.row_stride;
+      const std::int64_t step = Lines::kRowsPerPass * src.row_stride;
 #pragma unroll
-      for (int i = 0; i < Base::kChunksPerThread; ++i, g += step) {
-        const int row = row0 + i * Base::kRowsPerPass;
-        const bool valid = row < rows_valid;
-        sm80::cp_async_cg_16(tile + Base::chunk_offset(i, row, col), valid ? g : first, valid);
+      for (int pass = 0; pass < Lines::kPasses; ++pass, g += step) {
+        const bool valid = row0 + pass * Lines::kRowsPerPass < rows_valid;
+        const In* const row = kSelectPastEnd && !valid ? first : g;
+#pragma unroll
+        for (int line = 0; line < Lines::kLines; ++line) {
+          sm80::cp_async_cg_16(dst + Lines::offset_step(pass, line), row + Lines::col_step(line), valid);
+        }
       }
     } else {
 #pragma unroll

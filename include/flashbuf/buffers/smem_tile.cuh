@@ -43,4 +43,28 @@ struct SwizzledTile {
   }
 };
 
+// Copies of a SwizzledTile by 128-byte lines: 8 threads a row, thread t taking chunk t % 8 of
+// every line (64 columns) of rows t / 8 + pass * kRowsPerPass. A thread's chunks of one row are
+// whole atoms apart and its passes whole 8-row atoms apart, so every chunk keeps the swizzle of
+// its first: its shared offset is the first's plus offset_step(pass, line), a constant, and in
+// device memory the chunks of a row share one row address (lines at immediate offsets).
+template <class Tile, int NumThreads>
+struct LineCopies {
+  static constexpr int kThreadsPerRow = Tile::kAtomCols / Tile::kChunkElems;
+  static constexpr int kRowsPerPass = NumThreads / kThreadsPerRow;
+  static constexpr int kLines = Tile::kChunksPerRow / kThreadsPerRow;
+  static constexpr int kPasses = kRowsPerPass > 0 ? Tile::kRows / kRowsPerPass : 0;
+  static constexpr bool kApplies = Tile::kChunksPerRow % kThreadsPerRow == 0 && NumThreads % kThreadsPerRow == 0 &&
+                                   kRowsPerPass > 0 && kRowsPerPass % Tile::kAtomRows == 0 &&
+                                   Tile::kRows % kRowsPerPass == 0;
+
+  FLASHBUF_HOST_DEVICE static constexpr int first_row(int thread) { return thread / kThreadsPerRow; }
+  FLASHBUF_HOST_DEVICE static constexpr int first_col(int thread) { return thread % kThreadsPerRow * Tile::kChunkElems; }
+  // Element offsets of chunk (pass, line) from the thread's first, in the tile and in a row.
+  FLASHBUF_HOST_DEVICE static constexpr int offset_step(int pass, int line) {
+    return pass * kRowsPerPass * Tile::kPitch + line * Tile::kAtomCols;
+  }
+  FLASHBUF_HOST_DEVICE static constexpr int col_step(int line) { return line * Tile::kAtomCols; }
+};
+
 }  // namespace flashbuf
