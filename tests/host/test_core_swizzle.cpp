@@ -155,15 +155,12 @@ TEST(CoreSwizzle, TwoSwizzled128BAtomsAreConflictFreeFor128ColumnTiles) {
   EXPECT_EQ(worst_ldmatrix_degree<Swizzle128B<kBf16Bytes>>(48, kCols, kAtomCols), 1);
 }
 
-}  // namespace
-}  // namespace flashbuf
-
 // LineCopies (buffers/smem_tile.cuh): every chunk of the tile is copied exactly once, and each
 // thread's chunk (pass, line) lands where SwizzledTile::offset puts its (row, column).
 template <int Rows, int Cols, int Threads>
 void check_line_copies() {
-  using Tile = flashbuf::SwizzledTile<Rows, Cols>;
-  using Lines = flashbuf::LineCopies<Tile, Threads>;
+  using Tile = SwizzledTile<Rows, Cols>;
+  using Lines = LineCopies<Tile, Threads>;
   ASSERT_TRUE(Lines::kApplies) << Rows << "x" << Cols;
   std::vector<int> hits(Rows * Tile::kChunksPerRow, 0);
   for (int t = 0; t < Threads; ++t) {
@@ -190,5 +187,8 @@ TEST(CoreSwizzle, LineCopiesCoverTheTileOnceAtTheSwizzledOffsets) {
   check_line_copies<64, 256, 256>();
   check_line_copies<64, 192, 128>();
   // Rows of 96 columns are not whole lines (the pitch is padded to 128): the per-chunk path.
-  static_assert(!flashbuf::LineCopies<flashbuf::SwizzledTile<64, 96>, 128>::kApplies);
+  static_assert(!LineCopies<SwizzledTile<64, 96>, 128>::kApplies);
 }
+
+}  // namespace
+}  // namespace flashbuf
