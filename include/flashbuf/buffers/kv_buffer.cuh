@@ -134,7 +134,7 @@ struct KVBufferLDS : detail::KVSharedTiles<Cfg, TC, NumThreads, NumSmemStages> {
       // stride (most of the ~24M integer instructions of 62M, FA2 ~5M, at D 256 S 512 under ncu).
       // Rows past the end keep their own address, even past the allocation: with src-size 0
       // cp.async reads no byte of it (PTX ISA: src-size bytes are read, the rest zero-filled).
-      // Rows of one line (D 64 bf16) take the tile's first row instead, a select a chunk: with
+      // Rows of one line (D 64, 16-bit) take the tile's first row instead, a select a chunk: with
       // their own, ptxas spilled 32 B against 12 and D 64 ran 0.98x (H200, stop 24).
       constexpr bool kSelectPastEnd = Lines::kLines == 1;
       const int t = static_cast<int>(threadIdx.x);
