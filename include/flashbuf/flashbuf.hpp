@@ -99,8 +99,11 @@ struct AttentionArgs {
   float softmax_scale = 0.0f;  // 0 means 1/sqrt(D)
   Mask mask{};
   float softcap = 0.0f;        // > 0: scores become softcap * tanh(scores / softcap)
+  TensorView sinks;            // optional fp32 (Hq): a learned sink logit per query head, in the
+                               // units of the scaled, soft-capped scores (see apply_sink in core)
   void* stream = nullptr;      // cudaStream_t for CUDA tensors
   Backend backend = Backend::automatic;
+  int num_threads = 0;         // CPU backend: worker threads; 0 = the library's default
 };
 
 // Runs attention; returns the backend that ran.
@@ -139,8 +142,10 @@ struct DecodeArgs {
   float softmax_scale = 0.0f;
   Mask mask{};             // causal applies among the q_per_seq tokens (bottom-right)
   float softcap = 0.0f;
+  TensorView sinks;        // optional fp32 (Hq), as in AttentionArgs; counted once per row, not per split
   void* workspace = nullptr;  // plan.workspace_bytes, 256-byte aligned, same device
   void* stream = nullptr;
+  int num_threads = 0;     // CPU backend: worker threads; 0 = the library's default
 };
 
 Backend decode(const DecodePlan& plan, const DecodeArgs& args);

@@ -91,4 +91,24 @@ FLASHBUF_HOST_DEVICE inline void merge_partials(const T* o_a, float lse_a, const
   lse_out = m + math_log2(total) * kLn2;
 }
 
+// Attention sinks: a learned logit per query head joins each row's softmax denominator and
+// adds no value. A sink is one more partial state with o = 0 and lse = sink, merged once per
+// row (after every split has been merged, never once per split):
+//     lse' = ln(e^lse + e^sink),   o' = o * e^(lse - lse')
+// A row that saw no key (lse = -inf) gets o' = 0 and lse' = sink. A NaN lse stays NaN.
+// Returns the factor o is multiplied by; writes lse'. `sink` is natural-log, in the units of
+// the scaled, soft-capped scores.
+FLASHBUF_HOST_DEVICE inline float apply_sink(float lse, float sink, float& lse_out) {
+  if (lse == kNegInf) {
+    lse_out = sink;
+    return 0.0f;
+  }
+  const float m = math_max(lse, sink);
+  const float weight_row = math_exp2((lse - m) * kLog2e);   // in [0, 1]
+  const float weight_sink = math_exp2((sink - m) * kLog2e);
+  const float total = weight_row + weight_sink;
+  lse_out = m + math_log2(total) * kLn2;
+  return weight_row / total;
+}
+
 }  // namespace flashbuf
