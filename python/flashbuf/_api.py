@@ -85,7 +85,7 @@ def _max_seqlen(name: str, cu_seqlens) -> int:
 
 def attention(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, scale=None, cu_seqlens_q=None,
               cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, seqlens_k=None, page_table=None,
-              return_lse=False, out=None, backend="auto"):
+              return_lse=False, out=None, backend="auto", sinks=None):
     """Exact softmax attention, softmax(scale * q k^T + mask) v, in FlashAttention's layout.
 
     Batch:  q (B, Sq, Hq, D), k (B, Sk, Hkv, D), v (B, Sk, Hkv, Dv) -> o (B, Sq, Hq, Dv),
@@ -100,6 +100,11 @@ def attention(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, scale=None
     [pos - left, pos + right], -1 meaning unbounded; causal is window (left, 0). softcap > 0
     applies softcap * tanh(s / softcap) to the scaled scores. scale defaults to 1/sqrt(D). A row
     that sees no key gets o = 0 and lse = -inf.
+
+    sinks: optional float32 (Hq,), a learned sink logit per query head (gpt-oss), in the units
+    of the scaled, soft-capped scores. It joins each row's softmax denominator and adds no value:
+    o = sum_j exp(s_j - m) v_j / (sum_j exp(s_j - m) + exp(sink - m)), m = max(max_j s_j, sink);
+    the returned lse includes it, and a row that sees no key gets o = 0 and lse = sink.
 
     Tensors: torch tensors on CUDA (run on the current stream, no copies) or the CPU, or NumPy
     arrays (bfloat16 through ml_dtypes). Returns o, or (o, lse) with return_lse. out, if given,
@@ -121,7 +126,7 @@ def attention(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, scale=None
         if out is None:
             o, lse = torch.ops.flashbuf.attention(q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table,
                                                   max_seqlen_q, max_seqlen_k, scale, causal, window_left,
-                                                  window_right, softcap, return_lse, backend)
+                                                  window_right, softcap, return_lse, backend, sinks)
             return (o, lse) if return_lse else o
         lse = None
         if return_lse:
@@ -129,7 +134,7 @@ def attention(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, scale=None
             lse = q.new_empty(lse_shape, dtype=torch.float32)
         torch.ops.flashbuf.attention_out(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table,
                                          max_seqlen_q, max_seqlen_k, scale, causal, window_left, window_right,
-                                         softcap, backend)
+                                         softcap, backend, sinks)
         return (out, lse) if return_lse else out
 
     q_in = _np_in("q", q)
@@ -139,7 +144,8 @@ def attention(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, scale=None
     last.name = _C.attention(
         q_in, _np_in("k", k), _np_in("v", v), _np_in("o", o), lse, _np_in("cu_seqlens_q", cu_seqlens_q),
         _np_in("cu_seqlens_k", cu_seqlens_k), _np_in("seqlens_k", seqlens_k), _np_in("page_table", page_table),
-        max_seqlen_q, max_seqlen_k, scale, causal, window_left, window_right, softcap, 0, backend)
+        max_seqlen_q, max_seqlen_k, scale, causal, window_left, window_right, softcap, 0, backend,
+        sinks=_np_in("sinks", sinks))
     return (o, lse) if return_lse else o
 
 
@@ -251,8 +257,12 @@ class DecodePlan:
                 f"keys_per_split={f['keys_per_split']}, workspace_bytes={f['workspace_bytes']})")
 
     def run(self, q, k, v, seqlens_k, page_table=None, *, causal=False, window=(-1, -1), softcap=0.0, scale=None,
-            return_lse=False):
-        """One decode step: returns o (B, q_per_seq, Hq, Dv), or (o, lse (B, Hq, q_per_seq))."""
+            return_lse=False, sinks=None):
+        """One decode step: returns o (B, q_per_seq, Hq, Dv), or (o, lse (B, Hq, q_per_seq)).
+
+        sinks: optional float32 (Hq,) sink logits, as in attention(); counted once per row, not
+        once per split of the keys.
+        """
         window_left, window_right = window_pair(window)
         scale = softmax_scale(scale)
         softcap = float(softcap)
@@ -263,7 +273,7 @@ class DecodePlan:
             if workspace is None:  # a CPU plan used with torch CPU tensors: share the NumPy buffer
                 workspace = self._workspace_torch = torch.from_numpy(self.workspace)
             o, lse = torch.ops.flashbuf.decode(q, k, v, seqlens_k, page_table, workspace, list(self._plan), scale,
-                                               causal, window_left, window_right, softcap, return_lse)
+                                               causal, window_left, window_right, softcap, return_lse, sinks)
             return (o, lse) if return_lse else o
 
         if _is_torch(self.workspace):
@@ -275,7 +285,7 @@ class DecodePlan:
         lse = _np_empty(lse_shape, np.float32) if return_lse else None
         last.name = _C.decode(list(self._plan), q_in, _np_in("k", k), _np_in("v", v), _np_in("seqlens_k", seqlens_k),
                               _np_in("page_table", page_table), _np_in("o", o), lse, self.workspace, scale, causal,
-                              window_left, window_right, softcap, 0)
+                              window_left, window_right, softcap, 0, sinks=_np_in("sinks", sinks))
         return (o, lse) if return_lse else o
 
 
@@ -287,6 +297,9 @@ def merge_states(o_parts, lse_parts, *, return_lse=True):
     o_parts (N, T, H, Dv) with lse_parts float32 (N, T, H) -> o (T, H, Dv) and lse (T, H):
     o = sum_i exp(lse_i - lse) o_i with lse = log sum_i exp(lse_i). A part with lse = -inf
     contributes nothing. Returns (o, lse), or o alone with return_lse=False.
+
+    There is no sinks argument: parts computed without sinks, merged here, then given the sink
+    as one more part (o = 0, lse = sink) are attention with sinks over all their keys.
     """
     return_lse = bool(return_lse)
     if _is_torch(o_parts):

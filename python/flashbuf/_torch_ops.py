@@ -7,7 +7,7 @@ capture record the launch: each operator runs on PyTorch's current stream and al
 outputs through PyTorch's allocator. Tensors reach the C++ library through DLPack without a
 copy. All operators are forward only (no autograd formula is registered).
 
-  flashbuf::attention       (q, k, v, ...) -> (o, lse)     lse is empty unless return_lse
+  flashbuf::attention       (q, k, v, ..., sinks) -> (o, lse)     lse is empty unless return_lse
   flashbuf::attention_out   same, writing into caller-provided out (and lse)
   flashbuf::decode          (q, k, v, seqlens_k, page_table, workspace, plan, ...) -> (o, lse)
   flashbuf::merge_states    (o_parts, lse_parts, return_lse) -> (o, lse)
@@ -47,28 +47,29 @@ def _attention_outputs(q: Tensor, v: Tensor, return_lse: bool) -> tuple[Tensor, 
 
 
 def _run_attention(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table, max_seqlen_q,
-                   max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap, backend):
+                   max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap, backend, sinks=None):
     with _on_device(q):
         last.name = _C.attention(
             _arg(q), _arg(k), _arg(v), _arg(out), _arg(lse), _arg(cu_seqlens_q), _arg(cu_seqlens_k),
             _arg(seqlens_k), _arg(page_table), max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
-            window_right, softcap, _stream(q), backend)
+            window_right, softcap, _stream(q), backend, sinks=_arg(sinks))
 
 
 @torch.library.custom_op("flashbuf::attention", mutates_args=())
 def attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor],
               seqlens_k: Optional[Tensor], page_table: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int,
               softmax_scale: float, causal: bool, window_left: int, window_right: int, softcap: float,
-              return_lse: bool, backend: str = "auto") -> tuple[Tensor, Tensor]:
+              return_lse: bool, backend: str = "auto", sinks: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
     o, lse = _attention_outputs(q, v, return_lse)
     _run_attention(q, k, v, o, lse if return_lse else None, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table,
-                   max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap, backend)
+                   max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap, backend,
+                   sinks)
     return o, lse
 
 
 @attention.register_fake
 def _(q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table, max_seqlen_q, max_seqlen_k, softmax_scale,
-      causal, window_left, window_right, softcap, return_lse, backend="auto"):
+      causal, window_left, window_right, softcap, return_lse, backend="auto", sinks=None):
     return _attention_outputs(q, v, return_lse)
 
 
@@ -76,14 +77,15 @@ def _(q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table, max_seqlen_q, 
 def attention_out(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Optional[Tensor],
                   cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor], seqlens_k: Optional[Tensor],
                   page_table: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int, softmax_scale: float,
-                  causal: bool, window_left: int, window_right: int, softcap: float, backend: str = "auto") -> None:
+                  causal: bool, window_left: int, window_right: int, softcap: float, backend: str = "auto",
+                  sinks: Optional[Tensor] = None) -> None:
     _run_attention(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table, max_seqlen_q,
-                   max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap, backend)
+                   max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap, backend, sinks)
 
 
 @attention_out.register_fake
 def _(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table, max_seqlen_q, max_seqlen_k,
-      softmax_scale, causal, window_left, window_right, softcap, backend="auto"):
+      softmax_scale, causal, window_left, window_right, softcap, backend="auto", sinks=None):
     return None
 
 
@@ -100,19 +102,19 @@ def _decode_outputs(q: Tensor, plan: list[int], return_lse: bool) -> tuple[Tenso
 @torch.library.custom_op("flashbuf::decode", mutates_args=("workspace",))
 def decode(q: Tensor, k: Tensor, v: Tensor, seqlens_k: Tensor, page_table: Optional[Tensor], workspace: Tensor,
            plan: list[int], softmax_scale: float, causal: bool, window_left: int, window_right: int,
-           softcap: float, return_lse: bool) -> tuple[Tensor, Tensor]:
+           softcap: float, return_lse: bool, sinks: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
     o, lse = _decode_outputs(q, plan, return_lse)
     with _on_device(q):
         _C.decode(plan, _arg(q), _arg(k), _arg(v), _arg(seqlens_k), _arg(page_table), o,
                   lse if return_lse else None, workspace, softmax_scale, causal, window_left, window_right,
-                  softcap, _stream(q))
+                  softcap, _stream(q), sinks=_arg(sinks))
     last.name = "decode" if q.is_cuda else "cpu"
     return o, lse
 
 
 @decode.register_fake
 def _(q, k, v, seqlens_k, page_table, workspace, plan, softmax_scale, causal, window_left, window_right, softcap,
-      return_lse):
+      return_lse, sinks=None):
     return _decode_outputs(q, plan, return_lse)
 
 

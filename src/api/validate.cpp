@@ -268,6 +268,16 @@ struct AttentionChecks {
   int max_seqlen_k_bound = -1;       // decode: the plan's bound on every seqlens_k entry
 };
 
+// sinks: optional, one fp32 logit per query head, contiguous, on q's device.
+void check_sinks(const TensorView& sinks, std::int64_t heads_q, const TensorView& q) {
+  if (!sinks.present()) return;
+  check_pointer("sinks", sinks);
+  expect_dtype("sinks", sinks, DType::fp32);
+  expect_shape("sinks", sinks, {{heads_q, "heads_q"}});
+  if (heads_q > 1 && sinks.stride[0] != 1) fail("sinks", "must be contiguous (stride 1), got stride " + std::to_string(sinks.stride[0]));
+  expect_same_device("sinks", sinks, q, "q");
+}
+
 std::string instantiation_list() {
   const std::string archs = FLASHBUF_BUILD_ARCHS;
   if (archs == "none" || archs.empty()) return "none (this build has no CUDA)";
@@ -393,6 +403,7 @@ AttentionProblem validate_attention_impl(const AttentionArgs& a, const Attention
     expect_shape("o", a.o, {{batch, "batch"}, {seqlen_q, "seqlen_q"}, {heads_q, "heads_q"}, {head_dim_v, "head_dim_v"}});
     if (a.lse.present()) expect_shape("lse", a.lse, {{batch, "batch"}, {heads_q, "heads_q"}, {seqlen_q, "seqlen_q"}});
   }
+  check_sinks(a.sinks, heads_q, a.q);
 
   // Strides and alignment.
   for (const auto& [name, t] : all) {
@@ -541,6 +552,7 @@ AttentionProblem validate_attention_impl(const AttentionArgs& a, const Attention
   }
   p.softmax_scale = a.softmax_scale != 0.0f ? a.softmax_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
   p.softcap = a.softcap;
+  if (a.sinks.present()) p.sinks = static_cast<const float*>(a.sinks.data);
   // A window at least as wide as every sequence binds nothing, and becomes unbounded (-1): the
   // masks' index arithmetic adds windows to key positions in int, where diag + INT_MAX
   // overflowed and hid every key. Left: keys >= diag - w and diag <= seqlen_k - 1; right: keys
@@ -636,6 +648,7 @@ AttentionProblem validate_decode(const DecodePlan& plan, const DecodeArgs& d) {
   a.softmax_scale = d.softmax_scale;
   a.mask = d.mask;
   a.softcap = d.softcap;
+  a.sinks = d.sinks;
   a.stream = d.stream;
   AttentionChecks checks;
   checks.device_content_reads = false;   // no synchronisation on the decode path

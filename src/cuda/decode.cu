@@ -307,6 +307,7 @@ void cuda_decode(const DecodePlan& plan, const AttentionProblem& p, void* worksp
   params.lse = p.lse;
   params.lse_batch_stride = p.lse_batch_stride;
   params.lse_head_stride = p.lse_head_stride;
+  params.sinks = p.sinks;
   params.seqlens_k = p.seqlens_k;
   if (p.page_size > 0) {
     params.page_table = p.page_table;
@@ -382,6 +383,7 @@ void cuda_decode(const DecodePlan& plan, const AttentionProblem& p, void* worksp
   c.o_inner_stride = p.o_row_stride;
   c.o_head_stride = p.o_head_stride;
   c.lse = p.lse;
+  c.sinks = p.sinks;  // the sink joins each row once, after the splits are merged
   c.lse_outer_stride = p.lse_batch_stride;
   c.lse_inner_stride = 1;
   c.lse_head_stride = p.lse_head_stride;

@@ -145,6 +145,7 @@ inline PrefillParams make_prefill_params(const AttentionProblem& pr, int block_m
   p.v = pr.v;
   p.o = pr.o;
   p.lse = pr.lse;
+  p.sinks = pr.sinks;
   p.q_batch_stride = pr.q_batch_stride;
   p.q_row_stride = pr.q_row_stride;
   p.q_head_stride = pr.q_head_stride;

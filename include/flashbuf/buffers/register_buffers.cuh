@@ -154,9 +154,14 @@ struct OutputRegisterBuffer {
     }
   }
   // Divide by the softmax denominators (row sums); a row with no visible key has sum 0 and
-  // must come out as 0, not NaN.
+  // must come out as 0, not NaN; a NaN sum (the row read a NaN) stays NaN. `extra_lo/hi`
+  // multiply in one more per-row factor in the same pass (an attention sink's).
+  __device__ static float inverse_denominator(float sum) { return sum == 0.0f ? 0.0f : 1.0f / sum; }
   __device__ void apply_softmax_denominator(int mt, float sum_lo, float sum_hi) {
-    rescale(mt, sum_lo > 0.0f ? 1.0f / sum_lo : 0.0f, sum_hi > 0.0f ? 1.0f / sum_hi : 0.0f);
+    rescale(mt, inverse_denominator(sum_lo), inverse_denominator(sum_hi));
+  }
+  __device__ void apply_softmax_denominator(int mt, float sum_lo, float sum_hi, float extra_lo, float extra_hi) {
+    rescale(mt, inverse_denominator(sum_lo) * extra_lo, inverse_denominator(sum_hi) * extra_hi);
   }
 };
 

@@ -47,6 +47,7 @@
 #include "flashbuf/arch/sm90/griddepcontrol.cuh"
 #include "flashbuf/core/config.hpp"
 #include "flashbuf/core/mask.hpp"
+#include "flashbuf/core/softmax_state.hpp"
 #include "flashbuf/kernels/decode_config.cuh"
 
 namespace flashbuf::kernels::decode {
@@ -63,6 +64,10 @@ struct DecodeParams {
   std::int64_t o_batch_stride = 0, o_row_stride = 0, o_head_stride = 0;
   float* lse = nullptr;  // optional: lse[b * lse_batch_stride + h * lse_head_stride + token]
   std::int64_t lse_batch_stride = 0, lse_head_stride = 0;
+  // Optional: one natural-log sink logit per query head, joined to each row once, where its
+  // final O and LSE are written (store_output: one split, or after the cluster merge); with
+  // the workspace merge the combine joins it instead (combine.cuh).
+  const float* sinks = nullptr;
 
   const std::int32_t* seqlens_k = nullptr;
   const std::int32_t* page_table = nullptr;  // null: contiguous cache
@@ -121,8 +126,9 @@ __device__ __forceinline__ int swizzled_offset(int row, int chunk) {
 // Merges the Parts partial results of one (row, 8 channels) piece (the warps of a block that
 // split its key tiles): part i has base-2 max lse(i), row sum weight(i) and O at piece(i)
 // (two float4). Writes the normalised O to acc and returns the merged base-2 LSE; parts with
-// max -inf weigh 0 (their O is 0), and a piece no part saw gives O = 0, LSE = -inf. Every
-// part's loads are issued before any is used.
+// max -inf weigh 0 (their O is 0), and a piece no part saw gives O = 0, LSE = -inf. A part
+// that read a NaN has a NaN sum (a NaN query leaves its max at -inf: fmaxf skips NaN), which
+// makes the piece's sum, O and LSE NaN. Every part's loads are issued before any is used.
 template <int Parts, class Lse, class Weight, class Piece>
 __device__ __forceinline__ float merge_piece(Lse lse, Weight weight, Piece piece, float (&acc)[8]) {
   float l[Parts], w[Parts];
@@ -138,28 +144,34 @@ __device__ __forceinline__ float merge_piece(Lse lse, Weight weight, Piece piece
   float mx = kNegInf;
 #pragma unroll
   for (int i = 0; i < Parts; ++i) mx = fmaxf(mx, l[i]);
+  const float ref = mx == kNegInf ? 0.0f : mx;  // no part saw a key: every weight exp2(-inf) = 0, not NaN
 #pragma unroll
   for (int e = 0; e < 8; ++e) acc[e] = 0.0f;
   float sum = 0.0f;
-  if (mx != kNegInf) {
 #pragma unroll
-    for (int i = 0; i < Parts; ++i) {
-      const float f = sm80::ex2_approx_ftz(l[i] - mx);  // 0 for an empty part
-      sum += f * w[i];
-      acc[0] += f * lo[i].x; acc[1] += f * lo[i].y; acc[2] += f * lo[i].z; acc[3] += f * lo[i].w;
-      acc[4] += f * hi[i].x; acc[5] += f * hi[i].y; acc[6] += f * hi[i].z; acc[7] += f * hi[i].w;
-    }
+  for (int i = 0; i < Parts; ++i) {
+    const float f = sm80::ex2_approx_ftz(l[i] - ref);  // 0 for an empty part
+    sum += f * w[i];
+    acc[0] += f * lo[i].x; acc[1] += f * lo[i].y; acc[2] += f * lo[i].z; acc[3] += f * lo[i].w;
+    acc[4] += f * hi[i].x; acc[5] += f * hi[i].y; acc[6] += f * hi[i].z; acc[7] += f * hi[i].w;
   }
-  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+  const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
 #pragma unroll
   for (int e = 0; e < 8; ++e) acc[e] *= inv;
-  return sum > 0.0f ? mx + __log2f(sum) : kNegInf;
+  return sum == 0.0f ? kNegInf : mx + __log2f(sum);
 }
 
 // The final O (8 channels from column 8c) and LSE of one (token, head) row; lse2 is base 2.
+// The head's sink (if any) joins the row here: every row's final O and LSE pass through once.
 template <class Elem>
 __device__ __forceinline__ void store_output(const DecodeParams& p, int b, int token, int head, int c,
-                                             const float (&acc)[8], float lse2) {
+                                             float (&acc)[8], float lse2) {
+  float lse = lse2 * kLn2;  // -inf stays -inf
+  if (p.sinks != nullptr) {
+    const float factor = apply_sink(lse, p.sinks[head], lse);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc[e] *= factor;
+  }
   uint4 packed;
   packed.x = ElemTraits<Elem>::pack(acc[0], acc[1]);
   packed.y = ElemTraits<Elem>::pack(acc[2], acc[3]);
@@ -168,7 +180,7 @@ __device__ __forceinline__ void store_output(const DecodeParams& p, int b, int t
   Elem* const dst = static_cast<Elem*>(p.o) + b * p.o_batch_stride + token * p.o_row_stride + head * p.o_head_stride + c * 8;
   *reinterpret_cast<uint4*>(dst) = packed;
   if (c == 0 && p.lse != nullptr) {
-    p.lse[b * p.lse_batch_stride + head * p.lse_head_stride + token] = lse2 * kLn2;  // -inf stays -inf
+    p.lse[b * p.lse_batch_stride + head * p.lse_head_stride + token] = lse;
   }
 }
 
@@ -631,8 +643,10 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
       }
       float mx = l;
       for (int o = 1; o < g; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-      // Parts with LSE -inf (empty splits, O = 0) weigh 0; a piece no part saw gives 0, -inf.
-      const float f = mx == kNegInfF ? 0.0f : sm80::ex2_approx_ftz(l - mx);
+      // Parts with LSE -inf (empty splits, O = 0) weigh 0; a piece no part saw gives 0, -inf
+      // (its reference is 0, not -inf: no -inf - -inf); a NaN part (fmaxf skipped it) makes
+      // the sum, O and LSE NaN.
+      const float f = sm80::ex2_approx_ftz(l - (mx == kNegInfF ? 0.0f : mx));
       float acc[8] = {f * lo.x, f * lo.y, f * lo.z, f * lo.w, f * hi.x, f * hi.y, f * hi.z, f * hi.w};
       float sum = f;
       for (int o = 1; o < g; o <<= 1) {
@@ -641,12 +655,12 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
         for (int e = 0; e < 8; ++e) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], o);
       }
       if (idx < items && part == 0) {
-        const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+        const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
 #pragma unroll
         for (int e = 0; e < 8; ++e) acc[e] *= inv;
         const int gr = row0 + r;
         const int token = p.group_div.div(gr);
-        store_output<Elem>(p, b, token, hkv * G + (gr - token * G), c, acc, sum > 0.0f ? mx + __log2f(sum) : kNegInfF);
+        store_output<Elem>(p, b, token, hkv * G + (gr - token * G), c, acc, sum == 0.0f ? kNegInfF : mx + __log2f(sum));
       }
     }
     // Keep this block's shared memory alive until the peers have read it. Relaxed: the reads

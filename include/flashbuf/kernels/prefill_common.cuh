@@ -16,6 +16,7 @@
 #include "flashbuf/core/config.hpp"
 #include "flashbuf/core/fragment.hpp"
 #include "flashbuf/core/mask.hpp"
+#include "flashbuf/core/softmax_state.hpp"
 #include "flashbuf/core/work_items.hpp"
 #include "flashbuf/kernels/prefill_params.hpp"
 
@@ -244,28 +245,55 @@ struct OnlineSoftmax {
     for (int mt = 0; mt < MTiles; ++mt) out.rescale(mt, correction[mt][0], correction[mt][1]);
   }
 
+  // The natural-log LSE of a row from its base-2 max and quad-reduced sum: -inf for a row
+  // that saw no key (sum 0), NaN for a row that read a NaN (its sum is NaN; a NaN query also
+  // leaves the max at -inf, since fmaxf skips NaN: -inf + NaN is NaN).
+  __device__ static float row_lse(float max_log2, float sum) {
+    return sum == 0.0f ? kNegInf : (max_log2 + __log2f(sum)) * kLn2;
+  }
+
   // Divides the output by the row sums (0 for rows with no key) and writes the natural-log
   // LSE of the block's valid rows; row_in_block0 is the first block row of this warp's tiles.
+  // With sinks, the head's sink joins each row here, once, after all its keys (apply_sink):
+  // one more factor on O and the LSE with the sink; a block without sinks takes the first
+  // branch, once, and does what it did before sinks existed.
   template <class OBuf>
   __device__ void finalize(OBuf& out, const PrefillParams& p, const PrefillBlock& b, int row_in_block0) {
-    const int lane = threadIdx.x % 32;
 #pragma unroll
-    for (int mt = 0; mt < MTiles; ++mt) {
+    for (int mt = 0; mt < MTiles; ++mt)
 #pragma unroll
       for (int h = 0; h < 2; ++h) row_sum[mt][h] = quad_sum(row_sum[mt][h]);
-      out.apply_softmax_denominator(mt, row_sum[mt][0], row_sum[mt][1]);
-      if (p.lse != nullptr && lane % 4 == 0) {
+    if (p.sinks == nullptr) {
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int r = row_in_block0 + mt * 16 + h * 8 + lane / 4;
-          if (b.m0 + r < b.seqlen_q) {
-            const float lse = (row_max_log2[mt][h] == kNegInf || row_sum[mt][h] <= 0.0f)
-                                  ? kNegInf
-                                  : (row_max_log2[mt][h] + __log2f(row_sum[mt][h])) * kLn2;
-            p.lse[b.batch * p.lse_batch_stride + b.head * p.lse_head_stride + b.q_begin + b.m0 + r] = lse;
-          }
+      for (int mt = 0; mt < MTiles; ++mt) {
+        out.apply_softmax_denominator(mt, row_sum[mt][0], row_sum[mt][1]);
+        if (p.lse != nullptr) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) store_lse(p, b, row_in_block0, mt, h, row_lse(row_max_log2[mt][h], row_sum[mt][h]));
         }
       }
+    } else {
+      const float sink = p.sinks[b.head];
+#pragma unroll
+      for (int mt = 0; mt < MTiles; ++mt) {
+        float lse[2], sink_factor[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) sink_factor[h] = apply_sink(row_lse(row_max_log2[mt][h], row_sum[mt][h]), sink, lse[h]);
+        out.apply_softmax_denominator(mt, row_sum[mt][0], row_sum[mt][1], sink_factor[0], sink_factor[1]);
+        if (p.lse != nullptr) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) store_lse(p, b, row_in_block0, mt, h, lse[h]);
+        }
+      }
+    }
+  }
+  // One lane of each quad writes row (mt, h)'s LSE if the row is one of the sequence's.
+  __device__ static void store_lse(const PrefillParams& p, const PrefillBlock& b, int row_in_block0, int mt, int h,
+                                   float lse) {
+    const int lane = threadIdx.x % 32;
+    const int r = row_in_block0 + mt * 16 + h * 8 + lane / 4;
+    if (lane % 4 == 0 && b.m0 + r < b.seqlen_q) {
+      p.lse[b.batch * p.lse_batch_stride + b.head * p.lse_head_stride + b.q_begin + b.m0 + r] = lse;
     }
   }
 };

@@ -13,6 +13,7 @@ struct PrefillParams {
   const void* v;
   void* o;
   float* lse;  // null: not requested
+  const float* sinks;  // null: no attention sinks; else one natural-log logit per query head
   std::int64_t q_batch_stride, q_row_stride, q_head_stride;
   std::int64_t k_batch_stride, k_row_stride, k_head_stride;  // batch stride = page stride if paged
   std::int64_t v_batch_stride, v_row_stride, v_head_stride;
