@@ -9,6 +9,8 @@ identical tensors: the prefill and decode grids of shared/BENCH.md.
     python3 bench/bench.py --prefill --rounds 3  # each point timed 3x, alternating the order
     python3 bench/bench.py --prefill --prefill-page 16 --anchors none   # paged KV, flashbuf alone
     python3 bench/bench.py --prefill --prefill-varlen                    # packed varlen batches
+    python3 bench/bench.py --sinks --anchors none      # flashbuf with random attention sinks
+    python3 bench/bench.py --sinks ab --anchors none   # flashbuf without and with sinks, interleaved
 
 Needs an NVIDIA GPU, PyTorch and the installed flashbuf package (pip install . from the
 repository); it builds nothing. For each row it first checks every implementation's output
@@ -132,9 +134,10 @@ def sample_rows(s: int, n: int = REFERENCE_ROWS) -> torch.Tensor:
                                    torch.tensor([1, s - 2], device=DEV)]))
 
 
-def reference_rows(q, k, v, rows, causal, chunk_bytes=1 << 30):
+def reference_rows(q, k, v, rows, causal, chunk_bytes=1 << 30, sinks=None):
     """float32 softmax attention for the query rows `rows` of (B, Sq, Hq, D) q over (B, Sk, Hkv, D)
-    k and (B, Sk, Hkv, Dv) v, bottom-right causal. Returns (B, len(rows), Hq, Dv)."""
+    k and (B, Sk, Hkv, Dv) v, bottom-right causal; `sinks` (Hq,) float32, if given, joins each
+    row's softmax as one more logit that adds no value. Returns (B, len(rows), Hq, Dv)."""
     b, sq, hq, d = q.shape
     sk, hkv = k.shape[1], k.shape[2]
     group, r = hq // hkv, len(rows)
@@ -155,7 +158,12 @@ def reference_rows(q, k, v, rows, causal, chunk_bytes=1 << 30):
         if visible is not None:
             scores = scores.view(hi - lo, hkv, group, r, sk).masked_fill(~visible, float("-inf"))
             scores = scores.view(hi - lo, hkv, group * r, sk)
-        o = scores.softmax(dim=-1).nan_to_num(0.0) @ vs                            # (b, Hkv, group*r, Dv)
+        if sinks is not None:  # one more column per row: its head's sink; dropped after the softmax
+            sink_col = sinks.float().view(1, hkv, group, 1, 1).expand(hi - lo, hkv, group, r, 1)
+            scores = torch.cat([scores, sink_col.reshape(hi - lo, hkv, group * r, 1)], dim=-1)
+            o = scores.softmax(dim=-1)[..., :sk].nan_to_num(0.0) @ vs
+        else:
+            o = scores.softmax(dim=-1).nan_to_num(0.0) @ vs                        # (b, Hkv, group*r, Dv)
         outs.append(o.view(hi - lo, hq, r, -1).transpose(1, 2))
         del qs, ks, vs, scores, o
     return torch.cat(outs)
@@ -169,6 +177,20 @@ def flashbuf_tolerance(anchor_errs) -> float:
     """flashbuf's error bound: twice the worst passing anchor's, plus 1e-3; without a passing
     anchor, the most that rule could allow (anchors pass up to ANCHOR_MAX_ERR)."""
     return 2 * (max(anchor_errs) if anchor_errs else ANCHOR_MAX_ERR) + 1e-3
+
+
+def random_sinks(hq: int) -> torch.Tensor:
+    """Sink logits of the size a trained model's have (gpt-oss: a few units around 0)."""
+    return torch.empty(hq, device=DEV, dtype=torch.float32).uniform_(-2.0, 4.0)
+
+
+def flashbuf_variants(args, hq: int) -> dict:
+    """flashbuf's implementations to run: {column: sinks tensor or None}. --sinks on gives the
+    flashbuf column sinks; --sinks ab adds a flashbuf_sinks column, timed in the same rounds."""
+    if args.sinks == "off":
+        return {"flashbuf": None}
+    sinks = random_sinks(hq)
+    return {"flashbuf": sinks} if args.sinks == "on" else {"flashbuf": None, "flashbuf_sinks": sinks}
 
 
 def sdpa(q, k, v, causal, backend):
@@ -190,6 +212,11 @@ def bench_prefill(d: int, s: int, causal: bool, args) -> dict:
            "cudnn": None, "max_abs_err": None}
     if args.prefill_varlen:
         row["varlen"] = True
+    variants = flashbuf_variants(args, h) if flashbuf is not None else {}
+    if args.sinks == "on":
+        row["sinks"] = True
+    elif args.sinks == "ab":
+        row["flashbuf_sinks"] = None
     flops = 2.0 * b * h * s * s * (d + dv) / (2 if causal else 1)  # Q K^T and P V
     set_bytes = b * s * h * (2 * d + dv) * 2
     sets = [tuple(torch.randn(b, s, h, width, device=DEV, dtype=torch.bfloat16) for width in (d, d, dv))
@@ -197,6 +224,8 @@ def bench_prefill(d: int, s: int, causal: bool, args) -> dict:
     rows = sample_rows(s)
     q0, k0, v0 = sets[0]
     ref = reference_rows(q0, k0, v0, rows, causal)
+    refs = {name: ref if sinks is None else reference_rows(q0, k0, v0, rows, causal, sinks=sinks)
+            for name, sinks in variants.items()}
     tag = f"prefill d={d} dv={dv} s={s} causal={causal}"
 
     impls = {}
@@ -204,22 +233,30 @@ def bench_prefill(d: int, s: int, causal: bool, args) -> dict:
         seqlens = torch.full((b,), s, dtype=torch.int32, device=DEV)
         paged = {id(k): paged_copy(k, v, page) for _, k, v in sets}
 
-        def flashbuf_paged(q, k, v):
-            kp, vp, table = paged[id(k)]
-            return flashbuf.attention(q, kp, vp, causal=causal, seqlens_k=seqlens, page_table=table,
-                                      max_seqlen_k=s, backend=args.backend)
-        impls["flashbuf"] = flashbuf_paged
+        def flashbuf_paged(sinks):
+            def run(q, k, v):
+                kp, vp, table = paged[id(k)]
+                return flashbuf.attention(q, kp, vp, causal=causal, seqlens_k=seqlens, page_table=table,
+                                          max_seqlen_k=s, backend=args.backend, sinks=sinks)
+            return run
+        for name, sinks in variants.items():
+            impls[name] = flashbuf_paged(sinks)
     elif flashbuf is not None and args.prefill_varlen:  # the same tensors as one packed batch
         cu = torch.arange(0, b * s + 1, s, dtype=torch.int32, device=DEV)
 
-        def flashbuf_varlen(q, k, v):
-            o = flashbuf.attention(q.view(b * s, h, d), k.view(b * s, h, d), v.view(b * s, h, dv), causal=causal,
-                                   cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=s, max_seqlen_k=s,
-                                   backend=args.backend)
-            return o.view(b, s, h, dv)
-        impls["flashbuf"] = flashbuf_varlen
+        def flashbuf_varlen(sinks):
+            def run(q, k, v):
+                o = flashbuf.attention(q.view(b * s, h, d), k.view(b * s, h, d), v.view(b * s, h, dv),
+                                       causal=causal, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=s,
+                                       max_seqlen_k=s, backend=args.backend, sinks=sinks)
+                return o.view(b, s, h, dv)
+            return run
+        for name, sinks in variants.items():
+            impls[name] = flashbuf_varlen(sinks)
     elif flashbuf is not None:
-        impls["flashbuf"] = lambda q, k, v: flashbuf.attention(q, k, v, causal=causal, backend=args.backend)
+        for name, sinks in variants.items():
+            impls[name] = (lambda sk_: lambda q, k, v: flashbuf.attention(q, k, v, causal=causal, backend=args.backend,
+                                                                           sinks=sk_))(sinks)
     for name in args.anchors:
         impls[name] = (lambda be: lambda q, k, v: sdpa(q, k, v, causal, be))(ANCHORS[name])
 
@@ -228,7 +265,7 @@ def bench_prefill(d: int, s: int, causal: bool, args) -> dict:
         try:
             out = fn(q0, k0, v0)
             torch.cuda.synchronize()
-            errors[name] = max_abs_err(out[:, rows], ref)
+            errors[name] = max_abs_err(out[:, rows], refs.get(name, ref))
             if name == "flashbuf":
                 row["kernel"] = flashbuf.last_backend()
             del out
@@ -240,7 +277,7 @@ def bench_prefill(d: int, s: int, causal: bool, args) -> dict:
         row["max_abs_err"] = errors["flashbuf"]
     timed = []
     for name, err in errors.items():
-        limit = tolerance if name == "flashbuf" else ANCHOR_MAX_ERR
+        limit = tolerance if name in variants else ANCHOR_MAX_ERR
         if not err <= limit:  # also catches NaN
             note_failure(f"{tag} {name}", f"max abs error {err:.3g} exceeds {limit:.3g}; not timed")
         else:
@@ -262,7 +299,7 @@ def bench_prefill(d: int, s: int, causal: bool, args) -> dict:
     for name, us in times.items():
         if us:
             row[name] = flops / (statistics.median(us) * 1e-6) / 1e12
-    del sets, ref
+    del sets, ref, refs
     return row
 
 
@@ -292,6 +329,10 @@ def bench_decode_shape(hq: int, hkv: int, b: int, skv: int, pages, args) -> list
     seqlens = torch.full((b,), skv, dtype=torch.int32, device=DEV)
     q0, k0, v0 = sets[0]
     ref = reference_rows(q0, k0, v0, torch.arange(1, device=DEV), causal=False)
+    variants = flashbuf_variants(args, hq) if flashbuf is not None else {}
+    refs = {name: ref if sinks is None else reference_rows(q0, k0, v0, torch.arange(1, device=DEV), causal=False,
+                                                           sinks=sinks)
+            for name, sinks in variants.items()}
 
     # the anchors, on the contiguous cache; paged rows repeat them (BENCH.md)
     anchors, anchor_errs = {}, []
@@ -315,6 +356,10 @@ def bench_decode_shape(hq: int, hkv: int, b: int, skv: int, pages, args) -> list
                "dv": dv, "causal": False, "page": page, "kernel": None, "unit": "us", "flashbuf": None,
                "fa2": anchors.get("fa2"), "cudnn": anchors.get("cudnn"), "floor_us": floor_us,
                "max_abs_err": None}
+        if args.sinks == "on":
+            row["sinks"] = True
+        elif args.sinks == "ab":
+            row["flashbuf_sinks"] = None
         out_rows.append(row)
         if flashbuf is None:
             continue
@@ -324,18 +369,29 @@ def bench_decode_shape(hq: int, hkv: int, b: int, skv: int, pages, args) -> list
             else:
                 caches = [(q, k, v, None) for q, k, v in sets]
             plan = flashbuf.DecodePlan(b, 1, hq, hkv, d, dv, skv, page, dtype=torch.bfloat16, device=DEV)
-            run = lambda q, k, v, table: plan.run(q, k, v, seqlens, table)  # noqa: E731
-            out = run(*caches[0])
-            torch.cuda.synchronize()
-            row["kernel"] = "decode"
-            row["max_abs_err"] = err = max_abs_err(out, ref)
-            limit = flashbuf_tolerance(anchor_errs)
-            if not err <= limit:
-                note_failure(f"{tag} page={page} flashbuf", f"max abs error {err:.3g} exceeds {limit:.3g}; not timed")
-            else:
-                row["flashbuf"] = graph_time_us([(lambda c: lambda: run(*c))(c) for c in caches], args.iters,
-                                                args.target_ms)
-            del caches, plan, out
+            runs, timed = {}, []
+            for name, sinks in variants.items():
+                runs[name] = (lambda sk_: lambda q, k, v, table: plan.run(q, k, v, seqlens, table, sinks=sk_))(sinks)
+                out = runs[name](*caches[0])
+                torch.cuda.synchronize()
+                row["kernel"] = "decode"
+                err = max_abs_err(out, refs[name])
+                row["max_abs_err"] = err if row["max_abs_err"] is None else max(row["max_abs_err"], err)
+                limit = flashbuf_tolerance(anchor_errs)
+                if not err <= limit:
+                    note_failure(f"{tag} page={page} {name}", f"max abs error {err:.3g} exceeds {limit:.3g}; not timed")
+                else:
+                    timed.append(name)
+                del out
+            # With two variants (--sinks ab), --rounds alternates their order as prefill does.
+            times = {name: [] for name in timed}
+            for r in range(args.rounds if len(timed) > 1 else 1):
+                for name in (timed if r % 2 == 0 else timed[::-1]):
+                    times[name].append(graph_time_us([(lambda fn, c: lambda: fn(*c))(runs[name], c) for c in caches],
+                                                     args.iters, args.target_ms))
+            for name, us in times.items():
+                row[name] = statistics.median(us)
+            del caches, plan, runs
         except Exception as e:
             note_failure(f"{tag} page={page} flashbuf", e)
         torch.cuda.empty_cache()
@@ -472,6 +528,14 @@ def print_table(rows) -> None:
                   f" {fmt(r['flashbuf'])} {fmt(r['fa2'])} {fmt(r['cudnn'])} |"
                   f" {fmt(ratio(r['flashbuf'], r['fa2']), 6, 2)} {fmt(ratio(r['flashbuf'], r['cudnn']), 6, 2)}"
                   f" {fmt(ratio(r['flashbuf'], r['floor_us']), 6, 2)} | {fmt(r['max_abs_err'], 8, 4)}")
+    ab = [r for r in rows if "flashbuf_sinks" in r]
+    if ab:
+        print("\n== sinks A/B: flashbuf with random sinks / without, timed in the same rounds "
+              "(prefill TFLOP/s: > 1 faster with sinks; decode µs: < 1 faster with sinks) ==")
+        for r in ab:
+            print(f"{r['kind']:>7} d={r['d']:<3} b={r['b']:<4} h={r['hq']}/{r['hkv']:<3} sq={r['sq']:<6} sk={r['sk']:<7}"
+                  f" causal={str(r['causal']):<5} page={r['page']:<3} | {fmt(r['flashbuf'], 8, 2)}"
+                  f" {fmt(r['flashbuf_sinks'], 8, 2)} | {fmt(ratio(r['flashbuf_sinks'], r['flashbuf']), 6, 3)}")
 
 
 # ---- main ------------------------------------------------------------------------------------------
@@ -514,6 +578,10 @@ def main(argv=None) -> int:
                    help="prefill: flashbuf reads K/V from pages of this size in shuffled order (0: contiguous)")
     p.add_argument("--prefill-varlen", action="store_true",
                    help="prefill: flashbuf reads the same tensors as one packed varlen batch (cu_seqlens)")
+    p.add_argument("--sinks", nargs="?", const="on", default="off", choices=("off", "on", "ab"),
+                   help="attention sinks for flashbuf (random, per query head; the anchors have none): "
+                        "--sinks gives the flashbuf column sinks, --sinks ab adds a flashbuf_sinks column "
+                        "timed in the same rounds as the sink-free flashbuf column")
     p.add_argument("--anchors", type=anchor_list, default=list(ANCHORS),
                    help="anchors to run: fa2,cudnn (default), one of them, or none (A/B runs of flashbuf alone)")
     p.add_argument("--iters", type=int, default=9, help="graph replays per measurement (>= 7; median)")
