@@ -230,21 +230,37 @@ void join_sinks(const ProblemSpec& spec, const std::vector<RowId>& rows, const s
   }
 }
 
-// t's output against the float64 reference with sinks joined, for `rows`.
-::testing::AssertionResult matches_reference(const ProblemSpec& spec, const AttentionTensors& t,
-                                             const std::vector<RowId>& rows, const std::vector<float>& sinks) {
-  RowResults ref = reference_attention(spec, t, rows, Precision::float64);
-  RowResults low = reference_attention(spec, t, rows, Precision::lowp);
-  join_sinks(spec, rows, sinks, ref);
-  join_sinks(spec, rows, sinks, low);
-  const RowResults out = gather_output(spec, t, rows);
-  const Comparison o = compare(out.o, ref.o, low.o, default_atol(spec.dtype), "o");
+// The float64 and same-precision references of `rows` with the sinks joined: computed once per
+// inputs, compared with every run over them.
+struct Expected {
+  std::vector<RowId> rows;
+  RowResults ref, low;
+};
+Expected expected_with_sinks(const ProblemSpec& spec, const AttentionTensors& t, std::vector<RowId> rows,
+                             const std::vector<float>& sinks) {
+  Expected e{std::move(rows), {}, {}};
+  e.ref = reference_attention(spec, t, e.rows, Precision::float64);
+  e.low = reference_attention(spec, t, e.rows, Precision::lowp);
+  join_sinks(spec, e.rows, sinks, e.ref);
+  join_sinks(spec, e.rows, sinks, e.low);
+  return e;
+}
+
+// t's output (after a run) against the references, under check.hpp's rule.
+::testing::AssertionResult matches(const ProblemSpec& spec, const AttentionTensors& t, const Expected& e) {
+  const RowResults out = gather_output(spec, t, e.rows);
+  const Comparison o = compare(out.o, e.ref.o, e.low.o, default_atol(spec.dtype), "o");
   if (!o.ok) return ::testing::AssertionFailure() << o.detail;
   if (spec.lse) {
-    const Comparison l = compare(out.lse, ref.lse, low.lse, kLseAtol, "lse");
+    const Comparison l = compare(out.lse, e.ref.lse, e.low.lse, kLseAtol, "lse");
     if (!l.ok) return ::testing::AssertionFailure() << l.detail;
   }
   return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult matches_reference(const ProblemSpec& spec, const AttentionTensors& t,
+                                             const std::vector<RowId>& rows, const std::vector<float>& sinks) {
+  return matches(spec, t, expected_with_sinks(spec, t, rows, sinks));
 }
 
 std::vector<RowId> rows_to_check(const ProblemSpec& spec, Rng& rng, int max_rows) {
@@ -647,6 +663,7 @@ class SinksDecode : public ::testing::Test {
     SCOPED_TRACE(spec.describe() + " seed " + std::to_string(rng.seed()));
     AttentionTensors t = make_tensors(spec, rng);
     const std::vector<float> sinks = random_sinks(spec.heads_q, rng, sink_lo, sink_hi);
+    const Expected expected = expected_with_sinks(spec, t, all_rows(spec), sinks);
     int ran = 0;
     for (const SplitRun run : kSplitRuns) {
       SCOPED_TRACE(run.describe());
@@ -654,7 +671,7 @@ class SinksDecode : public ::testing::Test {
       t.lse.poison();
       if (run_decode(spec, t, run, sinks) != DecodeOutcome::ran) continue;
       ++ran;
-      EXPECT_TRUE(matches_reference(spec, t, all_rows(spec), sinks));
+      EXPECT_TRUE(matches(spec, t, expected));
     }
     return ran;
   }
@@ -692,12 +709,13 @@ TEST_F(SinksDecode, ExtremeSinksAndRowsWithoutKeys) {
   AttentionTensors t = make_tensors(s, rng);
   std::vector<float> sinks(s.heads_q);
   for (int h = 0; h < s.heads_q; ++h) sinks[h] = h % 2 == 0 ? 30.0f : -30.0f;
+  const Expected expected = expected_with_sinks(s, t, all_rows(s), sinks);
   for (const SplitRun run : kSplitRuns) {
     SCOPED_TRACE(run.describe());
     t.o.poison();
     t.lse.poison();
     if (run_decode(s, t, run, sinks) != DecodeOutcome::ran) continue;
-    EXPECT_TRUE(matches_reference(s, t, all_rows(s), sinks));
+    EXPECT_TRUE(matches(s, t, expected));
     int bad = 0;  // sequence 1 has no key: O = 0, LSE = the sink, exactly
     for (int h = 0; h < s.heads_q; ++h) {
       if (t.lse.at({1, h, 0}) != static_cast<double>(sinks[h])) ++bad;
@@ -755,15 +773,16 @@ TEST_F(SinksDecode, SplitMatchesUnsplit) {
   AttentionTensors t = make_tensors(s, rng);
   // Sinks near the rows' own LSE (ln 4000 ~ 8), where a sink counted per split would be far off.
   const std::vector<float> sinks = random_sinks(s.heads_q, rng, 6.0, 10.0);
+  const Expected expected = expected_with_sinks(s, t, all_rows(s), sinks);
   ASSERT_EQ(run_decode(s, t, SplitRun{1}, sinks), DecodeOutcome::ran);
-  EXPECT_TRUE(matches_reference(s, t, all_rows(s), sinks));
+  EXPECT_TRUE(matches(s, t, expected));
   const RowResults one = gather_output(s, t, all_rows(s));
   for (const SplitRun run : {SplitRun{16}, SplitRun{16, Merge::cluster}, SplitRun{8, Merge::cluster}}) {
     SCOPED_TRACE(run.describe());
     t.o.poison();
     t.lse.poison();
     if (run_decode(s, t, run, sinks) != DecodeOutcome::ran) continue;
-    EXPECT_TRUE(matches_reference(s, t, all_rows(s), sinks));
+    EXPECT_TRUE(matches(s, t, expected));
     const RowResults many = gather_output(s, t, all_rows(s));
     double max_diff = 0.0;
     for (std::size_t i = 0; i < one.o.size(); ++i) max_diff = std::max(max_diff, std::fabs(one.o[i] - many.o[i]));
