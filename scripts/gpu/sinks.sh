@@ -25,21 +25,26 @@ mkdir -p "$OUT"
 logs=$(mktemp -d /tmp/sinks-logs.XXXXXX)
 jobs=$(nproc)
 start=$(date +%s)
-budget_s=${SINKS_BUDGET_S:-460}  # the existing tests get what is left of this
+budget_s=${SINKS_BUDGET_S:-450}  # every step's timeout is cut to what is left of this
 summary="$OUT/sinks-summary.txt"
 : >"$summary"
-say() { echo "$*" | tee -a "$summary"; }
-elapsed() { echo $(( $(date +%s) - start )); }
 pack_logs() { (cd "$logs" && tar czf "$OUT/sinks-logs.tgz" . 2>/dev/null); }
+say() { echo "$*" | tee -a "$summary"; pack_logs; }  # the logs so far travel even if the call is cut
+elapsed() { echo $(( $(date +%s) - start )); }
+# A step's timeout: its own cap, or the budget left if less; 1 once under 15 s are left (never
+# 0, which `timeout` takes as no limit).
+cap() { local left=$(( budget_s - $(elapsed) )); [ "$left" -lt 15 ] && left=1; [ "$left" -lt "$1" ] && echo "$left" || echo "$1"; }
 trap pack_logs EXIT
 commit=$(git rev-parse --short HEAD 2>/dev/null || cat .commit 2>/dev/null || echo unknown)
 export FLASHBUF_COMMIT=${FLASHBUF_COMMIT:-$commit}
 say "sinks.sh $* at $FLASHBUF_COMMIT on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
 
-# Sharded gtest run: $1 filter, $2 shards, $3 timeout (s), $4 log name; one summary line.
+# Sharded gtest run: $1 filter, $2 shards, $3 timeout cap (s), $4 log name; one summary line.
 gtests() {
-  local res
-  res=$(scripts/gpu_tests_sharded.sh build-sinks/tests/flashbuf_gpu_tests "$1" "$2" "$3" "$logs/$4.log")
+  local res t
+  t=$(cap "$3")
+  [ "$t" -gt 1 ] || { say "[$(elapsed)s] gtest $4: skipped, no time left"; return; }
+  res=$(bash scripts/gpu_tests_sharded.sh build-sinks/tests/flashbuf_gpu_tests "$1" "$2" "$t" "$logs/$4.log")
   say "[$(elapsed)s] gtest $4 ($1): ${res##*$'\n'}"
   [ "$res" = "${res##*$'\n'}" ] || say "${res%$'\n'*}"
 }
@@ -67,22 +72,22 @@ mode_all() {
 
   # ---- Python: the sinks tests (CPU and CUDA), and the CUDA decode / merge tests ----------------
   if [ -d /tmp/sinks-pkg/flashbuf ]; then
-    (cd /tmp && PYTHONPATH=/tmp/sinks-pkg FLASHBUF_TEST_TRACE=1 timeout 240 python3 -X faulthandler -m pytest -v -rs \
+    (cd /tmp && PYTHONPATH=/tmp/sinks-pkg FLASHBUF_TEST_TRACE=1 timeout "$(cap 240)" python3 -X faulthandler -m pytest -v -rs \
        -p no:cacheprovider --rootdir "$root" "$root/python/tests/test_sinks.py" >"$logs/pytest-sinks.log" 2>&1)
     say "[$(elapsed)s] pytest test_sinks.py (exit $?): $(grep -E '^=+ .*(passed|failed|error)' "$logs/pytest-sinks.log" | tail -1)"
     grep -E "^(FAILED|ERROR) " "$logs/pytest-sinks.log" | head -20 | tee -a "$summary"
-    (cd /tmp && PYTHONPATH=/tmp/sinks-pkg timeout 150 python3 -X faulthandler -m pytest -v -rs -p no:cacheprovider \
+    (cd /tmp && PYTHONPATH=/tmp/sinks-pkg timeout "$(cap 150)" python3 -X faulthandler -m pytest -v -rs -p no:cacheprovider \
        --rootdir "$root" "$root/python/tests/test_gpu.py" -k "decode or merge" >"$logs/pytest-gpu.log" 2>&1)
     say "[$(elapsed)s] pytest test_gpu.py -k 'decode or merge' (exit $?): $(grep -E '^=+ .*(passed|failed|error)' "$logs/pytest-gpu.log" | tail -1)"
     grep -E "^(FAILED|ERROR) " "$logs/pytest-gpu.log" | head -20 | tee -a "$summary"
 
     # ---- the cost of sinks: flashbuf without and with them, same process, same rounds ----------
-    (cd /tmp && PYTHONPATH=/tmp/sinks-pkg PYTHONUNBUFFERED=1 timeout 150 python3 "$root/bench/bench.py" --prefill \
+    (cd /tmp && PYTHONPATH=/tmp/sinks-pkg PYTHONUNBUFFERED=1 timeout "$(cap 150)" python3 "$root/bench/bench.py" --prefill \
        --sinks ab --anchors none --d 64,128,256 --s 1024,4096 --causal both --rounds 3 --target-ms 10 \
        --out "$OUT/h200-sinks-prefill-ab.json" --plot "$logs/sinks-prefill-ab.png" >"$logs/bench-prefill.log" 2>&1)
     say "[$(elapsed)s] bench prefill --sinks ab (exit $?)"
     sed -n '/== sinks A\/B/,$p' "$logs/bench-prefill.log" | tee -a "$summary"
-    (cd /tmp && PYTHONPATH=/tmp/sinks-pkg PYTHONUNBUFFERED=1 timeout 150 python3 "$root/bench/bench.py" --decode \
+    (cd /tmp && PYTHONPATH=/tmp/sinks-pkg PYTHONUNBUFFERED=1 timeout "$(cap 150)" python3 "$root/bench/bench.py" --decode \
        --sinks ab --anchors none --heads 32/8,64/8 --b 1,8,32 --kv 2048,32768 --pages 0,16 --rounds 3 --target-ms 10 \
        --out "$OUT/h200-sinks-decode-ab.json" --plot "$logs/sinks-decode-ab.png" >"$logs/bench-decode.log" 2>&1)
     say "[$(elapsed)s] bench decode --sinks ab (exit $?)"
@@ -92,15 +97,9 @@ mode_all() {
 
   # ---- the existing GPU tests of the changed epilogues, in the time left -----------------------
   if [ -x build-sinks/tests/flashbuf_gpu_tests ]; then
-    left=$(( budget_s - $(elapsed) ))
-    if [ "$left" -gt 30 ]; then
-      gtests 'DecodeGpu.*:DecodeSanitizer.*:MergeStatesGpu.*' 8 $(( left / 2 )) decode-existing
-      left=$(( budget_s - $(elapsed) ))
-      [ "$left" -gt 20 ] && gtests '*PrefillHeadDims*:*PrefillGpu.RowsWithoutKeys*:*PrefillGpu.PagedMatchesContiguous*:*PrefillGpu.Varlen*:*PrefillGpu.Gqa*:*PrefillGpu.ManyItems*:*PrefillGpu.ScoresGrowing*:PrefillKernels.*' \
-        8 "$left" prefill-existing
-    else
-      say "no time left for the existing prefill/decode tests (run them with scripts/gpu_tests_sharded.sh)"
-    fi
+    gtests 'DecodeGpu.*:DecodeSanitizer.*:MergeStatesGpu.*' 8 $(( (budget_s - $(elapsed)) / 2 )) decode-existing
+    gtests '*PrefillHeadDims*:*PrefillGpu.RowsWithoutKeys*:*PrefillGpu.PagedMatchesContiguous*:*PrefillGpu.Varlen*:*PrefillGpu.Gqa*:*PrefillGpu.ManyItems*:*PrefillGpu.ScoresGrowing*:PrefillKernels.*' \
+      8 "$budget_s" prefill-existing
   fi
   say "[$(elapsed)s] done"
 }
@@ -109,12 +108,12 @@ mode_ab() {
   local main=${1:?usage: scripts/gpu/sinks.sh ab MAIN_TREE}
   [ -d "$main" ] || { say "no tree at $main (prepare it with git archive, carry .ab)"; exit 2; }
   # The no-sink paths of this tree against main: prefill (sm90 as auto picks it) and decode.
-  OUT="$OUT" AB_ROUNDS=2 scripts/gpu_ab.sh "$main" "$root" -- --prefill --d 64,128,256 --s 1024,4096,16384 \
+  OUT="$OUT" AB_ROUNDS=2 bash scripts/gpu_ab.sh "$main" "$root" -- --prefill --d 64,128,256 --s 1024,4096,16384 \
     --causal both --target-ms 10 --anchors none >"$logs/ab-prefill.txt" 2>&1
   say "[$(elapsed)s] A/B prefill, sinks absent (exit $?):"
   sed -n '/ \/ /,$p' "$logs/ab-prefill.txt" | tee -a "$summary"
   mkdir -p "$OUT/decode"
-  OUT="$OUT/decode" AB_ROUNDS=2 AB_SKIP_BUILD=1 scripts/gpu_ab.sh "$main" "$root" -- --decode --heads 32/8,64/8 \
+  OUT="$OUT/decode" AB_ROUNDS=2 AB_SKIP_BUILD=1 bash scripts/gpu_ab.sh "$main" "$root" -- --decode --heads 32/8,64/8 \
     --b 1,8,32 --kv 2048,32768 --pages 0,16 --target-ms 10 --anchors none >"$logs/ab-decode.txt" 2>&1
   say "[$(elapsed)s] A/B decode, sinks absent (exit $?):"
   sed -n '/ \/ /,$p' "$logs/ab-decode.txt" | tee -a "$summary"
