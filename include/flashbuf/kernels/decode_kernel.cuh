@@ -161,14 +161,21 @@ __device__ __forceinline__ float merge_piece(Lse lse, Weight weight, Piece piece
   return sum == 0.0f ? kNegInf : mx + __log2f(sum);
 }
 
+// The sink of query head `head` (0 without sinks), loaded by the callers of store_output
+// before their merge's shared-memory reads, so its latency hides behind them.
+__device__ __forceinline__ float load_sink(const DecodeParams& p, int head) {
+  return p.sinks != nullptr ? p.sinks[head] : 0.0f;
+}
+
 // The final O (8 channels from column 8c) and LSE of one (token, head) row; lse2 is base 2.
-// The head's sink (if any) joins the row here: every row's final O and LSE pass through once.
+// The head's sink (if any; `sink` from load_sink) joins the row here: every row's final O and
+// LSE pass through once.
 template <class Elem>
 __device__ __forceinline__ void store_output(const DecodeParams& p, int b, int token, int head, int c,
-                                             float (&acc)[8], float lse2) {
+                                             float (&acc)[8], float lse2, float sink) {
   float lse = lse2 * kLn2;  // -inf stays -inf
   if (p.sinks != nullptr) {
-    const float factor = apply_sink(lse, p.sinks[head], lse);
+    const float factor = apply_sink(lse, sink, lse);
 #pragma unroll
     for (int e = 0; e < 8; ++e) acc[e] *= factor;
   }
@@ -589,14 +596,15 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
     const int c = idx % kOutChunks;
     const int gr = row0 + r;
     if (r >= kRows || gr >= rows_total) continue;
+    const int token = p.group_div.div(gr);
+    const int head = hkv * G + (gr - token * G);
+    const float sink = merge == SplitMerge::none ? load_sink(p, head) : 0.0f;
     float acc[8];
     const float lse2 = merge_piece<Tile::kWarpsN>(
         [&](int w) { return sml[(w * kRows + r) * 2]; }, [&](int w) { return sml[(w * kRows + r) * 2 + 1]; },
         [&](int w) { return reinterpret_cast<const float4*>(so + (w * kRows + r) * kOStride + c * 8); }, acc);
-    const int token = p.group_div.div(gr);
-    const int head = hkv * G + (gr - token * G);
     if (merge == SplitMerge::none) {
-      store_output<Elem>(p, b, token, head, c, acc, lse2);
+      store_output<Elem>(p, b, token, head, c, acc, lse2, sink);
     } else if (merge == SplitMerge::cluster) {
       // Over warp 0's O: only this thread reads or writes these 8 floats of row r.
       float4* const dst = reinterpret_cast<float4*>(so + r * kOStride + c * 8);
@@ -633,6 +641,11 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
       const int piece = idx / g;
       const int r = piece / kOutChunks;
       const int c = piece % kOutChunks;
+      const int gr = row0 + r;
+      const int token = p.group_div.div(gr);
+      const int head = hkv * G + (gr - token * G);
+      const bool stores = idx < items && part == 0;
+      const float sink = stores ? load_sink(p, head) : 0.0f;
       float l = kNegInfF;
       float4 lo = make_float4(0.0f, 0.0f, 0.0f, 0.0f), hi = lo;
       if (idx < items && part < n) {
@@ -654,13 +667,11 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
 #pragma unroll
         for (int e = 0; e < 8; ++e) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], o);
       }
-      if (idx < items && part == 0) {
+      if (stores) {
         const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
 #pragma unroll
         for (int e = 0; e < 8; ++e) acc[e] *= inv;
-        const int gr = row0 + r;
-        const int token = p.group_div.div(gr);
-        store_output<Elem>(p, b, token, hkv * G + (gr - token * G), c, acc, sum == 0.0f ? kNegInfF : mx + __log2f(sum));
+        store_output<Elem>(p, b, token, head, c, acc, sum == 0.0f ? kNegInfF : mx + __log2f(sum), sink);
       }
     }
     // Keep this block's shared memory alive until the peers have read it. Relaxed: the reads

@@ -259,6 +259,7 @@ struct OnlineSoftmax {
   // branch, once, and does what it did before sinks existed.
   template <class OBuf>
   __device__ void finalize(OBuf& out, const PrefillParams& p, const PrefillBlock& b, int row_in_block0) {
+    const float sink = p.sinks != nullptr ? p.sinks[b.head] : 0.0f;  // first: its latency under the shuffles
 #pragma unroll
     for (int mt = 0; mt < MTiles; ++mt)
 #pragma unroll
@@ -273,7 +274,6 @@ struct OnlineSoftmax {
         }
       }
     } else {
-      const float sink = p.sinks[b.head];
 #pragma unroll
       for (int mt = 0; mt < MTiles; ++mt) {
         float lse[2], sink_factor[2];
