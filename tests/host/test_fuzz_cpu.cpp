@@ -36,7 +36,7 @@ FuzzLimits cpu_limits() {
   l.max_batch = 3;
   l.max_seqlen_q = 40;
   l.max_seqlen_k = 90;
-  l.max_heads_kv = 3;
+  l.max_heads_kv = 2;
   l.max_decode_keys = 90;
   return l;
 }
