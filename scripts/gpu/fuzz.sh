@@ -22,6 +22,7 @@ JOBS=${JOBS:-16}
 SHARDS=${TEST_SHARDS:-8}
 TIMEOUT_S=${TEST_TIMEOUT_S:-400}
 BIN=./build-gpu/tests/flashbuf_gpu_tests
+SANITIZER=${SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
 summary="$OUT/summary.txt"
 note() { echo "$*" | tee -a "$summary"; }
 step() { echo; echo "=== $* ($(date +%T))"; }
@@ -67,7 +68,7 @@ if [[ " $phases " == *" suite "* ]]; then
   grep -E '^\[ +(OK|FAILED) +\] .* \([0-9]+ ms\)$' "$OUT/gpu_suite.log" \
     | sed -E 's/^\[ +(OK|FAILED) +\] (.*) \(([0-9]+) ms\)$/\3 ms  \1  \2/' | sort -rn | head -25 >"$OUT/slowest.txt"
   note "slowest GPU test: $(head -1 "$OUT/slowest.txt")"
-  grep -h '^\[ FUZZ' "$OUT/gpu_suite.log" | awk '{n += $(NF-2)} END {print "fuzz cases run on the GPU: " n}' | tee -a "$summary"
+  grep -h '^\[ FUZZ' "$OUT/gpu_suite.log" | awk '{n += $(NF-2)} END {print "fuzz cases run on the GPU: " n + 0}' | tee -a "$summary"
   grep -h '^\[ COVERAGE \]' "$OUT/gpu_suite.log" | tr ';' '\n' | sed -E 's/^\[ COVERAGE \] [a-z ]+://' \
     | awk 'NF { n = $NF; $NF = ""; sub(/ +$/, ""); sub(/^ +/, ""); c[$0] += n } END { for (k in c) print "  " k ": " c[k] }' \
     | sort | tee -a "$summary"
@@ -79,7 +80,7 @@ if [[ " $phases " == *" walk "* ]]; then
 
   step "host tests"
   start=$(date +%s)
-  ctest --test-dir build-gpu -L host -j"$JOBS" --output-on-failure >"$OUT/host_tests.log" 2>&1 || true
+  ctest --test-dir build-gpu -L host -j"$JOBS" --output-on-failure >"$OUT/host_tests.log" 2>&1 || failed=1
   note "host tests: $(( $(date +%s) - start )) s, $(grep -E 'tests passed' "$OUT/host_tests.log")"
   grep -E '^\s+[0-9]+ - .*\(Failed|Timeout\)' "$OUT/host_tests.log" | sed 's/^/  host failed: /' | tee -a "$summary"
 fi
@@ -90,7 +91,7 @@ if [[ " $phases " == *" sanitize "* ]]; then
   for run in "0:" "1:FLASHBUF_PREFILL_GRID=2"; do
     shard=${run%%:*} extra=${run#*:}
     start=$(date +%s)
-    env FLASHBUF_FUZZ_SMALL=1 ${extra:+"$extra"} timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 \
+    env FLASHBUF_FUZZ_SMALL=1 ${extra:+"$extra"} timeout 240 "$SANITIZER" --tool memcheck --error-exitcode 9 \
       "$BIN" --gtest_filter="Shards/FuzzGpu.AgainstFloat64Reference/$shard:NanRuleGpu.Decode" --gtest_brief=1 \
       >"$OUT/memcheck_fuzz_$shard.log" 2>&1
     rc=$?
