@@ -86,8 +86,15 @@ AttentionCheck check_attention(const ProblemSpec& spec, const AttentionTensors& 
                                const std::vector<RowId>* rows) {
   const std::vector<RowId> every = rows ? std::vector<RowId>{} : all_rows(spec);
   const std::vector<RowId>& ids = rows ? *rows : every;
-  const RowResults ref = reference_attention(spec, t, ids, Precision::float64);
-  const RowResults low = reference_attention(spec, t, ids, Precision::lowp);
+  return check_attention_against(spec, t, rows, reference_attention(spec, t, ids, Precision::float64),
+                                 reference_attention(spec, t, ids, Precision::lowp));
+}
+
+AttentionCheck check_attention_against(const ProblemSpec& spec, const AttentionTensors& t,
+                                       const std::vector<RowId>* rows, const RowResults& ref,
+                                       const RowResults& low) {
+  const std::vector<RowId> every = rows ? std::vector<RowId>{} : all_rows(spec);
+  const std::vector<RowId>& ids = rows ? *rows : every;
   const RowResults out = gather_output(spec, t, ids);
   AttentionCheck c;
   c.o = compare(out.o, ref.o, low.o, default_atol(spec.dtype), "o");

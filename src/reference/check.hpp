@@ -46,4 +46,11 @@ struct AttentionCheck {
 AttentionCheck check_attention(const ProblemSpec& spec, const AttentionTensors& t,
                                const std::vector<RowId>* rows = nullptr);
 
+// The same check against references computed elsewhere (the GPU tests compute them on the
+// device, gpu_reference.hpp): `ref` and `low` are the float64 and lowp results of `rows`
+// (default: all rows) in RowResults' layout.
+AttentionCheck check_attention_against(const ProblemSpec& spec, const AttentionTensors& t,
+                                       const std::vector<RowId>* rows, const RowResults& ref,
+                                       const RowResults& low);
+
 }  // namespace flashbuf::reference

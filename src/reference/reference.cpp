@@ -123,6 +123,22 @@ void reference_row(const ProblemSpec& s, const AttentionTensors& t, int b, int i
   lse = static_cast<double>(m + std::log(sum));
 }
 
+bool row_reads_nan(const ProblemSpec& s, const AttentionTensors& t, int b, int i, int h) {
+  const int hk = h / (s.heads_q / s.heads_kv);
+  const std::int64_t qo = q_offset(s, t.q, b, i, h);
+  for (int d = 0; d < s.head_dim; ++d)
+    if (std::isnan(t.q.get(qo + d))) return true;
+  for (int j = 0; j < s.k_len(b); ++j) {
+    if (!sees(s, b, i, j)) continue;
+    const std::int64_t ko = kv_offset(s, t, t.k, b, j, hk), vo = kv_offset(s, t, t.v, b, j, hk);
+    for (int d = 0; d < s.head_dim; ++d)
+      if (std::isnan(t.k.get(ko + d))) return true;
+    for (int d = 0; d < s.head_dim_v; ++d)
+      if (std::isnan(t.v.get(vo + d))) return true;
+  }
+  return false;
+}
+
 std::vector<RowId> all_rows(const ProblemSpec& spec) {
   std::vector<RowId> rows;
   for (int b = 0; b < spec.batch; ++b) {

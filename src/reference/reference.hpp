@@ -26,6 +26,10 @@ enum class Precision { float64, lowp };
 void reference_row(const ProblemSpec& spec, const AttentionTensors& t, int b, int i, int h,
                    Precision precision, double* o, double& lse);
 
+// Whether row (b, i, h) reads a NaN: in its query, or in a key or value row it sees. The
+// NaN rule (flashbuf.hpp): such a row's O and LSE are NaN; every other row is unaffected.
+bool row_reads_nan(const ProblemSpec& spec, const AttentionTensors& t, int b, int i, int h);
+
 // Results in the "row-major logical" layout used by every comparison:
 //   o[(row * heads_q + h) * head_dim_v + d], lse[row * heads_q + h],
 // where row is a query row of q (spec.q_row(b, i)); rows not computed are left at 0.

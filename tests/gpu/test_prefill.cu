@@ -19,66 +19,12 @@
 #include "cuda/prefill_grid_knob.hpp"
 #include "gpu_test_util.cuh"
 #include "reference/check.hpp"
+#include "reference/device_mirror.hpp"
+#include "reference/gpu_reference.hpp"
 #include "reference/spec.hpp"
 
 namespace flashbuf::reference {
 namespace {
-
-// A device copy of a HostTensor's storage with guard bytes on both sides.
-class DeviceMirror {
- public:
-  static constexpr std::size_t kGuard = 256;
-  static constexpr unsigned char kGuardByte = 0x5A;
-
-  explicit DeviceMirror(const HostTensor& t) : bytes_(t.empty() ? 0 : t.storage_bytes()) {
-    if (bytes_ == 0) return;
-    cudaMalloc(&raw_, bytes_ + 2 * kGuard);
-    cudaMemset(raw_, kGuardByte, bytes_ + 2 * kGuard);
-    cudaMemcpy(data(), t.data(), bytes_, cudaMemcpyHostToDevice);
-  }
-  ~DeviceMirror() { cudaFree(raw_); }
-  DeviceMirror(const DeviceMirror&) = delete;
-  DeviceMirror& operator=(const DeviceMirror&) = delete;
-
-  void* data() const { return raw_ ? static_cast<char*>(raw_) + kGuard : nullptr; }
-  void download(HostTensor& t) const {
-    if (bytes_) cudaMemcpy(t.data(), data(), bytes_, cudaMemcpyDeviceToHost);
-  }
-  bool guards_intact() const {
-    if (!bytes_) return true;
-    std::vector<unsigned char> g(kGuard);
-    for (std::size_t off : {std::size_t(0), kGuard + bytes_}) {
-      cudaMemcpy(g.data(), static_cast<char*>(raw_) + off, kGuard, cudaMemcpyDeviceToHost);
-      for (unsigned char c : g)
-        if (c != kGuardByte) return false;
-    }
-    return true;
-  }
-
- private:
-  std::size_t bytes_;
-  void* raw_ = nullptr;
-};
-
-struct DeviceProblem {
-  DeviceMirror q, k, v, o, lse, cu_q, cu_k, seqlens_k, page_table;
-  explicit DeviceProblem(const AttentionTensors& t)
-      : q(t.q), k(t.k), v(t.v), o(t.o), lse(t.lse), cu_q(t.cu_seqlens_q), cu_k(t.cu_seqlens_k),
-        seqlens_k(t.seqlens_k), page_table(t.page_table) {}
-  TensorPointers pointers() const {
-    return {q.data(), k.data(), v.data(), o.data(), lse.data(), cu_q.data(), cu_k.data(),
-            seqlens_k.data(), page_table.data()};
-  }
-  std::string guard_violations() const {
-    std::string bad;
-    const std::pair<const char*, const DeviceMirror*> all[] = {
-        {"q", &q}, {"k", &k}, {"v", &v}, {"o", &o}, {"lse", &lse}, {"cu_seqlens_q", &cu_q},
-        {"cu_seqlens_k", &cu_k}, {"seqlens_k", &seqlens_k}, {"page_table", &page_table}};
-    for (const auto& [name, m] : all)
-      if (!m->guards_intact()) bad += std::string(" ") + name;
-    return bad;
-  }
-};
 
 // Runs the spec on the GPU and leaves o / lse in `t` (host). Returns guard violations.
 std::string run_on_gpu(const ProblemSpec& spec, AttentionTensors& t, Backend backend) {
@@ -89,12 +35,12 @@ std::string run_on_gpu(const ProblemSpec& spec, AttentionTensors& t, Backend bac
   const Backend ran = attention(args);
   EXPECT_EQ(ran, backend) << "expected the requested kernel to run";
   EXPECT_EQ(cudaSuccess, cudaDeviceSynchronize());
-  d.o.download(t.o);
-  if (!t.lse.empty()) d.lse.download(t.lse);
+  d.download_outputs(t);
   return d.guard_violations();
 }
 
-// Fresh inputs, GPU run, check against the float64 reference (a row sample for big problems).
+// Fresh inputs, GPU run, check against the float64 reference computed on the device (a row
+// sample for big problems).
 // `edit` may change the inputs after they are made (e.g. poison what no kernel may read).
 void check_spec(const ProblemSpec& spec, Backend backend, int max_rows_checked = 1500,
                 const std::function<void(AttentionTensors&)>& edit = {}) {
@@ -111,7 +57,7 @@ void check_spec(const ProblemSpec& spec, Backend backend, int max_rows_checked =
   std::vector<RowId> rows = all_rows(spec);
   if (static_cast<int>(rows.size()) > max_rows_checked) rows = sample_rows(spec, rng, max_rows_checked);
   ASSERT_TRUE(t.o.fully_written() || spec.total_q() == 0) << "some output element was never written";
-  const AttentionCheck c = check_attention(spec, t, &rows);
+  const AttentionCheck c = gpu_check_attention(spec, t, &rows);
   EXPECT_TRUE(c.ok) << c.summary();
 }
 
@@ -467,8 +413,7 @@ TEST_P(PrefillGpu, ThreeConsumersOverLongItems) {
       s.softcap = sq == 2000 ? 30.0f : 0.0f;
       check_spec(s, backend(), 600);
     }
-    // Hopper: causal items walked paired (the float64 reference takes ~10 s a problem on one
-    // core, so fewer rows and no mma.sync twin).
+    // Hopper: causal items walked paired (rows sampled; no mma.sync twin).
     if (backend() != Backend::sm90) continue;
     // Causal S 8300: 44 items a head (even), exactly 4 waves on 132 SMs (more SMs: two consumers).
     ProblemSpec c = base_spec(dtype, 64, 64, 8300, 8300);
