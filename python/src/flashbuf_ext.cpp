@@ -320,5 +320,6 @@ NB_MODULE(_C, m) {
       },
       nb::arg("device_index") = 0);
   m.def("build_info", &flashbuf::build_info);
+  m.attr("__version__") = FLASHBUF_VERSION_STRING;  // include/flashbuf/version.hpp
   m.attr("PLAN_WORKSPACE_BYTES_INDEX") = std::tuple_size_v<PlanTuple> - 1;
 }
