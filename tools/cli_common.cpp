@@ -75,8 +75,15 @@ Device resolve_device(const std::string& choice) {
   if (choice == "cpu") return Device::cpu;
   if (choice == "gpu") {
     if (!cuda_available()) {
-      throw UsageError("--backend gpu: no usable CUDA GPU here (" +
-                       std::string(build_info().find("CUDA: not built") != std::string::npos ? "this build has no CUDA" : "no device found") + ")");
+      // The library's own account of why: no CUDA in this build (and why), or no driver or device.
+      std::string why;
+      try {
+        cuda_device_info(0);
+        why = "no usable CUDA GPU";
+      } catch (const std::exception& e) {
+        why = e.what();
+      }
+      throw UsageError("--backend gpu: " + why);
     }
     return Device::gpu;
   }
