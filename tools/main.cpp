@@ -13,6 +13,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli.hpp"
+#include "tuning_env.hpp"
 
 namespace {
 
@@ -56,6 +57,14 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) command_line += std::string(" ") + argv[i];
   // The subcommand named on the command line, for "see flashbuf <command> --help".
   const std::string named = argc > 1 ? argv[1] : "";
+
+  // Tuning overrides for A/B and tuning runs come from the environment (tools/tuning_env.hpp).
+  try {
+    tools::apply_tuning_environment();
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "flashbuf: %s\n", e.what());
+    return 2;
+  }
 
   CLI::App app{"flashbuf: exact flash attention (prefill, paged decode, merge of partial states).", "flashbuf"};
   app.footer(kFooter);
