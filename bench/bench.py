@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """flashbuf against PyTorch SDPA's FlashAttention-2 and cuDNN backends, in one process, on
-identical tensors: the prefill and decode grids of shared/BENCH.md.
+identical tensors: the prefill and decode grids of docs/BENCH.md.
 
     python3 bench/bench.py                      # both grids, the full BENCH.md grid
     python3 bench/bench.py --prefill --d 128 --s 4096,16384 --causal yes
@@ -46,7 +46,7 @@ except Exception as e:  # the anchors still run; every flashbuf cell is null
     flashbuf = None
     FLASHBUF_IMPORT_ERROR = repr(e)
 
-# ---- constants from shared/BENCH.md ---------------------------------------------------------------
+# ---- constants from docs/BENCH.md -----------------------------------------------------------------
 GEMM_BF16_TFLOPS = 766.0   # H200, torch.matmul 8192^3
 READ_TBS = 4.58            # H200, device-memory read (row sum over 4 GiB, graph replay)
 PREFILL_TOKENS = 16384     # tokens per batch: B = 16384 / S

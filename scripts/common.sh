@@ -9,6 +9,8 @@ command -v cmake >/dev/null || need_apt+=(cmake)
 command -v ninja >/dev/null || need_apt+=(ninja-build)
 [ -f /usr/include/gtest/gtest.h ] || need_apt+=(libgtest-dev)
 command -v ccache >/dev/null || need_apt+=(ccache)
+[ -f /usr/include/CLI/CLI.hpp ] || need_apt+=(libcli11-dev)
+[ -f /usr/include/nlohmann/json.hpp ] || need_apt+=(nlohmann-json3-dev)
 if [ ${#need_apt[@]} -gt 0 ] && command -v apt-get >/dev/null; then
   SUDO=$([ "$(id -u)" = 0 ] && echo "" || echo sudo)
   $SUDO apt-get update -qq >/dev/null && $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null || \

@@ -1,11 +1,11 @@
-// The `flashbuf` command line: what its subcommands (run, verify, bench) share — option
-// parsing with usage errors (exit status 2), the progress line, where a problem runs (CPU,
-// or GPU with device copies of the host tensors), timing, and the machine's ceilings.
+// The `flashbuf` command line: what its subcommands (run, verify, bench) share — their options
+// (parsed by CLI11 in main.cpp; usage errors exit with status 2), the progress lines, where a
+// problem runs (CPU, or GPU with device copies of the host tensors), timing, and the machine's
+// ceilings.
 #pragma once
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -15,33 +15,23 @@
 #include "reference/check.hpp"
 #include "reference/spec.hpp"
 
+namespace CLI {
+class App;
+}
+
 namespace flashbuf::cli {
 
-// Bad command-line arguments: main prints the one-line reason and exits with status 2.
+// Command-line arguments that parse but make no sense together or here (--backend gpu on a
+// machine without one): main prints the one-line reason and exits with status 2, as it does
+// for parse errors.
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// "--name value" and "--flag" options after the subcommand. Every option must be consumed by
-// the subcommand (get/flag); anything left over is a usage error naming it.
-class Options {
- public:
-  Options(std::string command, const std::vector<std::string>& args,
-          const std::vector<std::string>& flags_without_value);
-  bool flag(const std::string& name);
-  std::string get(const std::string& name, const std::string& fallback);
-  long long get_int(const std::string& name, long long fallback, long long lo, long long hi);
-  void finish() const;  // throws UsageError for unknown options
-  const std::string& command() const { return command_; }
-
- private:
-  std::string command_;
-  std::map<std::string, std::string> values_;
-  std::map<std::string, bool> used_;
-};
-
-// A one-line counter on stderr, redrawn in place ("\r"), shown only when stderr is a terminal.
-// done() clears the line (before printing results); a later step() draws it again.
+// Progress of a long command on stderr. On a terminal one line is redrawn in place ("\r");
+// on any other output (a pipe, a log file, CI) each step is a line of its own, at most one a
+// second apart unless a step takes longer, so logs show progress without flooding.
+// done() clears a redrawn line (before printing results); a later step() draws it again.
 class Progress {
  public:
   Progress(std::string what, std::int64_t total);
@@ -54,6 +44,7 @@ class Progress {
   std::int64_t total_, count_ = 0;
   bool tty_;
   bool drawn_ = false;
+  double last_line_s_ = -1e9;  // steady-clock seconds of the last line (not on a terminal)
 };
 
 // Where the problems run.
@@ -92,13 +83,17 @@ std::string gpu_name();
 void fast_fill(reference::HostTensor& t, std::uint64_t seed);
 void fast_fill_inputs(reference::AttentionTensors& t, std::uint64_t seed);
 
-// The machine's ceilings, for "share of the ceiling" figures.
+// The machine's ceilings, for "share of the ceiling" figures, measured on the machine the
+// command runs on (GPU: cli_gpu.cpp; CPU: cli_common.cpp).
 struct Ceilings {
-  double flops;           // FLOP/s
+  double flops;           // FLOP/s (GPU: dense bf16 matrix rate; CPU: fp32 multiply-add rate)
   double bytes_per_s;     // read bandwidth
   std::string how;        // one line saying where the numbers come from
+  double peak_flops = 0;       // GPU: what the device's properties promise (0 when unknown)
+  double peak_bytes_per_s = 0;
 };
 Ceilings machine_ceilings(Device device);
+Ceilings gpu_ceilings();  // the current CUDA device; cli_gpu.cpp
 
 // FLOPs of an attention forward: 4·Sq·Sk·(D+Dv)/2 per head, halved again for causal Sq = Sk.
 double attention_flops(const reference::ProblemSpec& spec);
@@ -116,8 +111,33 @@ struct Measurement {
 Measurement measure(Device device, const reference::ProblemSpec& spec, reference::AttentionTensors& tensors,
                     bool as_decode, int warmup, int reps, reference::Rng& rng, int sample);
 
-int cmd_run(const std::vector<std::string>& args);
-int cmd_verify(const std::vector<std::string>& args);
-int cmd_bench(const std::vector<std::string>& args, const std::string& command_line);
+// The subcommands. Each add_*_command registers its options on `app` (CLI11, tools/main.cpp
+// parses) and returns the subcommand; cmd_* runs it once the arguments are parsed.
+struct RunOptions {
+  std::string backend = "auto";
+  std::int64_t seed = 0;
+};
+struct VerifyOptions {
+  std::string backend = "auto";
+  int count = 4;
+  std::int64_t seed = 0;
+};
+struct BenchOptions {
+  std::string backend = "auto";
+  std::string out;           // JSON file ("-": stdout, the table then goes to stderr)
+  bool quick = false, full = false;
+  std::string kind = "all";  // prefill, decode, all
+  std::int64_t seed = 0;
+};
+CLI::App* add_run_command(CLI::App& app, RunOptions& options);
+CLI::App* add_verify_command(CLI::App& app, VerifyOptions& options);
+CLI::App* add_bench_command(CLI::App& app, BenchOptions& options);
+int cmd_run(const RunOptions& options);
+int cmd_verify(const VerifyOptions& options);
+int cmd_bench(const BenchOptions& options, const std::string& command_line);
+
+// The options every subcommand shares, registered the same way everywhere.
+void add_backend_option(CLI::App& command, std::string& backend);
+void add_seed_option(CLI::App& command, std::int64_t& seed, const char* what);
 
 }  // namespace flashbuf::cli

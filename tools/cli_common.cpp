@@ -1,4 +1,4 @@
-// The `flashbuf` command line: options, progress, devices, timing on the CPU, ceilings
+// The `flashbuf` command line: shared options, progress, devices, inputs, the CPU's ceilings
 // (see cli.hpp). The CUDA-specific parts live in cli_gpu.cpp.
 #include <unistd.h>
 
@@ -7,7 +7,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <thread>
+
+#include <CLI/CLI.hpp>
 
 #include "cli.hpp"
 #include "flashbuf/core/numeric.hpp"
@@ -15,70 +18,26 @@
 
 namespace flashbuf::cli {
 
-// ---- options -------------------------------------------------------------------------------
+// ---- options shared by the subcommands ----------------------------------------------------
 
-Options::Options(std::string command, const std::vector<std::string>& args,
-                 const std::vector<std::string>& flags_without_value)
-    : command_(std::move(command)) {
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a.rfind("--", 0) != 0 || a.size() == 2) {
-      throw UsageError("unexpected argument '" + a + "' for '" + command_ + "' (see flashbuf " + command_ + " --help)");
-    }
-    std::string name = a.substr(2), value;
-    const auto eq = name.find('=');
-    if (eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-    } else if (std::find(flags_without_value.begin(), flags_without_value.end(), name) != flags_without_value.end()) {
-      value = "1";
-    } else {
-      if (i + 1 >= args.size()) throw UsageError("option --" + name + " needs a value");
-      value = args[++i];
-    }
-    values_[name] = value;
-    used_[name] = false;
-  }
+void add_backend_option(CLI::App& command, std::string& backend) {
+  command.add_option("--backend", backend, "where the problems run: the GPU when one is usable (auto), or cpu, gpu")
+      ->check(CLI::IsMember({"auto", "cpu", "gpu"}))
+      ->capture_default_str();
 }
 
-bool Options::flag(const std::string& name) {
-  auto it = values_.find(name);
-  if (it == values_.end()) return false;
-  used_[name] = true;
-  return it->second != "0";
-}
-
-std::string Options::get(const std::string& name, const std::string& fallback) {
-  auto it = values_.find(name);
-  if (it == values_.end()) return fallback;
-  used_[name] = true;
-  return it->second;
-}
-
-long long Options::get_int(const std::string& name, long long fallback, long long lo, long long hi) {
-  const std::string text = get(name, "");
-  if (text.empty()) return fallback;
-  std::size_t end = 0;
-  long long value = 0;
-  try {
-    value = std::stoll(text, &end, 0);
-  } catch (const std::exception&) {
-    end = 0;
-  }
-  if (end != text.size()) throw UsageError("--" + name + " expects an integer, got '" + text + "'");
-  if (value < lo || value > hi) {
-    throw UsageError("--" + name + " must be in " + std::to_string(lo) + ".." + std::to_string(hi) + ", got " + text);
-  }
-  return value;
-}
-
-void Options::finish() const {
-  for (const auto& [name, used] : used_) {
-    if (!used) throw UsageError("unknown option --" + name + " for '" + command_ + "' (see flashbuf " + command_ + " --help)");
-  }
+void add_seed_option(CLI::App& command, std::int64_t& seed, const char* what) {
+  command.add_option("--seed", seed, std::string("master seed of the random inputs; 0 picks a fresh one, printed so that ") + what)
+      ->check(CLI::Range(std::int64_t{0}, std::numeric_limits<std::int64_t>::max()));
 }
 
 // ---- progress ------------------------------------------------------------------------------
+
+namespace {
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
 
 Progress::Progress(std::string what, std::int64_t total)
     : what_(std::move(what)), total_(total), tty_(isatty(STDERR_FILENO) != 0) {}
@@ -87,11 +46,18 @@ Progress::~Progress() { done(); }
 
 void Progress::step(const std::string& detail) {
   ++count_;
-  if (!tty_) return;
-  std::string line = "\r[" + what_ + "] " + std::to_string(count_) + "/" + std::to_string(total_);
-  if (!detail.empty()) line += "  " + detail;
+  std::string line = "[" + what_ + " " + std::to_string(count_) + "/" + std::to_string(total_) + "]";
+  if (!detail.empty()) line += " " + detail;
+  if (!tty_) {
+    const double now = steady_seconds();
+    if (now - last_line_s_ < 1.0 && count_ != total_) return;
+    last_line_s_ = now;
+    std::fprintf(stderr, "%s\n", line.c_str());
+    std::fflush(stderr);
+    return;
+  }
   if (line.size() > 100) line.resize(100);
-  std::fprintf(stderr, "%s\033[K", line.c_str());  // \033[K clears the rest of the old line
+  std::fprintf(stderr, "\r%s\033[K", line.c_str());  // \033[K clears the rest of the old line
   std::fflush(stderr);
   drawn_ = true;
 }
@@ -109,13 +75,20 @@ Device resolve_device(const std::string& choice) {
   if (choice == "cpu") return Device::cpu;
   if (choice == "gpu") {
     if (!cuda_available()) {
-      throw UsageError("--backend gpu: no usable CUDA GPU here (" +
-                       std::string(build_info().find("CUDA: not built") != std::string::npos ? "this build has no CUDA" : "no device found") + ")");
+      // The library's own account of why: no CUDA in this build (and why), or no driver or device.
+      std::string why;
+      try {
+        cuda_device_info(0);
+        why = "no usable CUDA GPU";
+      } catch (const std::exception& e) {
+        why = e.what();
+      }
+      throw UsageError("--backend gpu: " + why);
     }
     return Device::gpu;
   }
   if (choice == "auto") return cuda_available() ? Device::gpu : Device::cpu;
-  throw UsageError("expected cpu, gpu or auto, got '" + choice + "'");
+  throw UsageError("--backend: expected auto, cpu or gpu, got '" + choice + "'");
 }
 
 const char* device_label(Device device) { return device == Device::gpu ? "gpu" : "cpu"; }
@@ -230,10 +203,7 @@ double measure_cpu_read_bandwidth(int workers) {
 }  // namespace
 
 Ceilings machine_ceilings(Device device) {
-  if (device == Device::gpu) {
-    // BENCH.md, measured on an H200: torch.matmul 8192^3 bf16 and a row sum over 4 GiB.
-    return {766e12, 4.58e12, "H200 ceilings from BENCH.md: 766 TFLOP/s dense bf16, 4.58 TB/s read"};
-  }
+  if (device == Device::gpu) return gpu_ceilings();
   const int workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   // Best of two after a warm-up pass: the first pass often runs before the clock ramps up.
   measure_cpu_flops(workers);
@@ -245,7 +215,7 @@ Ceilings machine_ceilings(Device device) {
                 "CPU ceilings measured now: %d threads x fp32 multiply-add loop of this build's vector code "
                 "(%.1f GFLOP/s on one, %.1f on all), %.1f GB/s read",
                 workers, per_core / 1e9, flops / 1e9, bw / 1e9);
-  return {flops, bw, how};
+  return {flops, bw, how, 0, 0};
 }
 
 double attention_flops(const reference::ProblemSpec& s) {

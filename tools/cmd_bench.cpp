@@ -1,9 +1,12 @@
-// `flashbuf bench`: the grid of BENCH.md, flashbuf's own times, JSON in BENCH.md's schema with
-// the anchor fields (fa2, cudnn) null — bench/ (the Python harness) fills them in the same
-// process on the GPU machine. Each row's output is also checked on a sample of rows against
-// the float64 reference (max_abs_err). On the CPU the full grid would take hours, so the
-// default there is a quick subset at 1/8 of the tokens (the rows say their real sizes).
+// `flashbuf bench`: the grid of docs/BENCH.md, flashbuf's own times: a table as rows finish,
+// and JSON in BENCH.md's schema with the anchor fields (fa2, cudnn) null — bench/ (the Python
+// harness) fills them in the same process on the GPU machine. Each row's output is also
+// checked on a sample of rows against the float64 reference (max_abs_err). On the CPU the full
+// grid would take hours, so the default there is a quick subset at 1/8 of the tokens (the rows
+// say their real sizes).
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -13,23 +16,25 @@
 #include <sstream>
 #include <thread>
 
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
 #include "cli.hpp"
 
 namespace flashbuf::cli {
 namespace {
 
-constexpr const char* kHelp =
-    "usage: flashbuf bench [--out FILE] [--backend auto|cpu|gpu] [--quick | --full]\n"
-    "                      [--kind prefill|decode|all] [--seed S]\n"
-    "\n"
-    "Times the benchmark grid of BENCH.md and writes JSON in its schema (to FILE, or stdout):\n"
+constexpr const char* kFooter =
+    "Times the benchmark grid of docs/BENCH.md; prints a table as rows finish and, with --out,\n"
+    "writes JSON in its schema:\n"
     "  prefill: bf16, 16k tokens per batch (B = 16384/S), hidden 2048 (H = 2048/D),\n"
     "           S in 512..16k, D in 64/128/256, causal and not\n"
     "  decode:  bf16, D 128, one query, Hq/Hkv in 32/8, 64/8, 32/32, B in 1..128,\n"
     "           KV 512..128k (B*KV*Hkv <= 16M), contiguous and paged (16, 64; shuffled pages)\n"
-    "Anchor fields (fa2, cudnn) are null: bench/ fills them. GPU times: median of CUDA-event\n"
-    "timed runs. --quick (the CPU default) runs a subset with 2k tokens per prefill batch and\n"
-    "short caches; --full forces the whole grid.\n";
+    "Shares of the ceiling are of this machine's ceilings, measured at start-up (the JSON's\n"
+    "meta.ceilings and meta.ceilings_source). Anchor fields (fa2, cudnn) are null: bench/bench.py\n"
+    "fills them. GPU times: median of CUDA-event timed runs. --quick (the CPU default) runs a\n"
+    "subset with 2k tokens per prefill batch and short caches; --full forces the whole grid.";
 
 struct Row {
   reference::ProblemSpec spec;
@@ -95,20 +100,12 @@ std::vector<Row> grid(bool quick, const std::string& kind) {
   return rows;
 }
 
-std::string json_number(double x) {
-  if (!std::isfinite(x)) return "null";
+// Six significant digits, as measurements deserve; NaN and infinities become null.
+nlohmann::ordered_json rounded(double x) {
+  if (!std::isfinite(x)) return nullptr;
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.6g", x);
-  return buf;
-}
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) >= 0x20) out += c;
-  }
-  return out + "\"";
+  return std::strtod(buf, nullptr);
 }
 
 std::string git_commit() {
@@ -132,87 +129,134 @@ std::string today() {
 
 }  // namespace
 
-int cmd_bench(const std::vector<std::string>& args, const std::string& command_line) {
-  Options options("bench", args, {"help", "quick", "full"});
-  if (options.flag("help")) {
-    std::fputs(kHelp, stdout);
-    return 0;
-  }
-  const Device device = resolve_device(options.get("backend", "auto"));
-  const bool quick_flag = options.flag("quick"), full_flag = options.flag("full");
-  if (quick_flag && full_flag) throw UsageError("--quick and --full exclude each other");
-  const bool quick = quick_flag || (!full_flag && device == Device::cpu);
-  const std::string kind = options.get("kind", "all");
-  if (kind != "all" && kind != "prefill" && kind != "decode") {
-    throw UsageError("--kind expects prefill, decode or all, got '" + kind + "'");
-  }
-  const std::string out_path = options.get("out", "");
-  const std::uint64_t seed_arg = static_cast<std::uint64_t>(options.get_int("seed", 0, 0, INT64_MAX));
-  options.finish();
+CLI::App* add_bench_command(CLI::App& app, BenchOptions& o) {
+  CLI::App* bench = app.add_subcommand("bench", "the benchmark grid of docs/BENCH.md: a table, and JSON results");
+  bench->footer(kFooter);
+  bench->add_option("--out", o.out, "write the JSON results to FILE ('-': stdout, the table then goes to stderr)")
+      ->type_name("FILE");
+  add_backend_option(*bench, o.backend);
+  CLI::Option* quick = bench->add_flag("--quick", o.quick, "the quick subset (the default on the CPU)");
+  CLI::Option* full = bench->add_flag("--full", o.full, "the whole grid (the default on the GPU)");
+  quick->excludes(full);
+  bench->add_option("--kind", o.kind, "which part of the grid")
+      ->check(CLI::IsMember({"prefill", "decode", "all"}))
+      ->capture_default_str();
+  add_seed_option(*bench, o.seed, "inputs can be replayed");
+  return bench;
+}
+
+int cmd_bench(const BenchOptions& options, const std::string& command_line) {
+  const Device device = resolve_device(options.backend);
+  const bool quick = options.quick || (!options.full && device == Device::cpu);
   std::unique_ptr<std::ofstream> file;
-  if (!out_path.empty()) {
-    file = std::make_unique<std::ofstream>(out_path);
-    if (!*file) throw UsageError("--out: cannot write '" + out_path + "'");
+  if (!options.out.empty() && options.out != "-") {
+    file = std::make_unique<std::ofstream>(options.out);
+    if (!*file) throw UsageError("--out: cannot write '" + options.out + "'");
   }
+  // The table goes where the JSON does not.
+  FILE* table = options.out == "-" ? stderr : stdout;
+  const auto seed_arg = static_cast<std::uint64_t>(options.seed);
   reference::Rng rng(seed_arg ? seed_arg : reference::Rng::fresh_seed());
 
-  const Ceilings ceilings = machine_ceilings(device);
-  const std::vector<Row> rows = grid(quick, kind);
-  std::fprintf(stderr, "flashbuf bench on the %s: %zu rows%s\n", device_label(device), rows.size(),
-               quick ? " (quick subset)" : "");
-  std::ostringstream json;
+  const std::vector<Row> rows = grid(quick, options.kind);
   const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
   const std::string machine = device == Device::gpu ? gpu_name() : "CPU (" + std::to_string(threads) + " threads)";
-  const std::string commit = git_commit();
-  json << "{\n  \"meta\": {\"gpu\": " << json_string(machine) << ", \"commit\": "
-       << (commit.empty() ? "null" : json_string(commit)) << ", \"command\": " << json_string(command_line)
-       << ", \"torch\": null, \"cudnn\": null, \"date\": " << json_string(today())
-       << ", \"ceilings\": {\"gemm_bf16_tflops\": " << json_number(ceilings.flops / 1e12)
-       << ", \"read_tbs\": " << json_number(ceilings.bytes_per_s / 1e12) << "}, \"ceilings_source\": "
-       << json_string(ceilings.how) << ", \"quick\": " << (quick ? "true" : "false") << "},\n  \"rows\": [\n";
+  std::fprintf(stderr, "flashbuf bench on the %s (%s): %zu rows%s, seed %llu; measuring the ceilings\n",
+               device_label(device), machine.c_str(), rows.size(), quick ? " (quick subset)" : "",
+               static_cast<unsigned long long>(rng.seed()));
+  const Ceilings ceilings = machine_ceilings(device);
+  std::fprintf(table, "%s\n", ceilings.how.c_str());
 
+  const std::string commit = git_commit();
+  nlohmann::ordered_json meta = {
+      {"gpu", machine},
+      {"commit", commit.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(commit)},
+      {"command", command_line},
+      {"torch", nullptr},
+      {"cudnn", nullptr},
+      {"date", today()},
+      {"ceilings", {{"gemm_bf16_tflops", rounded(ceilings.flops / 1e12)}, {"read_tbs", rounded(ceilings.bytes_per_s / 1e12)}}},
+      {"ceilings_source", ceilings.how},
+      {"quick", quick},
+      {"seed", rng.seed()},
+  };
+  if (ceilings.peak_flops > 0 || ceilings.peak_bytes_per_s > 0) {
+    meta["ceilings_from_properties"] = {{"gemm_bf16_tflops", rounded(ceilings.peak_flops / 1e12)},
+                                        {"read_tbs", rounded(ceilings.peak_bytes_per_s / 1e12)}};
+  }
+  nlohmann::ordered_json json_rows = nlohmann::ordered_json::array();
+
+  std::fprintf(table, "%-7s %-58s %-7s %12s %9s %10s  %s\n", "kind", "problem", "kernel", "result", "ceiling",
+               "max err", "check");
+  std::fflush(table);
   Progress progress("bench", static_cast<std::int64_t>(rows.size()));
   bool all_ok = true;
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const reference::ProblemSpec& spec = rows[i].spec;
     const bool decode_row = rows[i].decode;
-    progress.step(spec.describe());
+    progress.step(std::string(decode_row ? "decode " : "prefill ") + spec.describe());
     reference::AttentionTensors t = reference::make_tensors(spec, rng, /*fill_inputs=*/false);
     fast_fill_inputs(t, rng.seed() + i);
     // GPU: enough runs for a stable median; CPU: prefill rows take seconds, so one.
     const int warmup = device == Device::gpu ? (decode_row ? 10 : 3) : 0;
     const int reps = device == Device::gpu ? (decode_row ? 50 : 10) : (decode_row ? 3 : 1);
     const Measurement m = measure(device, spec, t, decode_row, warmup, reps, rng, 8);
+    progress.done();
     all_ok = all_ok && m.check.ok;
     const char* kernel = decode_row ? (device == Device::gpu ? "decode" : "cpu") : backend_name(m.backend);
-    json << "    {\"kind\": \"" << (decode_row ? "decode" : "prefill") << "\", \"dtype\": \"" << dtype_name(spec.dtype)
-         << "\", \"b\": " << spec.batch << ", \"hq\": " << spec.heads_q << ", \"hkv\": " << spec.heads_kv
-         << ", \"sq\": " << spec.seqlen_q << ", \"sk\": " << spec.seqlen_k << ", \"d\": " << spec.head_dim
-         << ", \"dv\": " << spec.head_dim_v << ", \"causal\": " << (spec.mask.kind == MaskKind::causal ? "true" : "false")
-         << ", \"page\": " << spec.page_size << ", \"kernel\": \"" << kernel << "\", ";
+    nlohmann::ordered_json row = {
+        {"kind", decode_row ? "decode" : "prefill"}, {"dtype", dtype_name(spec.dtype)},
+        {"b", spec.batch}, {"hq", spec.heads_q}, {"hkv", spec.heads_kv}, {"sq", spec.seqlen_q},
+        {"sk", spec.seqlen_k}, {"d", spec.head_dim}, {"dv", spec.head_dim_v},
+        {"causal", spec.mask.kind == MaskKind::causal}, {"page", spec.page_size}, {"kernel", kernel},
+    };
+    char result[32], share[16];
     if (decode_row) {
-      json << "\"unit\": \"us\", \"flashbuf\": " << json_number(m.ms * 1e3)
-           << ", \"fa2\": null, \"cudnn\": null, \"floor_us\": "
-           << json_number(decode_kv_bytes(spec) / ceilings.bytes_per_s * 1e6);
+      const double floor_us = decode_kv_bytes(spec) / ceilings.bytes_per_s * 1e6;
+      row["unit"] = "us";
+      row["flashbuf"] = rounded(m.ms * 1e3);
+      row["fa2"] = nullptr;
+      row["cudnn"] = nullptr;
+      row["floor_us"] = rounded(floor_us);
+      std::snprintf(result, sizeof result, "%.1f us", m.ms * 1e3);
+      std::snprintf(share, sizeof share, "%.0f%%", 100.0 * floor_us / (m.ms * 1e3));
     } else {
-      json << "\"unit\": \"TFLOP/s\", \"flashbuf\": " << json_number(attention_flops(spec) / (m.ms * 1e-3) / 1e12)
-           << ", \"fa2\": null, \"cudnn\": null";
+      const double tflops = attention_flops(spec) / (m.ms * 1e-3) / 1e12;
+      row["unit"] = "TFLOP/s";
+      row["flashbuf"] = rounded(tflops);
+      row["fa2"] = nullptr;
+      row["cudnn"] = nullptr;
+      // The CPU's rates are GFLOP/s; print them in units that show digits.
+      if (tflops >= 1.0) {
+        std::snprintf(result, sizeof result, "%.1f TF/s", tflops);
+      } else {
+        std::snprintf(result, sizeof result, "%.1f GF/s", tflops * 1e3);
+      }
+      std::snprintf(share, sizeof share, "%.0f%%", 100.0 * tflops * 1e12 / ceilings.flops);
     }
-    json << ", \"max_abs_err\": " << json_number(m.check.o.max_abs_err) << "}" << (i + 1 < rows.size() ? "," : "")
-         << "\n";
+    row["max_abs_err"] = rounded(m.check.o.max_abs_err);
+    json_rows.push_back(std::move(row));
+    std::fprintf(table, "%-7s %-58s %-7s %12s %9s %10.2e  %s\n", decode_row ? "decode" : "prefill",
+                 spec.describe().c_str(), kernel, result, share, m.check.o.max_abs_err, m.check.ok ? "ok" : "FAILED");
+    std::fflush(table);
     if (!m.check.ok) {
-      progress.done();
       std::fprintf(stderr, "flashbuf bench: row %zu (%s) failed its check: %s\n", i, spec.describe().c_str(),
                    m.check.summary().c_str());
     }
   }
   progress.done();
-  json << "  ]\n}\n";
+  // One line per row, as the results files of record are laid out (diffs stay readable).
+  std::ostringstream results;
+  results << "{\n  \"meta\": " << meta.dump() << ",\n  \"rows\": [\n";
+  for (std::size_t i = 0; i < json_rows.size(); ++i) {
+    results << "    " << json_rows[i].dump() << (i + 1 < json_rows.size() ? "," : "") << "\n";
+  }
+  results << "  ]\n}\n";
   if (file) {
-    *file << json.str();
-    std::fprintf(stderr, "wrote %zu rows to %s\n", rows.size(), out_path.c_str());
-  } else {
-    std::cout << json.str();
+    *file << results.str();
+    std::fprintf(stderr, "wrote %zu rows to %s\n", rows.size(), options.out.c_str());
+  } else if (options.out == "-") {
+    std::cout << results.str();
   }
   return all_ok ? 0 : 1;
 }

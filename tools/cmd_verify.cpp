@@ -8,15 +8,15 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "api/backends.hpp"
 #include "cli.hpp"
 
 namespace flashbuf::cli {
 namespace {
 
-constexpr const char* kHelp =
-    "usage: flashbuf verify [--backend auto|cpu|gpu] [--count N] [--seed S]\n"
-    "\n"
+constexpr const char* kFooter =
     "Runs N random problems (default 4) of each feature class against a float64 reference:\n"
     "dense, causal (incl. Sq != Sk), sliding window, softcap + scale, GQA/MQA, varlen with\n"
     "zero-length sequences, paged K/V (pages of 1, 3, 16, 256 tokens, shuffled pool), batch with\n"
@@ -24,7 +24,7 @@ constexpr const char* kHelp =
     "dtypes cycle through bf16, fp16 and (CPU only) fp32. Every output row is checked:\n"
     "  max|out - ref| <= 2 * max|naive same-precision - ref| + atol.\n"
     "Prints one line per class and PASS/FAIL; exit status 1 on any failure.\n"
-    "--seed replays a previous run exactly (its seed is printed at the start).\n";
+    "--seed replays a previous run exactly (its seed is printed at the start).";
 
 using reference::KvLayout;
 using reference::ProblemSpec;
@@ -202,16 +202,21 @@ std::vector<FeatureClass> feature_classes() {
 
 }  // namespace
 
-int cmd_verify(const std::vector<std::string>& args) {
-  Options options("verify", args, {"help"});
-  if (options.flag("help")) {
-    std::fputs(kHelp, stdout);
-    return 0;
-  }
-  const Device device = resolve_device(options.get("backend", "auto"));
-  const int count = static_cast<int>(options.get_int("count", 4, 1, 100000));
-  const std::uint64_t seed_arg = static_cast<std::uint64_t>(options.get_int("seed", 0, 0, INT64_MAX));
-  options.finish();
+CLI::App* add_verify_command(CLI::App& app, VerifyOptions& o) {
+  CLI::App* verify = app.add_subcommand("verify", "random problems of every feature against the float64 reference");
+  verify->footer(kFooter);
+  add_backend_option(*verify, o.backend);
+  verify->add_option("--count", o.count, "random problems per feature class")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  add_seed_option(*verify, o.seed, "a failing run can be replayed");
+  return verify;
+}
+
+int cmd_verify(const VerifyOptions& options) {
+  const Device device = resolve_device(options.backend);
+  const int count = options.count;
+  const auto seed_arg = static_cast<std::uint64_t>(options.seed);
   const std::uint64_t master = seed_arg ? seed_arg : Rng::fresh_seed() >> 1;
 
   const Capabilities caps = capabilities(device);

@@ -1,56 +1,141 @@
-// The `flashbuf` command line: entry point and subcommand dispatch.
+// The `flashbuf` command line: entry point and subcommand dispatch (CLI11).
 //   flashbuf run      the embedded default problems, verified and timed (no arguments needed)
 //   flashbuf verify   random problems of every feature against the float64 reference
-//   flashbuf bench    the BENCH.md grid, JSON results
+//   flashbuf bench    the benchmark grid of docs/BENCH.md: a table, and JSON results
+//   flashbuf info     what this build contains
+// Conventions of common command-line tools: -h/--help on every command (exit 0), unknown
+// options and repeated options are errors, a bad value names its option.
 // Exit status: 0 success, 1 a check failed or a runtime error, 2 bad arguments.
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "cli.hpp"
+#include "tuning_env.hpp"
 
 namespace {
 
-constexpr const char* kUsage =
-    "usage: flashbuf <command> [options]\n"
-    "\n"
-    "commands:\n"
-    "  run      run the default prefill and decode problems (GPU if present, else CPU),\n"
-    "           check them against a float64 reference, print time and throughput\n"
-    "  verify   random problems of every feature against the float64 reference\n"
-    "  bench    the benchmark grid of BENCH.md, JSON results\n"
-    "  info     what this build contains\n"
-    "\n"
-    "flashbuf <command> --help describes each command's options.\n";
+constexpr const char* kFooter =
+    "flashbuf <command> --help describes each command's options.\n"
+    "Exit status: 0 success, 1 a check failed or a runtime error, 2 bad arguments.\n"
+    "Benchmark grid and protocol: docs/BENCH.md; the library's layers: docs/DESIGN.md.";
+
+// CLI11 keeps what it does not recognise (allow_extras) so that the message can say which
+// option is unknown and where to look, rather than a list of "arguments not expected".
+void reject_extras(const CLI::App& command, const std::string& name) {
+  const std::vector<std::string> extras = command.remaining();
+  if (extras.empty()) return;
+  std::string first = extras.front();
+  for (const std::string& e : extras) {
+    if (!e.empty() && e[0] == '-') {
+      first = e;
+      break;
+    }
+  }
+  const std::string see = " (see flashbuf" + (name.empty() ? std::string() : " " + name) + " --help)";
+  if (!first.empty() && first[0] == '-') {
+    throw flashbuf::cli::UsageError("unknown option " + first.substr(0, first.find('=')) + see);
+  }
+  if (name.empty()) throw flashbuf::cli::UsageError("unknown command '" + first + "'" + see);
+  throw flashbuf::cli::UsageError("unexpected argument '" + first + "'" + see);
+}
+
+// Repeating a flag is a mistake as much as repeating an option with a value.
+void forbid_repeats(CLI::App& command) {
+  for (CLI::Option* option : command.get_options()) {
+    if (option->get_name() != "--help") option->multi_option_policy(CLI::MultiOptionPolicy::Throw);
+  }
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace flashbuf;
-  std::vector<std::string> args(argv + 1, argv + argc);
   std::string command_line = "flashbuf";
-  for (const auto& a : args) command_line += " " + a;
+  for (int i = 1; i < argc; ++i) command_line += std::string(" ") + argv[i];
+  // The subcommand named on the command line, for "see flashbuf <command> --help".
+  const std::string named = argc > 1 ? argv[1] : "";
+
+  // Tuning overrides for A/B and tuning runs come from the environment (tools/tuning_env.hpp).
   try {
-    if (args.empty()) {
-      std::fputs(kUsage, stderr);
-      return 2;
+    tools::apply_tuning_environment();
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "flashbuf: %s\n", e.what());
+    return 2;
+  }
+
+  CLI::App app{"flashbuf: exact flash attention (prefill, paged decode, merge of partial states).", "flashbuf"};
+  app.footer(kFooter);
+  app.allow_extras();
+  app.require_subcommand(0, 1);
+  bool version = false;
+  app.add_flag("--version", version, "print the version and exit");
+
+  cli::RunOptions run_options;
+  cli::VerifyOptions verify_options;
+  cli::BenchOptions bench_options;
+  std::vector<std::pair<CLI::App*, std::string>> commands = {
+      {cli::add_run_command(app, run_options), "run"},
+      {cli::add_verify_command(app, verify_options), "verify"},
+      {cli::add_bench_command(app, bench_options), "bench"},
+      {app.add_subcommand("info", "what this build contains: version, CUDA architectures, kernels, and the GPU here"),
+       "info"},
+  };
+  forbid_repeats(app);
+  for (auto& [command, name] : commands) {
+    command->allow_extras();
+    forbid_repeats(*command);
+  }
+
+  try {
+    app.parse(argc, argv);
+    reject_extras(app, "");
+    for (auto& [command, name] : commands) {
+      if (command->parsed()) reject_extras(*command, name);
     }
-    const std::string command = args[0];
-    const std::vector<std::string> rest(args.begin() + 1, args.end());
-    if (command == "--help" || command == "-h" || command == "help") {
-      std::fputs(kUsage, stdout);
+    if (version) {
+      std::printf("flashbuf %s\n", FLASHBUF_VERSION_STRING);
       return 0;
     }
-    if (command == "run") return cli::cmd_run(rest);
-    if (command == "verify") return cli::cmd_verify(rest);
-    if (command == "bench") return cli::cmd_bench(rest, command_line);
-    if (command == "info" || command == "--version") {
-      if (!rest.empty()) throw cli::UsageError("'" + command + "' takes no arguments");
+    for (auto& [command, name] : commands) {
+      if (!command->parsed()) continue;
+      if (name == "run") return cli::cmd_run(run_options);
+      if (name == "verify") return cli::cmd_verify(verify_options);
+      if (name == "bench") return cli::cmd_bench(bench_options, command_line);
       std::fputs(build_info().c_str(), stdout);
       std::printf("  CUDA GPU present: %s\n", cuda_available() ? cuda_device_info(0).name.c_str() : "no");
       return 0;
     }
-    throw cli::UsageError("unknown command '" + command + "' (expected run, verify, bench or info; see flashbuf --help)");
+    std::fputs(app.help().c_str(), stderr);
+    return 2;
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);  // the help of the command that asked, on stdout; exit status 0
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // CLI11's messages name the option ("--backend: tpu not in {auto,cpu,gpu}"); a repeated
+    // option is said in plain words rather than as an argument count.
+    bool known = false;
+    for (auto& [command, name] : commands) known = known || name == named;
+    const std::string where = known ? " " + named : "";
+    std::string message = e.what();
+    if (dynamic_cast<const CLI::ArgumentMismatch*>(&e)) {
+      const std::size_t colon = message.find(':');
+      if (message.find(" missing") != std::string::npos && colon != std::string::npos) {
+        message = message.substr(0, colon) + " needs a value";
+      }
+      for (auto& [command, name] : commands) {
+        for (const CLI::Option* option : command->get_options()) {
+          if (option->count() > 1) {
+            message = option->get_name() + " was given " + std::to_string(option->count()) + " times; give it once";
+          }
+        }
+      }
+    }
+    std::fprintf(stderr, "flashbuf%s: %s (see flashbuf%s --help)\n", where.c_str(), message.c_str(), where.c_str());
+    return 2;
   } catch (const cli::UsageError& e) {
     std::fprintf(stderr, "flashbuf: %s\n", e.what());
     return 2;

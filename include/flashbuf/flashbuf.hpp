@@ -17,6 +17,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "flashbuf/version.hpp"  // FLASHBUF_VERSION_MAJOR/MINOR/PATCH, FLASHBUF_VERSION_STRING
+
 namespace flashbuf {
 
 enum class DType : int { bf16 = 0, fp16 = 1, fp32 = 2, int32 = 3 };

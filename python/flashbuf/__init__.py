@@ -15,5 +15,7 @@ graphs work); NumPy arrays run on the CPU backend. PyTorch is optional.
 """
 from ._api import DecodePlan, attention, build_info, cuda_available, last_backend, merge_states
 
-__version__ = "0.1.0"
+from . import _C
+
+__version__: str = _C.__version__  # written once, in include/flashbuf/version.hpp
 __all__ = ["attention", "DecodePlan", "merge_states", "cuda_available", "build_info", "last_backend"]

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "flashbuf/flashbuf.hpp"
+#include "tuning_env.hpp"
 
 namespace nb = nanobind;
 
@@ -277,6 +278,8 @@ std::string merge_states(const Array& o_parts, const Array& lse_parts, const Arr
 }  // namespace
 
 NB_MODULE(_C, m) {
+  // Tuning overrides for benchmarks come from the environment (tools/tuning_env.hpp).
+  flashbuf::tools::apply_tuning_environment();
   m.doc() = "flashbuf C++ entry points (use the flashbuf package, not this module)";
 
   // ArgumentError: dtype problems become TypeError, everything else ValueError, same message.
@@ -323,5 +326,6 @@ NB_MODULE(_C, m) {
       },
       nb::arg("device_index") = 0);
   m.def("build_info", &flashbuf::build_info);
+  m.attr("__version__") = FLASHBUF_VERSION_STRING;  // include/flashbuf/version.hpp
   m.attr("PLAN_WORKSPACE_BYTES_INDEX") = std::tuple_size_v<PlanTuple> - 1;
 }

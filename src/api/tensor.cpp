@@ -85,13 +85,14 @@ TensorView make_view(void* data, DType dtype, std::initializer_list<std::int64_t
 std::string build_info() {
   std::ostringstream out;
   const std::string archs = FLASHBUF_BUILD_ARCHS;
-  out << "flashbuf " << FLASHBUF_VERSION << "\n";
+  out << "flashbuf " << FLASHBUF_VERSION_STRING << "\n";
   out << "  CPU backend: bf16, fp16, fp32; any head dims; every mask, paged and varlen\n";
   if (archs == "none" || archs.empty()) {
-    out << "  CUDA: not built (no nvcc at configure time)\n";
+    out << "  CUDA: not built (" << FLASHBUF_NO_CUDA_REASON << "); CUDA tensors are refused\n";
   } else {
     out << "  CUDA architectures: " << archs << "\n";
     out << "  prefill instantiations (dtype_D_Dv): " << FLASHBUF_BUILD_INSTANTIATIONS << "\n";
+    out << "  decode instantiations (dtype_D): " << FLASHBUF_BUILD_DECODE_INSTANTIATIONS << "\n";
   }
   return out.str();
 }

@@ -19,6 +19,7 @@
 #include "flashbuf/kernels/combine.cuh"
 #include "flashbuf/kernels/decode_config.cuh"
 #include "flashbuf/kernels/decode_kernel.cuh"
+#include "flashbuf/tuning.hpp"
 #include "decode_instantiation_list.hpp"
 
 namespace flashbuf::kernels::decode {
@@ -158,34 +159,23 @@ cudaError_t launch_kernel(const DecodeProblem& pr, int mtiles, const dk::DecodeP
 // are bounded so split * keys_per_split cannot overflow and the grid stays modest).
 constexpr int kMaxDecodeSplits = 1024;
 
-// Tuning knobs for benchmarks, read at plan time (unset or empty: the heuristic).
-//   FLASHBUF_DECODE_SPLITS=n (n >= 1) forces n splits in every plan.
-//   FLASHBUF_DECODE_MERGE=cluster|workspace forces how several splits merge: `cluster` caps
-//   the heuristic's splits at the cluster limit (a forced n above it falls back to the
-//   workspace), `workspace` never uses clusters (the merge before clusters existed).
+// Tuning overrides (flashbuf/tuning.hpp; tests and benchmarks set them), read at plan time,
+// except the ring, read at launch. Unset: the heuristic.
 // The tests edit a plan's num_splits and workspace_bytes with decode_config.cuh's arithmetic.
 int forced_splits() {
-  const char* env = std::getenv("FLASHBUF_DECODE_SPLITS");
-  if (env == nullptr || *env == '\0') return 0;
-  const int n = std::atoi(env);
+  const int n = tuning_overrides().decode_splits;
   return n >= 1 ? (n > kMaxDecodeSplits ? kMaxDecodeSplits : n) : 0;
 }
 
-// FLASHBUF_DECODE_RING=shared keeps every launch on the kStages ring (tests and A/Bs of the
-// deep ring; read once per process).
-bool deep_ring_allowed() {
-  static const bool allowed = [] {
-    const char* env = std::getenv("FLASHBUF_DECODE_RING");
-    return env == nullptr || std::string(env) != "shared";
-  }();
-  return allowed;
-}
+// false: every launch stays on the kStages ring (tests and A/Bs of the deep ring).
+bool deep_ring_allowed() { return tuning_overrides().decode_deep_ring; }
 
 dk::SplitMerge forced_merge() {
-  const char* env = std::getenv("FLASHBUF_DECODE_MERGE");
-  if (env == nullptr) return dk::SplitMerge::none;
-  const std::string v = env;
-  return v == "cluster" ? dk::SplitMerge::cluster : v == "workspace" ? dk::SplitMerge::workspace : dk::SplitMerge::none;
+  switch (tuning_overrides().decode_merge) {
+    case DecodeMergeOverride::cluster: return dk::SplitMerge::cluster;
+    case DecodeMergeOverride::workspace: return dk::SplitMerge::workspace;
+    default: return dk::SplitMerge::none;
+  }
 }
 
 // A plan with `num_splits` splits merged by `merge`: keys_per_split and the workspace

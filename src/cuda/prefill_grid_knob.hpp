@@ -1,32 +1,27 @@
-// The persistent-grid knob of the Hopper prefill launcher, host-only so that the tests read
-// it as the launcher does (a test whose comparison depends on the grid asks it).
+// The persistent-grid override of the Hopper prefill launcher (flashbuf/tuning.hpp's
+// prefill_grid and prefill_grid_blocks), host-only so that the tests read it as the launcher
+// does (a test whose comparison depends on the grid asks it).
 #pragma once
 
-#include <cstdlib>
-#include <string>
+#include "flashbuf/tuning.hpp"
 
 namespace flashbuf::detail {
 
-// FLASHBUF_PREFILL_GRID (tests and A/Bs; read once per process): `off` keeps a block per query
-// block for every problem, `on` takes the persistent grid wherever it applies, whatever the
-// items' length; n >= 1 does too, with at most n blocks (small problems then walk several
-// items per block, e.g. under compute-sanitizer). Unset: persistent_grid_pays decides.
+// `off` keeps a block per query block for every problem; `forced` takes the persistent grid
+// wherever it applies, whatever the items' length, with at most `cap` blocks when cap >= 1
+// (small problems then walk several items per block, e.g. under compute-sanitizer). Neither:
+// persistent_grid_pays decides.
 struct PersistentGridKnob {
   bool off = false, forced = false;
   int cap = 0;
 };
 inline PersistentGridKnob persistent_grid_knob() {
-  static const PersistentGridKnob knob = [] {
-    PersistentGridKnob k;
-    const char* env = std::getenv("FLASHBUF_PREFILL_GRID");
-    if (env == nullptr || *env == '\0') return k;
-    const std::string v = env;
-    k.off = v == "off";
-    k.cap = std::atoi(env) > 0 ? std::atoi(env) : 0;
-    k.forced = v == "on" || k.cap > 0;
-    return k;
-  }();
-  return knob;
+  const TuningOverrides t = tuning_overrides();
+  PersistentGridKnob k;
+  k.off = t.prefill_grid == PrefillGridOverride::per_block;
+  k.cap = t.prefill_grid_blocks > 0 ? t.prefill_grid_blocks : 0;
+  k.forced = !k.off && (t.prefill_grid == PrefillGridOverride::persistent || k.cap > 0);
+  return k;
 }
 
 }  // namespace flashbuf::detail

@@ -17,6 +17,12 @@ bool cuda_runtime_available() {
 }
 
 DeviceInfo cuda_query_device(int device_index) {
+  int count = 0;
+  FLASHBUF_CUDA_CHECK(cudaGetDeviceCount(&count));  // no driver or no device: says so
+  if (device_index < 0 || device_index >= count) {
+    throw RuntimeError("cuda:" + std::to_string(device_index) + " does not exist: this machine has " +
+                       std::to_string(count) + " CUDA device(s)");
+  }
   cudaDeviceProp prop{};
   FLASHBUF_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_index));
   DeviceInfo info;

@@ -1,6 +1,6 @@
 // The CUDA entry points of src/api/backends.hpp for builds without nvcc. Discovery answers
 // "no GPU"; everything that would run on a GPU throws a RuntimeError saying why, so the API
-// layer compiles and behaves the same whether or not CUDA was found at configure time.
+// layer compiles and behaves the same whether CUDA was switched off or not found.
 #include <string>
 
 #include "api/backends.hpp"
@@ -9,9 +9,9 @@ namespace flashbuf::detail {
 namespace {
 
 [[noreturn]] void no_cuda(const char* what) {
-  throw RuntimeError(std::string("flashbuf was built without CUDA (no nvcc at configure time), so ") +
-                     what +
-                     " cannot run; use CPU tensors, or rebuild with CUDA (-DFLASHBUF_ENABLE_CUDA=ON)");
+  // FLASHBUF_NO_CUDA_REASON: set by CMakeLists.txt (switched off, or no nvcc found).
+  throw RuntimeError(std::string("flashbuf was built without CUDA (") + FLASHBUF_NO_CUDA_REASON + "), so " +
+                     what + " cannot run; use CPU tensors, or rebuild with CUDA (-DFLASHBUF_ENABLE_CUDA=ON)");
 }
 
 }  // namespace

@@ -40,6 +40,7 @@
 #include "flashbuf/core/numeric.hpp"
 #include "flashbuf/flashbuf.hpp"
 #include "flashbuf/kernels/decode_config.cuh"
+#include "flashbuf/tuning.hpp"
 #include "reference/check.hpp"
 #include "reference/gpu_reference.hpp"
 #include "reference/spec.hpp"
@@ -346,33 +347,29 @@ DecodePlan with_splits(DecodePlan plan, int splits, Merge merge) {
   return plan;
 }
 
-// Sets an environment variable for a scope and restores it.
-class ScopedEnv {
+// Sets tuning overrides (flashbuf/tuning.hpp) for a scope and restores the previous ones.
+class ScopedTuning {
  public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-    setenv(name, value, 1);
+  explicit ScopedTuning(const TuningOverrides& overrides) : old_(tuning_overrides()) {
+    set_tuning_overrides(overrides);
   }
-  ~ScopedEnv() {
-    if (had_) setenv(name_, old_.c_str(), 1);
-    else unsetenv(name_);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
+  ~ScopedTuning() { set_tuning_overrides(old_); }
+  ScopedTuning(const ScopedTuning&) = delete;
+  ScopedTuning& operator=(const ScopedTuning&) = delete;
 
  private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
+  TuningOverrides old_;
 };
 
 // The most splits the cluster merge takes for this problem's kernel on this device (16, 8 or
 // 0: before sm_90, or an sm_80 build), asked through plan_decode: a forced split count the
 // cluster can take gets a plan without workspace.
 int cluster_limit(const DecodeProblem& pr) {
-  ScopedEnv merge("FLASHBUF_DECODE_MERGE", "cluster");
+  TuningOverrides forced = tuning_overrides();
+  forced.decode_merge = DecodeMergeOverride::cluster;
   for (int n : {dk::kMaxClusterSplits, 8}) {
-    ScopedEnv splits("FLASHBUF_DECODE_SPLITS", std::to_string(n).c_str());
+    forced.decode_splits = n;
+    ScopedTuning scope(forced);
     const DecodePlan plan = plan_decode(pr);
     if (plan.num_splits == n && plan.workspace_bytes == 0) return n;
   }
