@@ -9,19 +9,20 @@ import transformers
 import flashbuf.integrations.transformers as flashbuf_transformers
 
 VOCAB = 96
+HEAD_DIM = 64  # a head dim the GPU kernels are built for (the CPU backend takes any)
 
 
 def configs() -> dict:
     """GQA everywhere; Qwen2 and Qwen3 with a sliding window shorter than the prompts on their
     second layer (the first keeps full attention), so both mask kinds run in one model."""
-    common = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+    common = dict(vocab_size=VOCAB, hidden_size=4 * HEAD_DIM, intermediate_size=256, num_hidden_layers=2,
                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                  initializer_range=0.3)  # peaked attention, so that masks show in the logits
+                  initializer_range=0.2)  # peaked attention, so that masks show in the logits
     sliding = dict(use_sliding_window=True, sliding_window=5, max_window_layers=1)
     return {
         "llama": transformers.LlamaConfig(**common),
         "qwen2": transformers.Qwen2Config(**common, **sliding),
-        "qwen3": transformers.Qwen3Config(**common, head_dim=16, **sliding),
+        "qwen3": transformers.Qwen3Config(**common, head_dim=HEAD_DIM, **sliding),
     }
 
 
@@ -62,3 +63,17 @@ def logits_error(ours, theirs, ids, mask) -> tuple[float, float]:
 def greedy(model, ids, mask, new_tokens=12):
     return model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new_tokens, do_sample=False,
                           pad_token_id=0)[:, ids.shape[1]:]
+
+
+@torch.no_grad()
+def first_divergence_margin(model, ids, mask, got, want) -> float:
+    """model's top-1 minus top-2 logit at the first step where two greedy continuations part:
+    how close to a tie the choice was that they made differently."""
+    differs = (got != want).any(dim=0).nonzero()
+    step = int(differs[0])
+    row = int((got[:, step] != want[:, step]).nonzero()[0])
+    prefix = torch.cat([ids, want[:, :step]], dim=1)
+    prefix_mask = torch.cat([mask, torch.ones_like(want[:, :step])], dim=1)
+    logits = model(input_ids=prefix, attention_mask=prefix_mask).logits[row, -1].float()
+    top = logits.topk(2).values
+    return float(top[0] - top[1])
