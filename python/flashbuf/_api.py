@@ -249,6 +249,7 @@ class DecodePlan:
 
     @property
     def dtype(self) -> str:
+        """The plan's element type: "bf16", "fp16" or "fp32"."""
         return ("bf16", "fp16", "fp32")[self._fields["dtype"]]
 
     @property

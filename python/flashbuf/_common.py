@@ -6,7 +6,7 @@ and the tests must agree on them. The layouts are those of include/flashbuf/flas
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -35,7 +35,7 @@ class _LastBackend:
 last = _LastBackend()
 
 
-def window_pair(window) -> tuple[int, int]:
+def window_pair(window: Window | None) -> tuple[int, int]:
     """(left, right) with -1 for an unbounded side; None means no window."""
     if window is None:
         return -1, -1
@@ -46,7 +46,7 @@ def window_pair(window) -> tuple[int, int]:
         raise ValueError(f"window: expected a pair (left, right) of ints, -1 for unbounded; got {window!r}") from None
 
 
-def softmax_scale(scale) -> float:
+def softmax_scale(scale: float | None) -> float:
     """0.0 tells the library to use 1/sqrt(head_dim)."""
     if scale is None:
         return 0.0
@@ -56,7 +56,7 @@ def softmax_scale(scale) -> float:
     return scale
 
 
-def attention_output_shapes(q_shape, v_shape) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def attention_output_shapes(q_shape: Sequence[int], v_shape: Sequence[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(o shape, lse shape) for attention: batch (B, Sq, Hq, D) or varlen (Tq, Hq, D) queries."""
     if len(v_shape) not in (3, 4):
         raise ValueError(
@@ -74,12 +74,14 @@ def attention_output_shapes(q_shape, v_shape) -> tuple[tuple[int, ...], tuple[in
         f"head_dim) with cu_seqlens_q; got rank {len(q_shape)}")
 
 
-def decode_output_shapes(batch: int, q_per_seq: int, heads_q: int, head_dim_v: int):
+def decode_output_shapes(batch: int, q_per_seq: int, heads_q: int,
+                         head_dim_v: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(o shape, lse shape) of a decode step: o (B, q_per_seq, Hq, Dv), lse (B, Hq, q_per_seq)."""
     return (batch, q_per_seq, heads_q, head_dim_v), (batch, heads_q, q_per_seq)
 
 
-def merge_output_shapes(o_parts_shape, lse_parts_shape) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def merge_output_shapes(o_parts_shape: Sequence[int],
+                        lse_parts_shape: Sequence[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(o shape, lse shape) of merge_states, in attention's layouts:
     varlen o_parts (N, T, H, Dv) with lse_parts (N, H, T) -> o (T, H, Dv), lse (H, T);
     batch  o_parts (N, B, S, H, Dv) with lse_parts (N, B, H, S) -> o (B, S, H, Dv), lse (B, H, S)."""
@@ -101,7 +103,8 @@ def merge_output_shapes(o_parts_shape, lse_parts_shape) -> tuple[tuple[int, ...]
     return o_shape, lse_shape
 
 
-def merge_contract_views(o_parts, lse_parts, o, lse):
+def merge_contract_views(o_parts: Array, lse_parts: Array, o: Array,
+                         lse: Array | None) -> tuple[Array, Array, Array, Array | None, Callable[[], None]]:
     """merge_states' arguments (NumPy arrays or torch tensors, in attention's layouts; o and lse
     freshly allocated) as the C++ contract takes them: o_parts (N, T, H, Dv), lse_parts
     (N, T, H), o (T, H, Dv), lse (T, H), any strides for the LSEs.

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -117,6 +117,18 @@ def _diff(cu_seqlens: Array) -> Array:
     return np.diff(np.asarray(cu_seqlens)).astype(np.int32)
 
 
+def _unit_last_stride(x: Optional[Array]) -> Optional[Array]:
+    """x with a contiguous last dimension, copied only where it has none (as FlashAttention's
+    maybe_contiguous does; flashbuf reads rows of the last dimension as vectors)."""
+    if x is None:
+        return None
+    if _is_torch(x):
+        return x if x.stride(-1) == 1 or x.shape[-1] <= 1 else x.contiguous()
+    if isinstance(x, np.ndarray) and x.ndim and x.strides[-1] != x.itemsize and x.shape[-1] > 1:
+        return np.ascontiguousarray(x)
+    return x
+
+
 def _rank(name: str, x: Any, rank: int, layout: str) -> None:
     if getattr(x, "ndim", None) != rank:
         shape = tuple(getattr(x, "shape", ())) if hasattr(x, "shape") else type(x).__name__
@@ -128,7 +140,8 @@ def _rank(name: str, x: Any, rank: int, layout: str) -> None:
 def flash_attn_func(q: Array, k: Array, v: Array, dropout_p: float = 0.0, softmax_scale: Optional[float] = None,
                     causal: bool = False, window_size: Sequence[Optional[int]] = (-1, -1), softcap: float = 0.0,
                     alibi_slopes: Optional[Array] = None, deterministic: bool = False,
-                    return_attn_probs: bool = False, *, learnable_sink: Optional[Array] = None) -> Any:
+                    return_attn_probs: bool = False, *,
+                    learnable_sink: Optional[Array] = None) -> Union[Array, Tuple[Array, Array, Array]]:
     """FlashAttention's flash_attn_func: softmax(softmax_scale * q k^T + mask) v.
 
     q (B, Sq, H, D), k (B, Sk, Hkv, D), v (B, Sk, Hkv, Dv), H a multiple of Hkv (MQA/GQA: query
@@ -144,6 +157,7 @@ def flash_attn_func(q: Array, k: Array, v: Array, dropout_p: float = 0.0, softma
     """
     _refuse_unsupported(dropout_p=dropout_p, alibi_slopes=alibi_slopes)
     _rank("q", q, 4, "(batch, seqlen, nheads, headdim); packed sequences go to flash_attn_varlen_func")
+    q, k, v = _unit_last_stride(q), _unit_last_stride(k), _unit_last_stride(v)
     result = attention(q, k, v, causal=causal, window=_window(window_size), softcap=_softcap(softcap),
                        scale=softmax_scale, return_lse=bool(return_attn_probs), **_sinks(learnable_sink))
     if return_attn_probs:
@@ -158,7 +172,8 @@ def flash_attn_varlen_func(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu
                            window_size: Sequence[Optional[int]] = (-1, -1), softcap: float = 0.0,
                            alibi_slopes: Optional[Array] = None, deterministic: bool = False,
                            return_attn_probs: bool = False, block_table: Optional[Array] = None, *,
-                           page_table: Optional[Array] = None, learnable_sink: Optional[Array] = None) -> Any:
+                           page_table: Optional[Array] = None,
+                           learnable_sink: Optional[Array] = None) -> Union[Array, Tuple[Array, Array, Array]]:
     """FlashAttention's flash_attn_varlen_func: attention over packed sequences of varying length.
 
     q (Tq, H, D) and k, v (Tk, Hkv, D|Dv) hold the sequences back to back; cu_seqlens_q and
@@ -173,6 +188,7 @@ def flash_attn_varlen_func(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu
     """
     _refuse_unsupported(dropout_p=dropout_p, alibi_slopes=alibi_slopes)
     _rank("q", q, 3, "(total_q, nheads, headdim) with cu_seqlens_q")
+    q, k, v = _unit_last_stride(q), _unit_last_stride(k), _unit_last_stride(v)
     table = _page_table(page_table, block_table)
     keys = dict(cu_seqlens_k=cu_seqlens_k) if table is None else dict(seqlens_k=_diff(cu_seqlens_k), page_table=table)
     result = attention(q, k, v, cu_seqlens_q=cu_seqlens_q, max_seqlen_q=int(max_seqlen_q),
@@ -188,7 +204,8 @@ def flash_attn_varlen_func(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu
 def flash_attn_qkvpacked_func(qkv: Array, dropout_p: float = 0.0, softmax_scale: Optional[float] = None,
                               causal: bool = False, window_size: Sequence[Optional[int]] = (-1, -1),
                               softcap: float = 0.0, alibi_slopes: Optional[Array] = None,
-                              deterministic: bool = False, return_attn_probs: bool = False) -> Any:
+                              deterministic: bool = False,
+                              return_attn_probs: bool = False) -> Union[Array, Tuple[Array, Array, Array]]:
     """flash_attn_func on qkv (B, S, 3, H, D) stacked: q, k, v are views of it."""
     _rank("qkv", qkv, 5, "(batch, seqlen, 3, nheads, headdim)")
     return flash_attn_func(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], dropout_p, softmax_scale, causal, window_size,
@@ -198,7 +215,8 @@ def flash_attn_qkvpacked_func(qkv: Array, dropout_p: float = 0.0, softmax_scale:
 def flash_attn_kvpacked_func(q: Array, kv: Array, dropout_p: float = 0.0, softmax_scale: Optional[float] = None,
                              causal: bool = False, window_size: Sequence[Optional[int]] = (-1, -1),
                              softcap: float = 0.0, alibi_slopes: Optional[Array] = None,
-                             deterministic: bool = False, return_attn_probs: bool = False) -> Any:
+                             deterministic: bool = False,
+                             return_attn_probs: bool = False) -> Union[Array, Tuple[Array, Array, Array]]:
     """flash_attn_func with kv (B, Sk, 2, Hkv, D) stacked: k, v are views of it."""
     _rank("kv", kv, 5, "(batch, seqlen_k, 2, nheads_k, headdim)")
     return flash_attn_func(q, kv[:, :, 0], kv[:, :, 1], dropout_p, softmax_scale, causal, window_size, softcap,
@@ -209,7 +227,7 @@ def flash_attn_varlen_qkvpacked_func(qkv: Array, cu_seqlens: Array, max_seqlen: 
                                      softmax_scale: Optional[float] = None, causal: bool = False,
                                      window_size: Sequence[Optional[int]] = (-1, -1), softcap: float = 0.0,
                                      alibi_slopes: Optional[Array] = None, deterministic: bool = False,
-                                     return_attn_probs: bool = False) -> Any:
+                                     return_attn_probs: bool = False) -> Union[Array, Tuple[Array, Array, Array]]:
     """flash_attn_varlen_func on qkv (T, 3, H, D) stacked, one cu_seqlens for queries and keys."""
     _rank("qkv", qkv, 4, "(total, 3, nheads, headdim)")
     return flash_attn_varlen_func(qkv[:, 0], qkv[:, 1], qkv[:, 2], cu_seqlens, cu_seqlens, max_seqlen, max_seqlen,
@@ -222,7 +240,7 @@ def flash_attn_varlen_kvpacked_func(q: Array, kv: Array, cu_seqlens_q: Array, cu
                                     softmax_scale: Optional[float] = None, causal: bool = False,
                                     window_size: Sequence[Optional[int]] = (-1, -1), softcap: float = 0.0,
                                     alibi_slopes: Optional[Array] = None, deterministic: bool = False,
-                                    return_attn_probs: bool = False) -> Any:
+                                    return_attn_probs: bool = False) -> Union[Array, Tuple[Array, Array, Array]]:
     """flash_attn_varlen_func with kv (Tk, 2, Hkv, D) stacked: k, v are views of it."""
     _rank("kv", kv, 4, "(total_k, 2, nheads_k, headdim)")
     return flash_attn_varlen_func(q, kv[:, 0], kv[:, 1], cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
@@ -416,7 +434,7 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
                             softcap: float = 0.0, rotary_interleaved: bool = True,
                             alibi_slopes: Optional[Array] = None, num_splits: int = 0,
                             return_softmax_lse: bool = False, *, block_table: Optional[Array] = None,
-                            learnable_sink: Optional[Array] = None) -> Any:
+                            learnable_sink: Optional[Array] = None) -> Union[Array, Tuple[Array, Array]]:
     """FlashAttention's flash_attn_with_kvcache: attention of new queries over a KV cache,
     appending the new keys and values to the cache first.
 
@@ -446,6 +464,7 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
     if isinstance(num_splits, bool) or not isinstance(num_splits, (int, np.integer)) or num_splits < 0:
         raise ValueError(f"num_splits: expected an int >= 0 (0 = heuristic, 1 = no split), got {num_splits!r}")
     sinks = _sinks(learnable_sink)
+    q, k, v = _unit_last_stride(q), _unit_last_stride(k), _unit_last_stride(v)
     _check_kv_cache_args(q, k_cache, v_cache, k, v, cache_batch_idx, page_table)
     batch, seqlen_q = q.shape[0], q.shape[1]
     capacity = page_table.shape[1] * k_cache.shape[1] if page_table is not None else k_cache.shape[1]

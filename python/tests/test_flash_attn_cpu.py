@@ -143,6 +143,15 @@ def test_flash_attn_func_positional_arguments_mean_what_flash_attn_2_says():
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_inputs_without_a_contiguous_last_dimension_are_taken(kind):
+    """As FlashAttention's maybe_contiguous: q, k, v strided in their last dimension work."""
+    x = arrays(kind)
+    q, k, v = x.randn(1, 4, 2, 16, 2)[..., 0], x.randn(1, 6, 2, 16, 2)[..., 1], x.randn(1, 6, 2, 16)
+    out = flash_attn.flash_attn_func(q, k, v)
+    assert_close(out, ref.attention(q, k, v)[0])
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_packed_forms_are_views_of_the_stack(kind):
     x = arrays(kind)
     b, s, h, d = 2, 6, 3, 16
@@ -372,3 +381,27 @@ def test_with_kvcache_bad_arguments_write_nothing(kind):
         flash_attn.flash_attn_func(q[0], k[0], v[0])
     with pytest.raises(ValueError, match=r"^q: expected rank 3"):
         flash_attn.flash_attn_varlen_func(q, k, v, x.int32([0, 3]), x.int32([0, 3]), 3, 3)
+
+
+@pytest.mark.skipif(not flash_attn._HAS_SINKS, reason="flashbuf.attention takes no sinks in this build")
+@pytest.mark.parametrize("kind", KINDS)
+def test_learnable_sink_joins_the_denominator(kind):
+    """FA4's learnable_sink: softmax over the keys and one more logit per head that has no value,
+    so o = o_plain * l / (l + e^sink) and lse = log(l + e^sink)."""
+    x = arrays(kind, seed=19)
+    b, sq, sk, hq, hkv, d = 2, 5, 12, 4, 2, 16
+    q, k, v = x.randn(b, sq, hq, d), x.randn(b, sk, hkv, d), x.randn(b, sk, hkv, d)
+    sink = x.randn(hq)
+    o_ref, lse_ref = ref.attention(q, k, v, causal=True)
+    s = f64(sink)[None, :, None]
+    lse_sink = np.logaddexp(lse_ref, s)
+    o_sink = o_ref * np.exp(lse_ref - lse_sink).transpose(0, 2, 1)[..., None]
+    out, lse, _ = flash_attn.flash_attn_func(q, k, v, causal=True, learnable_sink=sink, return_attn_probs=True)
+    assert_close(out, o_sink)
+    assert_lse_close(lse, lse_sink)
+    k_cache, v_cache = x.randn(b, 20, hkv, d), x.randn(b, 20, hkv, d)
+    out = flash_attn.flash_attn_with_kvcache(q[:, :1], k_cache, v_cache, cache_seqlens=x.int32([3, 20]),
+                                             learnable_sink=sink)
+    o_ref, lse_ref = ref.attention(q[:, :1], k_cache, v_cache, seqlens_k=np.array([3, 20]))
+    lse_sink = np.logaddexp(lse_ref, s)
+    assert_close(out, o_ref * np.exp(lse_ref - lse_sink).transpose(0, 2, 1)[..., None])
