@@ -27,7 +27,6 @@ Tensors: PyTorch on CUDA or the CPU, or NumPy arrays (CPU backend), as attention
 """
 from __future__ import annotations
 
-import functools
 import inspect
 from typing import Any, Optional, Sequence, Tuple, Union
 
@@ -51,6 +50,12 @@ _MAX_PAGE_SIZE = 256
 
 def _is_torch(x: Any) -> bool:
     return torch is not None and isinstance(x, torch.Tensor)
+
+
+def _compiling() -> bool:
+    """Whether torch.compile is tracing this call (False without PyTorch)."""
+    compiler = getattr(torch, "compiler", None)
+    return bool(compiler is not None and hasattr(compiler, "is_compiling") and compiler.is_compiling())
 
 
 # ---- argument conversion --------------------------------------------------------------------
@@ -264,8 +269,9 @@ def _int32_lengths(name: str, value: Union[int, Array], batch: int, like: Array)
 
 
 def _host_readable(x: Array) -> bool:
-    """Whether x's values can be read without a device synchronisation (or breaking a capture)."""
-    return not _is_torch(x) or not x.is_cuda
+    """Whether x's values can be read without a device synchronisation, breaking a CUDA-graph
+    capture or a torch.compile graph."""
+    return not _is_torch(x) or not (x.is_cuda or _compiling())
 
 
 def _check_kv_cache_args(q: Array, k_cache: Array, v_cache: Array, k: Optional[Array], v: Optional[Array],
@@ -411,18 +417,32 @@ def _device_key(x: Array) -> str:
     return str(x.device) if _is_torch(x) and x.is_cuda else "cpu"
 
 
-@functools.lru_cache(maxsize=64)
-def _decode_plan(batch: int, q_per_seq: int, heads_q: int, heads_kv: int, head_dim: int, head_dim_v: int,
-                 max_seqlen_k: int, page_size: int, dtype: str, device: str) -> Optional[DecodePlan]:
-    """The DecodePlan for one shape, made once; None where the decode kernels do not take it
-    (a head dim they were not built for, fp32 on CUDA), so that attention() runs instead."""
-    if device.startswith("cuda") and dtype == "float32":
+# DecodePlans by problem shape (batch, q_per_seq, heads_q, heads_kv, head_dim, head_dim_v,
+# max_seqlen_k, page_size, dtype, device); None for a shape the decode kernels do not take. A
+# plain dict, so that torch.compile reads a plan made by an earlier eager call as a constant.
+_PLANS: dict = {}
+_MAX_PLANS = 64
+
+
+def _decode_plan(key: tuple) -> Optional[DecodePlan]:
+    """The DecodePlan for one shape, made once per shape; None where the decode kernels do not
+    take it (a head dim they were not built for, fp32 on CUDA) or where it would have to be made
+    inside a torch.compile trace, so that attention() runs instead."""
+    if key in _PLANS:
+        return _PLANS[key]
+    if _compiling():
         return None
-    try:
-        return DecodePlan(batch, q_per_seq, heads_q, heads_kv, head_dim, head_dim_v, max_seqlen_k, page_size,
-                          dtype=dtype, device=device)
-    except ValueError:
-        return None
+    plan = None
+    dtype, device = key[-2], key[-1]
+    if not (device.startswith("cuda") and dtype == "float32"):
+        try:
+            plan = DecodePlan(*key[:-2], dtype=dtype, device=device)
+        except ValueError:
+            plan = None
+    if len(_PLANS) >= _MAX_PLANS:  # forget the oldest shape
+        del _PLANS[next(iter(_PLANS))]
+    _PLANS[key] = plan
+    return plan
 
 
 def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optional[Array] = None,
@@ -489,8 +509,8 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
     plan = None
     if 1 <= seqlen_q <= _MAX_DECODE_QUERIES and num_splits != 1:
         page_size = keys.shape[1] if table is not None else 0
-        plan = _decode_plan(batch, seqlen_q, q.shape[2], keys.shape[2], q.shape[3], values.shape[3], capacity,
-                            page_size, _dtype_key(q), _device_key(q))
+        plan = _decode_plan((batch, seqlen_q, q.shape[2], keys.shape[2], q.shape[3], values.shape[3], capacity,
+                             page_size, _dtype_key(q), _device_key(q)))
     if plan is not None:
         return plan.run(q, keys, values, lengths, table, return_lse=return_lse, **masks, **sinks)
     return attention(q, keys, values, seqlens_k=lengths, page_table=table, return_lse=return_lse, **masks, **sinks)

@@ -318,13 +318,15 @@ def test_with_kvcache_short_queries_use_a_cached_decode_plan(kind):
     k_cache, v_cache = x.randn(2, 48, 2, 16), x.randn(2, 48, 2, 16)
     q = x.randn(2, 1, 4, 16)
     lens = x.int32([10, 48])
-    flash_attn._decode_plan.cache_clear()
+    flash_attn._PLANS.clear()
     first = flash_attn.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens)
+    assert len(flash_attn._PLANS) == 1
+    plan = next(iter(flash_attn._PLANS.values()))
+    assert isinstance(plan, flashbuf.DecodePlan) and plan.batch == 2 and plan.max_seqlen_k == 48
     flash_attn.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens)
-    info = flash_attn._decode_plan.cache_info()
-    assert info.misses == 1 and info.hits == 1 and info.currsize == 1
+    assert list(flash_attn._PLANS.values()) == [plan]  # planned once
     unsplit = flash_attn.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, num_splits=1)
-    assert flash_attn._decode_plan.cache_info().misses == 1  # num_splits=1 runs attention() instead
+    assert list(flash_attn._PLANS.values()) == [plan]  # num_splits=1 runs attention() instead
     o_ref, _ = ref.attention(q, k_cache, v_cache, seqlens_k=np.array([10, 48]))
     assert_close(first, o_ref)
     assert_close(unsplit, o_ref)
@@ -405,3 +407,32 @@ def test_learnable_sink_joins_the_denominator(kind):
     o_ref, lse_ref = ref.attention(q[:, :1], k_cache, v_cache, seqlens_k=np.array([3, 20]))
     lse_sink = np.logaddexp(lse_ref, s)
     assert_close(out, o_ref * np.exp(lse_ref - lse_sink).transpose(0, 2, 1)[..., None])
+
+
+@pytest.mark.skipif(torch is None, reason="needs PyTorch")
+@pytest.mark.parametrize("planned", [True, False], ids=["plan_made_eagerly", "no_plan_yet"])
+def test_torch_compile_fullgraph(planned):
+    """flash_attn_func and flash_attn_with_kvcache (append included) trace without graph breaks;
+    a decode plan made by an earlier eager call is used, and without one attention() runs."""
+    torch._dynamo.reset()
+    flash_attn._PLANS.clear()
+    x = arrays("torch", seed=23)
+    q, k, v = x.randn(2, 5, 4, 16), x.randn(2, 7, 2, 16), x.randn(2, 7, 2, 16)
+    compiled = torch.compile(lambda q, k, v: flash_attn.flash_attn_func(q, k, v, causal=True, window_size=(3, 0)),
+                             fullgraph=True, backend="aot_eager")
+    assert torch.equal(compiled(q, k, v), flash_attn.flash_attn_func(q, k, v, causal=True, window_size=(3, 0)))
+
+    k_cache, v_cache = x.randn(2, 32, 2, 16), x.randn(2, 32, 2, 16)
+    k_eager, v_eager = k_cache.clone(), v_cache.clone()
+    q1, k1, v1 = x.randn(2, 1, 4, 16), x.randn(2, 1, 2, 16), x.randn(2, 1, 2, 16)
+    lens = x.int32([3, 9])
+    if planned:
+        flash_attn.flash_attn_with_kvcache(q1, k_eager.clone(), v_eager.clone(), cache_seqlens=lens)
+    step = torch.compile(lambda q, k, v, n: flash_attn.flash_attn_with_kvcache(q, k_cache, v_cache, k, v,
+                                                                               cache_seqlens=n, causal=True),
+                         fullgraph=True, backend="aot_eager")
+    got = step(q1, k1, v1, lens)
+    want = flash_attn.flash_attn_with_kvcache(q1, k_eager, v_eager, k1, v1, cache_seqlens=lens, causal=True)
+    assert torch.allclose(got, want, atol=1e-6)
+    assert torch.equal(k_cache, k_eager) and torch.equal(v_cache, v_eager)
+    assert len(flash_attn._PLANS) == 1  # the eager call planned (again) where the trace did not
