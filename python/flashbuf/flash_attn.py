@@ -307,6 +307,15 @@ def _check_kv_cache_args(q: Array, k_cache: Array, v_cache: Array, k: Optional[A
         raise ValueError(f"{'v' if v is None else 'k'}: k and v are appended together; pass both or neither")
     if k is None:
         return
+    # What attention() would refuse after the append, refused before it.
+    if q.shape[3] != k_cache.shape[3]:
+        raise ValueError(f"q: head dim {q.shape[3]} does not match k_cache's {k_cache.shape[3]}")
+    if k_cache.shape[2] == 0 or q.shape[2] % k_cache.shape[2] != 0:
+        raise ValueError(f"q: {q.shape[2]} heads are not a multiple of k_cache's {k_cache.shape[2]} (GQA/MQA)")
+    if q.dtype != k_cache.dtype:
+        raise TypeError(f"q: dtype {q.dtype} does not match k_cache's {k_cache.dtype}")
+    if _is_torch(q) != _is_torch(k_cache) or (_is_torch(q) and q.device != k_cache.device):
+        raise ValueError("q: must be on k_cache's device")
     for name, new, cache in (("k", k, k_cache), ("v", v, v_cache)):
         _rank(name, new, 4, "(batch, seqlen_new, nheads_k, headdim)")
         want = (batch, k.shape[1]) + tuple(cache.shape[2:])

@@ -373,11 +373,14 @@ def test_with_kvcache_bad_arguments_write_nothing(kind):
         (NotImplementedError, r"^cache_batch_idx: not supported with a paged cache",
          dict(page_table=table, cache_batch_idx=x.int32([0, 1]))),
     ]
+    cases.append((ValueError, r"^q: 3 heads are not a multiple", dict(k=k, v=v, cache_seqlens=0, q=q[:, :, :3])))
+    cases.append((ValueError, r"^q: head dim 8 does not match", dict(k=k, v=v, cache_seqlens=0, q=q[..., :8])))
     if kind == "torch":
         cases.append((TypeError, r"^k: dtype", dict(k=k.double(), v=v, cache_seqlens=0)))
+        cases.append((TypeError, r"^q: dtype", dict(k=k, v=v, cache_seqlens=0, q=q.double())))
     for error, message, kw in cases:
         with pytest.raises(error, match=message):
-            flash_attn.flash_attn_with_kvcache(q, k_cache, v_cache, **kw)
+            flash_attn.flash_attn_with_kvcache(kw.pop("q", q), k_cache, v_cache, **kw)
         assert np.array_equal(f64(k_cache), before[0]) and np.array_equal(f64(v_cache), before[1])
     with pytest.raises(ValueError, match=r"^q: expected rank 4"):
         flash_attn.flash_attn_func(q[0], k[0], v[0])
