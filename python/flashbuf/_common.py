@@ -86,6 +86,9 @@ def merge_output_shapes(o_parts_shape: Sequence[int],
     varlen o_parts (N, T, H, Dv) with lse_parts (N, H, T) -> o (T, H, Dv), lse (H, T);
     batch  o_parts (N, B, S, H, Dv) with lse_parts (N, B, H, S) -> o (B, S, H, Dv), lse (B, H, S)."""
     o_parts_shape, lse_parts_shape = tuple(o_parts_shape), tuple(lse_parts_shape)
+    want: tuple[int, ...]
+    o_shape: tuple[int, ...]
+    lse_shape: tuple[int, ...]
     if len(o_parts_shape) == 4:
         n, t, h, dv = o_parts_shape
         want, names = (n, h, t), "(num_parts, heads, tokens)"

@@ -91,7 +91,7 @@ def _softcap(softcap: Optional[float]) -> float:
     return 0.0 if softcap is None else float(softcap)
 
 
-def _sinks(learnable_sink: Optional[Array]) -> dict:
+def _sinks(learnable_sink: Any) -> dict:
     """flashbuf's sinks keyword for FlashAttention 4's learnable_sink (Hq logits, any float dtype)."""
     if learnable_sink is None:
         return {}
@@ -102,27 +102,27 @@ def _sinks(learnable_sink: Optional[Array]) -> dict:
     return {"sinks": np.asarray(learnable_sink, dtype=np.float32)}
 
 
-def _page_table(page_table: Optional[Array], block_table: Optional[Array]) -> Optional[Array]:
+def _page_table(page_table: Any, block_table: Any) -> Any:
     if block_table is not None and page_table is not None:
         raise ValueError("block_table: an alias of page_table; pass one of them, not both")
     return block_table if page_table is None else page_table
 
 
-def _empty_probs(q: Array) -> Array:
+def _empty_probs(q: Any) -> Any:
     """S_dmask as flash-attn 2.x returns it without dropout: an empty tensor of q's dtype."""
     if _is_torch(q):
         return torch.empty((0,), dtype=q.dtype, device=q.device)
     return np.empty((0,), dtype=q.dtype)
 
 
-def _diff(cu_seqlens: Array) -> Array:
+def _diff(cu_seqlens: Any) -> Any:
     """Sequence lengths from cumulative offsets, int32, on the offsets' device (no sync)."""
     if _is_torch(cu_seqlens):
         return (cu_seqlens[1:] - cu_seqlens[:-1]).to(torch.int32)
     return np.diff(np.asarray(cu_seqlens)).astype(np.int32)
 
 
-def _unit_last_stride(x: Optional[Array]) -> Optional[Array]:
+def _unit_last_stride(x: Any) -> Any:
     """x with a contiguous last dimension, copied only where it has none (as FlashAttention's
     maybe_contiguous does; flashbuf reads rows of the last dimension as vectors)."""
     if x is None:
@@ -163,7 +163,7 @@ def flash_attn_func(q: Array, k: Array, v: Array, dropout_p: float = 0.0, softma
     _refuse_unsupported(dropout_p=dropout_p, alibi_slopes=alibi_slopes)
     _rank("q", q, 4, "(batch, seqlen, nheads, headdim); packed sequences go to flash_attn_varlen_func")
     q, k, v = _unit_last_stride(q), _unit_last_stride(k), _unit_last_stride(v)
-    result = attention(q, k, v, causal=causal, window=_window(window_size), softcap=_softcap(softcap),
+    result: Any = attention(q, k, v, causal=causal, window=_window(window_size), softcap=_softcap(softcap),
                        scale=softmax_scale, return_lse=bool(return_attn_probs), **_sinks(learnable_sink))
     if return_attn_probs:
         out, lse = result
@@ -196,7 +196,7 @@ def flash_attn_varlen_func(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu
     q, k, v = _unit_last_stride(q), _unit_last_stride(k), _unit_last_stride(v)
     table = _page_table(page_table, block_table)
     keys = dict(cu_seqlens_k=cu_seqlens_k) if table is None else dict(seqlens_k=_diff(cu_seqlens_k), page_table=table)
-    result = attention(q, k, v, cu_seqlens_q=cu_seqlens_q, max_seqlen_q=int(max_seqlen_q),
+    result: Any = attention(q, k, v, cu_seqlens_q=cu_seqlens_q, max_seqlen_q=int(max_seqlen_q),
                        max_seqlen_k=int(max_seqlen_k), causal=causal, window=_window(window_size),
                        softcap=_softcap(softcap), scale=softmax_scale, return_lse=bool(return_attn_probs),
                        **keys, **_sinks(learnable_sink))
@@ -255,7 +255,7 @@ def flash_attn_varlen_kvpacked_func(q: Array, kv: Array, cu_seqlens_q: Array, cu
 
 # ---- flash_attn_with_kvcache ------------------------------------------------------------------
 
-def _int32_lengths(name: str, value: Union[int, Array], batch: int, like: Array) -> Array:
+def _int32_lengths(name: str, value: Any, batch: int, like: Any) -> Any:
     """cache_seqlens as an int32 (B) tensor/array on like's device; an int applies to every sequence."""
     if isinstance(value, (int, np.integer)):
         if _is_torch(like):
@@ -268,14 +268,14 @@ def _int32_lengths(name: str, value: Union[int, Array], batch: int, like: Array)
     return np.asarray(value).astype(np.int32, copy=False)
 
 
-def _host_readable(x: Array) -> bool:
+def _host_readable(x: Any) -> bool:
     """Whether x's values can be read without a device synchronisation, breaking a CUDA-graph
     capture or a torch.compile graph."""
     return not _is_torch(x) or not (x.is_cuda or _compiling())
 
 
-def _check_kv_cache_args(q: Array, k_cache: Array, v_cache: Array, k: Optional[Array], v: Optional[Array],
-                         cache_batch_idx: Optional[Array], page_table: Optional[Array]) -> None:
+def _check_kv_cache_args(q: Any, k_cache: Any, v_cache: Any, k: Any, v: Any,
+                         cache_batch_idx: Any, page_table: Any) -> None:
     """What the in-place append relies on, checked before anything is written."""
     _rank("q", q, 4, "(batch, seqlen_q, nheads, headdim)")
     layout = "(num_blocks, page_size, nheads_k, headdim)" if page_table is not None else \
@@ -328,7 +328,7 @@ def _check_kv_cache_args(q: Array, k_cache: Array, v_cache: Array, k: Optional[A
             raise ValueError(f"{name}: must be on {name}_cache's device")
 
 
-def _append_positions(cache_seqlens: Array, seqlen_new: int) -> Array:
+def _append_positions(cache_seqlens: Any, seqlen_new: int) -> Any:
     """(B, seqlen_new) cache positions of the new tokens, int64."""
     if _is_torch(cache_seqlens):
         steps = torch.arange(seqlen_new, device=cache_seqlens.device, dtype=torch.int64)
@@ -336,8 +336,8 @@ def _append_positions(cache_seqlens: Array, seqlen_new: int) -> Array:
     return cache_seqlens.astype(np.int64)[:, None] + np.arange(seqlen_new, dtype=np.int64)[None, :]
 
 
-def _append_in_place(k_cache: Array, v_cache: Array, k: Array, v: Array, cache_seqlens: Array,
-                     cache_batch_idx: Optional[Array], page_table: Optional[Array]) -> None:
+def _append_in_place(k_cache: Any, v_cache: Any, k: Any, v: Any, cache_seqlens: Any,
+                     cache_batch_idx: Any, page_table: Any) -> None:
     """Writes k, v (B, seqlen_new, ...) into the caches at positions cache_seqlens[b] + i, as
     FlashAttention does, with indexing that needs no host synchronisation (CUDA-graph safe)."""
     batch, seqlen_new = k.shape[:2]
@@ -352,6 +352,8 @@ def _append_in_place(k_cache: Array, v_cache: Array, k: Array, v: Array, cache_s
         raise ValueError(f"cache_seqlens: appending {seqlen_new} tokens at cache_seqlens overruns the cache of "
                          f"{capacity} tokens per sequence")
     use_torch = _is_torch(k_cache)
+    pages: Any
+    seq: Any
     if page_table is not None:
         page_size = k_cache.shape[1]
         if use_torch:
@@ -375,7 +377,7 @@ def _largest_page(seqlen_cache: int) -> int:
     return next(p for p in range(min(seqlen_cache, _MAX_PAGE_SIZE), 0, -1) if seqlen_cache % p == 0)
 
 
-def _rows_as_pages(cache: Array, page_size: int) -> Optional[Array]:
+def _rows_as_pages(cache: Any, page_size: int) -> Any:
     """A contiguous cache (Bc, S, Hkv, D) viewed as pages (Bc * S / page_size, page_size, Hkv, D),
     or None where its strides do not allow a view."""
     shape = (cache.shape[0] * cache.shape[1] // page_size, page_size) + tuple(cache.shape[2:])
@@ -392,7 +394,7 @@ def _rows_as_pages(cache: Array, page_size: int) -> Optional[Array]:
     return view
 
 
-def _cache_rows_by_index(k_cache: Array, v_cache: Array, cache_batch_idx: Array) -> tuple[Array, Array, Array]:
+def _cache_rows_by_index(k_cache: Any, v_cache: Any, cache_batch_idx: Any) -> tuple[Any, Any, Any]:
     """The cache rows cache_batch_idx picks, as paged K/V and a page table: the contiguous cache
     read in place through page-sized views (a gathered copy where its strides forbid a view)."""
     batch, seqlen_cache = cache_batch_idx.shape[0], k_cache.shape[1]
@@ -417,12 +419,12 @@ def _cache_rows_by_index(k_cache: Array, v_cache: Array, cache_batch_idx: Array)
     return pages_k, pages_v, table
 
 
-def _dtype_key(x: Array) -> str:
+def _dtype_key(x: Any) -> str:
     """"bfloat16", "float16" or "float32" (what DecodePlan takes as a name) for torch and NumPy."""
     return str(x.dtype).replace("torch.", "")
 
 
-def _device_key(x: Array) -> str:
+def _device_key(x: Any) -> str:
     return str(x.device) if _is_torch(x) and x.is_cuda else "cpu"
 
 
@@ -442,10 +444,11 @@ def _decode_plan(key: tuple) -> Optional[DecodePlan]:
     if _compiling():
         return None
     plan = None
-    dtype, device = key[-2], key[-1]
+    batch, q_per_seq, heads_q, heads_kv, head_dim, head_dim_v, max_seqlen_k, page_size, dtype, device = key
     if not (device.startswith("cuda") and dtype == "float32"):
         try:
-            plan = DecodePlan(*key[:-2], dtype=dtype, device=device)
+            plan = DecodePlan(batch, q_per_seq, heads_q, heads_kv, head_dim, head_dim_v, max_seqlen_k, page_size,
+                              dtype=dtype, device=device)
         except ValueError:
             plan = None
     if len(_PLANS) >= _MAX_PLANS:  # forget the oldest shape
@@ -512,7 +515,8 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
     keys, values, table = k_cache, v_cache, page_table
     if cache_batch_idx is not None:
         keys, values, table = _cache_rows_by_index(k_cache, v_cache, cache_batch_idx)
-    masks = dict(causal=bool(causal), window=_window(window_size), softcap=_softcap(softcap), scale=softmax_scale)
+    masks: dict[str, Any] = dict(causal=bool(causal), window=_window(window_size), softcap=_softcap(softcap),
+                                 scale=softmax_scale)
     return_lse = bool(return_softmax_lse)
 
     plan = None

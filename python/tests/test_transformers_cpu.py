@@ -73,7 +73,7 @@ def test_register_is_idempotent_and_keeps_other_implementations():
     integration.register()
     loader = fa_utils._lazy_imports
     integration.register()
-    assert fa_utils._lazy_imports is loader and "flashbuf" in loader.flashbuf_names
+    assert fa_utils._lazy_imports is loader and "flashbuf" in loader.names
     assert loader("flashbuf")[1] is flash_attn.flash_attn_varlen_func
     assert "sdpa" in transformers.AttentionInterface()
     with pytest.raises(ValueError, match=r"^name: "):

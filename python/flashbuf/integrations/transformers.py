@@ -49,22 +49,21 @@ def register(name: str = NAME) -> None:
     AttentionMaskInterface.register(name, AttentionMaskInterface()[_TEMPLATE])
 
     loader = fa_utils._lazy_imports
-    names = getattr(loader, "flashbuf_names", None)
-    if names is None:
-        names = set()
-        fa_utils._lazy_imports = _loader_with_flashbuf(loader, names, fa_utils)
-    names.add(name)
+    if not isinstance(loader, _LoaderWithFlashbuf):
+        loader = fa_utils._lazy_imports = _LoaderWithFlashbuf(loader, fa_utils)
+    loader.names.add(name)
 
 
-def _loader_with_flashbuf(original: Callable, names: set, fa_utils: Any) -> Callable:
+class _LoaderWithFlashbuf:
     """transformers' FlashAttention loader, answering for flashbuf's names and deferring the rest."""
 
-    def lazy_imports(implementation: Any, *args: Any, **kwargs: Any) -> tuple:
-        if implementation in names:
-            return (flash_attn.flash_attn_func, flash_attn.flash_attn_varlen_func, flash_attn.flash_attn_with_kvcache,
-                    fa_utils._pad_input, fa_utils._unpad_input)
-        return original(implementation, *args, **kwargs)
+    def __init__(self, original: Callable, fa_utils: Any) -> None:
+        self.original = original
+        self.fa_utils = fa_utils
+        self.names: set[str] = set()
 
-    lazy_imports.flashbuf_names = names
-    lazy_imports.__wrapped__ = original
-    return lazy_imports
+    def __call__(self, implementation: Any, *args: Any, **kwargs: Any) -> tuple:
+        if implementation in self.names:
+            return (flash_attn.flash_attn_func, flash_attn.flash_attn_varlen_func, flash_attn.flash_attn_with_kvcache,
+                    self.fa_utils._pad_input, self.fa_utils._unpad_input)
+        return self.original(implementation, *args, **kwargs)
