@@ -22,6 +22,10 @@ its alias; FlashAttention 4's `learnable_sink` passes to flashbuf's sinks. Diffe
   * num_splits: 1 runs attention() unsplit; any other value lets flashbuf's decode plan choose
     the split (the results agree up to rounding).
   * No autograd: the outputs carry no gradient.
+  * Keywords that only FlashAttention 3 or 4 have (qv, q/k/v_descale, seqused_q/k, cu_seqlens_k_new,
+    pack_gqa, sm_margin, scheduler_metadata, attention_chunk, score_mod, mask_mod, out,
+    return_lse) are not taken (TypeError); FA4's positional order after v differs from 2.x's,
+    which is the one followed here.
 
 Tensors: PyTorch on CUDA or the CPU, or NumPy arrays (CPU backend), as attention() takes them.
 """
