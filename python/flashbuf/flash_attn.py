@@ -268,7 +268,7 @@ def _int32_lengths(name: str, value: Any, batch: int, like: Any) -> Any:
     if tuple(value.shape) != (batch,):
         raise ValueError(f"{name}: expected an int or shape ({batch},) [batch], got {tuple(value.shape)}")
     if _is_torch(value):
-        return value.to(torch.int32)
+        return value.to(device=like.device if _is_torch(like) else value.device, dtype=torch.int32)
     return np.asarray(value).astype(np.int32, copy=False)
 
 
