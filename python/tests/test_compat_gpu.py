@@ -113,6 +113,22 @@ def test_flash_attn_varlen_func_vs_reference_and_fa4():
     assert max_err(out, o_ref) <= 2 * max_err(o4, o_ref) + 1e-3
 
 
+def test_flash_attn_varlen_func_paged_block_table():
+    require_prefill(128)
+    lens_q, lens_k, page = [3, 40, 1], [100, 40, 257], 16
+    max_pages = -(-max(lens_k) // page)
+    table = torch.randperm(3 * max_pages, device=DEV).view(3, max_pages).to(torch.int32)
+    cu_q = torch.tensor(np.cumsum([0] + lens_q), dtype=torch.int32, device=DEV)
+    cu_k = torch.tensor(np.cumsum([0] + lens_k), dtype=torch.int32, device=DEV)
+    q, kp, vp = randn(sum(lens_q), 8, 128), randn(3 * max_pages, page, 2, 128), randn(3 * max_pages, page, 2, 128)
+    out = flash_attn.flash_attn_varlen_func(q, kp, vp, cu_q, cu_k, max(lens_q), max(lens_k), causal=True,
+                                            block_table=table)
+    torch.cuda.synchronize()
+    o_ref, _ = ref.attention(q, kp, vp, cu_seqlens_q=cu_q, seqlens_k=cu_k[1:] - cu_k[:-1], page_table=table,
+                             causal=True)
+    assert max_err(out, o_ref) <= ref.tolerance("bf16")
+
+
 def test_learnable_sink_vs_fa4():
     if not flash_attn._HAS_SINKS:
         pytest.skip("flashbuf.attention takes no sinks in this build")
