@@ -154,6 +154,8 @@ Backend decode(const DecodePlan& plan, const DecodeArgs& args);
 
 // Combine partial attention results: o_parts (N, T, H, Dv) with lse_parts fp32 (N, T, H)
 // into o (T, H, Dv) and optionally lse (T, H). A part with lse = -inf contributes nothing.
+// lse_parts and lse may have any strides (o_parts and o need a contiguous last dimension), so
+// the (H, T) LSE that varlen attention writes is merged through its transposed view.
 struct MergeStatesArgs {
   TensorView o_parts, lse_parts;
   TensorView o, lse;

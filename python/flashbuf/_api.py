@@ -8,6 +8,8 @@ flashbuf::ArgumentError arrives as ValueError (or TypeError for dtypes) naming t
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 # PyTorch, when installed, is imported before the extension: torch loads its own CUDA runtime
@@ -21,8 +23,9 @@ except ImportError:  # the package works on NumPy alone
     torch = None
 
 from . import _C
-from ._common import (NUMPY_BF16, PLAN_FIELDS, WORKSPACE_ALIGNMENT, attention_output_shapes,
-                      decode_output_shapes, last, merge_output_shapes, softmax_scale, window_pair)
+from ._common import (NUMPY_BF16, PLAN_FIELDS, WORKSPACE_ALIGNMENT, Array, Window, attention_output_shapes,
+                      decode_output_shapes, last, merge_contract_views, merge_output_shapes, softmax_scale,
+                      window_pair)
 
 _torch_ops = None
 if torch is not None:
@@ -83,9 +86,12 @@ def _max_seqlen(name: str, cu_seqlens) -> int:
 
 # ---- attention --------------------------------------------------------------------------------
 
-def attention(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, scale=None, cu_seqlens_q=None,
-              cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, seqlens_k=None, page_table=None,
-              return_lse=False, out=None, backend="auto", sinks=None):
+def attention(q: Array, k: Array, v: Array, *, causal: bool = False, window: Window | None = (-1, -1),
+              softcap: float = 0.0, scale: float | None = None, cu_seqlens_q: Array | None = None,
+              cu_seqlens_k: Array | None = None, max_seqlen_q: int | None = None, max_seqlen_k: int | None = None,
+              seqlens_k: Array | None = None, page_table: Array | None = None, return_lse: bool = False,
+              out: Array | None = None, backend: str = "auto",
+              sinks: Array | None = None) -> Array | tuple[Array, Array]:
     """Exact softmax attention, softmax(scale * q k^T + mask) v, in FlashAttention's layout.
 
     Batch:  q (B, Sq, Hq, D), k (B, Sk, Hkv, D), v (B, Sk, Hkv, Dv) -> o (B, Sq, Hq, Dv),
@@ -204,10 +210,18 @@ class DecodePlan:
 
     q (B, q_per_seq, Hq, D); k, v (B, Smax, Hkv, D|Dv) contiguous cache, or (pages, page_size,
     Hkv, D|Dv) with page_table int32 (B, max_pages) when page_size > 0; seqlens_k int32 (B).
+
+    Arguments: batch B; q_per_seq, the query tokens per sequence (1..16, more for speculative
+    decoding); heads_q and heads_kv (heads_q a multiple of heads_kv); head_dim D and head_dim_v
+    Dv; max_seqlen_k, an upper bound on any seqlens_k the runs will see; page_size, tokens per
+    page (1..256) or 0 for a contiguous cache; dtype of q, k, v and o ("bf16", "fp16", "fp32" on
+    the CPU only, or the torch / NumPy dtype); device, "cuda[:index]" or "cpu". Raises ValueError
+    for sizes the decode kernels do not take. The plan's fields (num_splits, keys_per_split,
+    workspace_bytes, batch, ...) read as attributes.
     """
 
-    def __init__(self, batch, q_per_seq, heads_q, heads_kv, head_dim, head_dim_v, max_seqlen_k, page_size=0,
-                 dtype="bf16", device="cuda"):
+    def __init__(self, batch: int, q_per_seq: int, heads_q: int, heads_kv: int, head_dim: int, head_dim_v: int,
+                 max_seqlen_k: int, page_size: int = 0, dtype: Any = "bf16", device: Any = "cuda") -> None:
         kind, index = _device_pair(device)
         self._plan = tuple(_C.plan_decode(int(batch), int(q_per_seq), int(heads_q), int(heads_kv), int(head_dim),
                                           int(head_dim_v), int(max_seqlen_k), int(page_size), _dtype_name(dtype),
@@ -242,6 +256,7 @@ class DecodePlan:
 
     @property
     def dtype(self) -> str:
+        """The plan's element type: "bf16", "fp16" or "fp32"."""
         return ("bf16", "fp16", "fp32")[self._fields["dtype"]]
 
     @property
@@ -256,12 +271,25 @@ class DecodePlan:
                 f"page_size={f['page_size']}, device={self.device}, num_splits={f['num_splits']}, "
                 f"keys_per_split={f['keys_per_split']}, workspace_bytes={f['workspace_bytes']})")
 
-    def run(self, q, k, v, seqlens_k, page_table=None, *, causal=False, window=(-1, -1), softcap=0.0, scale=None,
-            return_lse=False, sinks=None):
-        """One decode step: returns o (B, q_per_seq, Hq, Dv), or (o, lse (B, Hq, q_per_seq)).
+    def run(self, q: Array, k: Array, v: Array, seqlens_k: Array, page_table: Array | None = None, *,
+            causal: bool = False, window: Window | None = (-1, -1), softcap: float = 0.0, scale: float | None = None,
+            return_lse: bool = False, sinks: Array | None = None) -> Array | tuple[Array, Array]:
+        """One decode step over the cache as it is (it appends nothing; flashbuf.flash_attn_with_kvcache
+        writes new keys and values into the cache first).
 
-        sinks: optional float32 (Hq,) sink logits, as in attention(); counted once per row, not
-        once per split of the keys.
+        q (B, q_per_seq, Hq, D) of the plan's dtype, on its device. k, v: the contiguous cache
+        (B, Smax, Hkv, D|Dv) with Smax >= every seqlens_k, or with a paged plan the pages
+        (pages, page_size, Hkv, D|Dv) and page_table int32 (B, max_pages). seqlens_k int32 (B):
+        the keys each sequence reads (at most max_seqlen_k); it may change between CUDA-graph
+        replays, as may the page table's contents. causal, window, softcap and scale mean what
+        they mean for attention(); causal and window are bottom-right aligned, so query i of a
+        sequence sits at key position seqlens_k - q_per_seq + i. sinks: optional float32 (Hq,)
+        sink logits, as in attention(); counted once per row, not once per split of the keys.
+
+        Returns o (B, q_per_seq, Hq, Dv), or (o, lse) with return_lse, lse float32 (B, Hq,
+        q_per_seq). Runs on the current CUDA stream without synchronising; the plan's workspace
+        is shared by its runs, so one plan must not run on two streams at once. Raises ValueError
+        (TypeError for dtypes) naming the argument before anything runs.
         """
         window_left, window_right = window_pair(window)
         scale = softmax_scale(scale)
@@ -291,12 +319,20 @@ class DecodePlan:
 
 # ---- merge_states -----------------------------------------------------------------------------
 
-def merge_states(o_parts, lse_parts, *, return_lse=True):
+def merge_states(o_parts: Array, lse_parts: Array, *, return_lse: bool = False) -> Array | tuple[Array, Array]:
     """Combines N partial attention results over disjoint key sets into one.
 
-    o_parts (N, T, H, Dv) with lse_parts float32 (N, T, H) -> o (T, H, Dv) and lse (T, H):
-    o = sum_i exp(lse_i - lse) o_i with lse = log sum_i exp(lse_i). A part with lse = -inf
-    contributes nothing. Returns (o, lse), or o alone with return_lse=False.
+    The parts are what attention (or DecodePlan.run) returned for each key set, stacked on a
+    new first axis, with the LSE in attention's layout:
+
+    Varlen: o_parts (N, T, H, Dv), lse_parts float32 (N, H, T) -> o (T, H, Dv), lse (H, T).
+    Batch:  o_parts (N, B, S, H, Dv), lse_parts float32 (N, B, H, S) -> o (B, S, H, Dv),
+            lse (B, H, S).
+
+    o = sum_i exp(lse_i - lse) o_i with lse = log sum_i exp(lse_i); a part with lse = -inf
+    contributes nothing, and a row whose parts are all empty gets o = 0 and lse = -inf.
+    o has o_parts' dtype (bfloat16, float16 or float32). Returns o, or (o, lse) with
+    return_lse, as attention does. Raises ValueError for mismatched shapes, TypeError for dtypes.
 
     There is no sinks argument: parts computed without sinks, merged here, then given the sink
     as one more part (o = 0, lse = sink) are attention with sinks over all their keys.
@@ -309,7 +345,10 @@ def merge_states(o_parts, lse_parts, *, return_lse=True):
     o_shape, lse_shape = merge_output_shapes(op_in.shape, np.shape(lse_parts))
     o = _np_empty(o_shape, o_parts.dtype)
     lse = _np_empty(lse_shape, np.float32) if return_lse else None
-    last.name = _C.merge_states(op_in, _np_in("lse_parts", lse_parts), _np_in("o", o), lse, 0)
+    op_view, lp_view, o_view, lse_view, finish = merge_contract_views(op_in, _np_in("lse_parts", lse_parts),
+                                                                      _np_in("o", o), lse)
+    last.name = _C.merge_states(op_view, lp_view, o_view, lse_view, 0)
+    finish()
     return (o, lse) if return_lse else o
 
 

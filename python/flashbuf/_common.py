@@ -6,6 +6,17 @@ and the tests must agree on them. The layouts are those of include/flashbuf/flas
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Callable, Sequence, Tuple, Union
+
+import numpy as np
+
+if TYPE_CHECKING:  # annotations only: the package works without PyTorch
+    import torch
+
+# What the entry points take and return: PyTorch tensors (CPU or CUDA) or NumPy arrays.
+Array = Union["torch.Tensor", np.ndarray]
+# A sliding window (left, right), -1 for an unbounded side.
+Window = Tuple[int, int]
 
 try:  # NumPy has no bfloat16; ml_dtypes provides one when installed.
     import ml_dtypes as _ml_dtypes
@@ -24,7 +35,7 @@ class _LastBackend:
 last = _LastBackend()
 
 
-def window_pair(window) -> tuple[int, int]:
+def window_pair(window: Window | None) -> tuple[int, int]:
     """(left, right) with -1 for an unbounded side; None means no window."""
     if window is None:
         return -1, -1
@@ -35,7 +46,7 @@ def window_pair(window) -> tuple[int, int]:
         raise ValueError(f"window: expected a pair (left, right) of ints, -1 for unbounded; got {window!r}") from None
 
 
-def softmax_scale(scale) -> float:
+def softmax_scale(scale: float | None) -> float:
     """0.0 tells the library to use 1/sqrt(head_dim)."""
     if scale is None:
         return 0.0
@@ -45,7 +56,7 @@ def softmax_scale(scale) -> float:
     return scale
 
 
-def attention_output_shapes(q_shape, v_shape) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def attention_output_shapes(q_shape: Sequence[int], v_shape: Sequence[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(o shape, lse shape) for attention: batch (B, Sq, Hq, D) or varlen (Tq, Hq, D) queries."""
     if len(v_shape) not in (3, 4):
         raise ValueError(
@@ -63,17 +74,68 @@ def attention_output_shapes(q_shape, v_shape) -> tuple[tuple[int, ...], tuple[in
         f"head_dim) with cu_seqlens_q; got rank {len(q_shape)}")
 
 
-def decode_output_shapes(batch: int, q_per_seq: int, heads_q: int, head_dim_v: int):
+def decode_output_shapes(batch: int, q_per_seq: int, heads_q: int,
+                         head_dim_v: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(o shape, lse shape) of a decode step: o (B, q_per_seq, Hq, Dv), lse (B, Hq, q_per_seq)."""
     return (batch, q_per_seq, heads_q, head_dim_v), (batch, heads_q, q_per_seq)
 
 
-def merge_output_shapes(o_parts_shape, lse_parts_shape):
-    """(o shape, lse shape) of merge_states: o_parts (N, T, H, Dv) -> o (T, H, Dv), lse (T, H)."""
-    if len(o_parts_shape) != 4:
-        raise ValueError(f"o_parts: expected rank 4 (parts, tokens, heads, head_dim_v), got rank {len(o_parts_shape)}")
-    _, t, h, dv = o_parts_shape
-    return (t, h, dv), (t, h)
+def merge_output_shapes(o_parts_shape: Sequence[int],
+                        lse_parts_shape: Sequence[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(o shape, lse shape) of merge_states, in attention's layouts:
+    varlen o_parts (N, T, H, Dv) with lse_parts (N, H, T) -> o (T, H, Dv), lse (H, T);
+    batch  o_parts (N, B, S, H, Dv) with lse_parts (N, B, H, S) -> o (B, S, H, Dv), lse (B, H, S)."""
+    o_parts_shape, lse_parts_shape = tuple(o_parts_shape), tuple(lse_parts_shape)
+    want: tuple[int, ...]
+    o_shape: tuple[int, ...]
+    lse_shape: tuple[int, ...]
+    if len(o_parts_shape) == 4:
+        n, t, h, dv = o_parts_shape
+        want, names = (n, h, t), "(num_parts, heads, tokens)"
+        o_shape, lse_shape = (t, h, dv), (h, t)
+    elif len(o_parts_shape) == 5:
+        n, b, s, h, dv = o_parts_shape
+        want, names = (n, b, h, s), "(num_parts, batch, heads, seqlen)"
+        o_shape, lse_shape = (b, s, h, dv), (b, h, s)
+    else:
+        raise ValueError(f"o_parts: expected rank 4 (num_parts, tokens, heads, head_dim_v) or rank 5 (num_parts, "
+                         f"batch, seqlen, heads, head_dim_v), got shape {o_parts_shape}")
+    if lse_parts_shape != want:
+        raise ValueError(f"lse_parts: expected shape {want} {names}, attention's LSE layout, for o_parts of shape "
+                         f"{o_parts_shape}; got {lse_parts_shape}")
+    return o_shape, lse_shape
+
+
+def merge_contract_views(o_parts: Array, lse_parts: Array, o: Array,
+                         lse: Array | None) -> tuple[Array, Array, Array, Array | None, Callable[[], None]]:
+    """merge_states' arguments (NumPy arrays or torch tensors, in attention's layouts; o and lse
+    freshly allocated) as the C++ contract takes them: o_parts (N, T, H, Dv), lse_parts
+    (N, T, H), o (T, H, Dv), lse (T, H), any strides for the LSEs.
+
+    Varlen needs only transposed views. The batch form flattens (B, S) into T, which copies
+    lse_parts (and o_parts if not contiguous) unless S or H is 1, and writes lse through a
+    scratch (T, H) buffer in that case. Returns the four views and a function to call after the
+    merge ran (it copies the scratch LSE back; otherwise it does nothing).
+    """
+    def nothing():
+        return None
+
+    if o_parts.ndim == 4:
+        return o_parts, lse_parts.swapaxes(1, 2), o, None if lse is None else lse.swapaxes(0, 1), nothing
+    n, b, s, h, dv = o_parts.shape
+    op = o_parts.reshape(n, b * s, h, dv)
+    lp = lse_parts.swapaxes(2, 3).reshape(n, b * s, h)
+    ov = o.reshape(b * s, h, dv)
+    if lse is None:
+        return op, lp, ov, None, nothing
+    if s == 1 or h == 1:  # (B, H, S) transposed flattens to (B * S, H) without a copy
+        return op, lp, ov, lse.swapaxes(1, 2).reshape(b * s, h), nothing
+    scratch = lse.new_empty((b * s, h)) if hasattr(lse, "new_empty") else np.empty((b * s, h), dtype=lse.dtype)
+
+    def copy_back():
+        lse[...] = scratch.reshape(b, s, h).swapaxes(1, 2)
+
+    return op, lp, ov, scratch, copy_back
 
 
 # The order of the plan tuple returned by _C.plan_decode (python/src/flashbuf_ext.cpp).

@@ -10,7 +10,7 @@ copy. All operators are forward only (no autograd formula is registered).
   flashbuf::attention       (q, k, v, ..., sinks) -> (o, lse)     lse is empty unless return_lse
   flashbuf::attention_out   same, writing into caller-provided out (and lse)
   flashbuf::decode          (q, k, v, seqlens_k, page_table, workspace, plan, ...) -> (o, lse)
-  flashbuf::merge_states    (o_parts, lse_parts, return_lse) -> (o, lse)
+  flashbuf::merge_states    (o_parts, lse_parts, return_lse) -> (o, lse)   LSEs in attention's layout
 """
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ import torch
 from torch import Tensor
 
 from . import _C
-from ._common import attention_output_shapes, decode_output_shapes, last, merge_output_shapes, PLAN_FIELDS
+from ._common import (attention_output_shapes, decode_output_shapes, last, merge_contract_views, merge_output_shapes,
+                      PLAN_FIELDS)
 
 
 def _arg(t: Optional[Tensor]):
@@ -130,9 +131,11 @@ def _merge_outputs(o_parts: Tensor, lse_parts: Tensor, return_lse: bool) -> tupl
 @torch.library.custom_op("flashbuf::merge_states", mutates_args=())
 def merge_states(o_parts: Tensor, lse_parts: Tensor, return_lse: bool) -> tuple[Tensor, Tensor]:
     o, lse = _merge_outputs(o_parts, lse_parts, return_lse)
+    op_view, lp_view, o_view, lse_view, finish = merge_contract_views(
+        _arg(o_parts), _arg(lse_parts), o, lse if return_lse else None)
     with _on_device(o_parts):
-        last.name = _C.merge_states(_arg(o_parts), _arg(lse_parts), o, lse if return_lse else None,
-                                    _stream(o_parts))
+        last.name = _C.merge_states(op_view, lp_view, o_view, lse_view, _stream(o_parts))
+    finish()
     return o, lse
 
 

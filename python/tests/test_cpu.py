@@ -183,17 +183,42 @@ def test_merge_states_recombines_key_splits(dtype_name):
     o_parts, lse_parts = [], []
     for lo, hi in zip(bounds[:-1], bounds[1:]):
         o, lse = flashbuf.attention(q, k[:, lo:hi], v[:, lo:hi], return_lse=True)
-        o_parts.append(o[0])          # (T, H, Dv)
-        lse_parts.append(lse[0].T)    # (T, H)
+        o_parts.append(o[0])      # (T, H, Dv)
+        lse_parts.append(lse[0])  # (H, T), merged as attention wrote it
     o_parts = np.stack(o_parts).astype(dtype)
-    lse_parts = np.ascontiguousarray(np.stack(lse_parts))
+    lse_parts = np.stack(lse_parts)
     assert np.all(np.isneginf(lse_parts[1]))
-    o, lse = flashbuf.merge_states(o_parts, lse_parts)
-    assert o.shape == (sq, h, d) and o.dtype == dtype and lse.shape == (sq, h)
+    o, lse = flashbuf.merge_states(o_parts, lse_parts, return_lse=True)
+    assert o.shape == (sq, h, d) and o.dtype == dtype and lse.shape == (h, sq)
     o_ref, lse_ref = ref.attention(q, k, v)
     assert_close(o, o_ref[0], dtype_name, scale=2.0)  # the parts were rounded to dtype once
-    assert_lse_close(lse, lse_ref[0].T)
-    assert flashbuf.merge_states(o_parts, lse_parts, return_lse=False).shape == (sq, h, d)
+    assert_lse_close(lse, lse_ref[0])
+    assert flashbuf.merge_states(o_parts, lse_parts).shape == (sq, h, d)  # return_lse defaults to False
+
+
+@pytest.mark.parametrize("sq", [1, 6], ids=["one_query", "queries"])
+def test_merge_states_takes_batch_attention_outputs_as_they_are(sq):
+    rng = np.random.default_rng(8)
+    b, sk, h, d = 3, 30, 4, 16
+    q, k, v = randn(rng, (b, sq, h, d), np.float32), randn(rng, (b, sk, h, d), np.float32), randn(rng, (b, sk, h, d), np.float32)
+    parts = [flashbuf.attention(q, k[:, lo:hi], v[:, lo:hi], return_lse=True) for lo, hi in ((0, 13), (13, 30))]
+    o_parts = np.stack([o for o, _ in parts])        # (N, B, S, H, Dv)
+    lse_parts = np.stack([lse for _, lse in parts])  # (N, B, H, S)
+    o, lse = flashbuf.merge_states(o_parts, lse_parts, return_lse=True)
+    o_ref, lse_ref = ref.attention(q, k, v)
+    assert o.shape == (b, sq, h, d) and lse.shape == (b, h, sq)
+    assert_close(o, o_ref, "fp32")
+    assert_lse_close(lse, lse_ref)
+
+
+def test_merge_states_names_a_wrong_lse_layout():
+    o_parts = np.zeros((2, 5, 3, 8), np.float32)
+    with pytest.raises(ValueError, match=r"^lse_parts: expected shape \(2, 3, 5\) \(num_parts, heads, tokens\)"):
+        flashbuf.merge_states(o_parts, np.zeros((2, 5, 3), np.float32))
+    with pytest.raises(ValueError, match=r"^lse_parts: expected shape \(2, 4, 3, 5\)"):
+        flashbuf.merge_states(np.zeros((2, 4, 5, 3, 8), np.float32), np.zeros((2, 4, 5, 3), np.float32))
+    with pytest.raises(ValueError, match=r"^o_parts: expected rank 4"):
+        flashbuf.merge_states(o_parts[0], np.zeros((3, 5), np.float32))
 
 
 def test_out_argument_is_written():

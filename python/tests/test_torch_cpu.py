@@ -93,7 +93,11 @@ def test_opcheck_decode_and_merge(gen):
     args = (q, kp, vp, lens, table, ws, list(plan.plan), 0.0, True, -1, -1, 0.0, True)
     torch.library.opcheck(torch.ops.flashbuf.decode.default, args, test_utils=("test_schema", "test_faketensor"))
     o_parts = randn(3, 5, 4, 16, dtype=torch.float32, generator=gen)
-    lse_parts = randn(3, 5, 4, dtype=torch.float32, generator=gen)
+    lse_parts = randn(3, 4, 5, dtype=torch.float32, generator=gen)  # attention's (N, H, T)
+    torch.library.opcheck(torch.ops.flashbuf.merge_states.default, (o_parts, lse_parts, True),
+                          test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_static"))
+    o_parts = randn(3, 2, 5, 4, 16, dtype=torch.float32, generator=gen)
+    lse_parts = randn(3, 2, 4, 5, dtype=torch.float32, generator=gen)  # batch (N, B, H, S)
     torch.library.opcheck(torch.ops.flashbuf.merge_states.default, (o_parts, lse_parts, True),
                           test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_static"))
 

@@ -339,6 +339,43 @@ TEST(CpuBackend, MergeStatesOfSplitKeysEqualsOnePass) {
   EXPECT_TRUE(o.check_guards() && lse.check_guards());
 }
 
+// The LSE views may be strided: attention's (N, H, T) LSE merged through its transposed view,
+// into an (H, T) LSE written through its transposed view, gives what contiguous views give.
+TEST(CpuBackend, MergeStatesTakesTransposedLseViews) {
+  Rng rng(Rng::fresh_seed());
+  const int N = 3, T = 7, H = 5, Dv = 16;
+  reference::HostTensor o_parts(DType::fp32, {N, T, H, Dv}), lse_nth(DType::fp32, {N, T, H});
+  reference::HostTensor lse_nht(DType::fp32, {N, H, T});
+  o_parts.fill_normal(rng);
+  lse_nth.fill_normal(rng, 3.0);
+  for (int n = 0; n < N; ++n)
+    for (int t = 0; t < T; ++t)
+      for (int h = 0; h < H; ++h) lse_nht.set(lse_nht.offset({n, h, t}), lse_nth.at({n, t, h}));
+
+  reference::HostTensor o_want(DType::fp32, {T, H, Dv}), lse_want(DType::fp32, {T, H});
+  MergeStatesArgs want;
+  want.o_parts = o_parts.view(); want.lse_parts = lse_nth.view(); want.o = o_want.view(); want.lse = lse_want.view();
+  ASSERT_EQ(merge_states(want), Backend::cpu);
+
+  reference::HostTensor o(DType::fp32, {T, H, Dv}), lse_ht(DType::fp32, {H, T});
+  MergeStatesArgs m;
+  m.o_parts = o_parts.view();
+  m.o = o.view();
+  m.lse_parts = lse_nht.view();  // (N, H, T) seen as (N, T, H)
+  m.lse_parts.shape[1] = T; m.lse_parts.shape[2] = H;
+  m.lse_parts.stride[1] = lse_nht.strides()[2]; m.lse_parts.stride[2] = lse_nht.strides()[1];
+  m.lse = lse_ht.view();  // (H, T) seen as (T, H)
+  m.lse.shape[0] = T; m.lse.shape[1] = H;
+  m.lse.stride[0] = lse_ht.strides()[1]; m.lse.stride[1] = lse_ht.strides()[0];
+  ASSERT_EQ(merge_states(m), Backend::cpu);
+  for (int t = 0; t < T; ++t)
+    for (int h = 0; h < H; ++h) {
+      EXPECT_EQ(lse_ht.at({h, t}), lse_want.at({t, h}));
+      for (int d = 0; d < Dv; ++d) EXPECT_EQ(o.at({t, h, d}), o_want.at({t, h, d}));
+    }
+  EXPECT_TRUE(o.check_guards() && lse_ht.check_guards());
+}
+
 TEST(CpuBackend, MergeStatesLowPrecision) {
   Rng rng(Rng::fresh_seed());
   const int N = 3, T = 5, H = 2, Dv = 24;
