@@ -130,12 +130,13 @@ struct KVBufferLDS : detail::KVSharedTiles<Cfg, TC, NumThreads, NumSmemStages> {
     if (kContiguousPath && src.pages == nullptr) {
       // Contiguous rows by lines (LineCopies): a thread's chunks of a row share one 64-bit row
       // address and one row test, its passes step by a constant, and the shared offsets are
-      // constants. Before (stop 23) each chunk's address was a 64-bit multiply-add of row and
-      // stride (most of the ~24M integer instructions of 62M, FA2 ~5M, at D 256 S 512 under ncu).
+      // constants, where a 64-bit multiply-add of row and stride per chunk would make integer
+      // work a large share of the kernel's instructions.
       // Rows past the end keep their own address, even past the allocation: with src-size 0
       // cp.async reads no byte of it (PTX ISA: src-size bytes are read, the rest zero-filled).
       // Rows of one line (D 64, 16-bit) take the tile's first row instead, a select a chunk: with
-      // their own, ptxas spilled 32 B against 12 and D 64 ran 0.98x (H200, stop 24).
+      // their own, ptxas spills more and D 64 runs slower (bench/NOTES-prefill.md, "Measurements
+      // behind the code's choices").
       constexpr bool kSelectPastEnd = Lines::kLines == 1;
       const int t = static_cast<int>(threadIdx.x);
       const int row0 = Lines::first_row(t), col = Lines::first_col(t);

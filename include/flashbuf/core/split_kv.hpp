@@ -32,22 +32,17 @@ inline constexpr int kMaxClusterSplits = 16;  // H100/H200 non-portable cluster 
 //              workspace_bytes == 0.
 //   workspace: fp32 partials in the workspace, folded by the combine kernel (merge_states)
 //              launched after the decode (programmatic dependent launch on sm_90): any split
-//              count, any architecture, but a second launch (~2 us of the latency-bound rows).
+//              count, any architecture, but a second launch, which latency-bound rows feel.
 // An in-kernel "last block merges" form needs arrival counters that start at zero; the
 // workspace is caller memory (torch.empty), so that would change the API's contract.
 enum class SplitMerge { none, cluster, workspace };
 
-// Where the cluster merge pays, measured on the H200 (bench/results/h200-decode-20261130.json
-// at cae9305; the split sweep h200-decode-sweep-*-292318c-20261130.json): it saves the combine
-// launch and the partials' round trip through device memory, so it wins wherever it can run
-// as many splits as the workspace path would: 64 blocks of one tile in clusters of 8 (1.3x),
-// 128 blocks in clusters of 2 and 4 (B = 8 Hkv = 8 L 512 1.13x, L 2k 1.06x; B = 1 Hkv = 32
-// L 512 1.15x, page 16 1.32x). It loses where it caps the splits below that (B = 1 L 8k: 8 in
-// a cluster 17.4 us, 16 in the workspace 15.1; paged B = 8 L 2k-8k: 2 against 4, 0.94-0.85x),
-// when its grid passes one block per SM (256 blocks in clusters of 4..16: 10-30% slower,
-// cluster co-scheduling leaves SMs idle), and with long splits in clusters of 4 (B = 1
-// Hkv = 32 L 8k / 32k: 0.97 / 0.94x; h200-decode-ab-cluster-rule2-*). So: at most 8 splits per
-// cluster, one block per SM, and splits of at most 4 tiles unless the cluster is a pair.
+// Where the cluster merge pays (the measurements: bench/NOTES-decode.md, "Measurements behind the
+// code's choices"): it saves the combine launch and the partials' round trip through device memory,
+// so it wins wherever it can run as many splits as the workspace path would. It loses where it caps
+// the splits below that, when its grid passes one block per SM (cluster co-scheduling leaves SMs
+// idle), and with long splits in clusters of 4. So: at most 8 splits per cluster, one block per SM,
+// and splits of at most 4 tiles unless the cluster is a pair.
 namespace split_kv {
 inline constexpr int kClusterMaxSplitsUsed = 8;
 inline constexpr int kClusterMaxTilesPerSplit = 4;
@@ -82,14 +77,11 @@ constexpr SplitChoice choose_decode_splits(int sms, int blocks_per_sm, std::int6
   std::int64_t wave = slots / work_items;  // splits of >= 1 tile that fit in one wave
   if (wave > tiles) wave = tiles;
   if (wave > max_splits) wave = max_splits;
-  // Workspace splits: one block per SM where that still fills most SMs. Measured (H200,
-  // B=1 Hkv=8 L=8k, graph replay): 16 splits 14.8 us, 32 splits (two blocks per SM) 16.8 us;
-  // one block's stages already keep enough bytes in flight, and every extra split is one more
-  // partial O to write and merge. Where sms / items rounds far down (e.g. 72 items: 1 split,
-  // 72 of 132 SMs busy), the slots' wave stays. Paged caches alike since their copies read
-  // every pass's page entry first (stop 19: one block per SM over the slots' wave 1.01-1.08x,
-  // B = 1 and 8, L 2k-32k, page 16; before, each pass waited on its own entry read and one
-  // block per SM ran 0.82-0.90x at L 8k-32k).
+  // Workspace splits: one block per SM where that still fills most SMs: one block's stages
+  // already keep enough bytes in flight, and every extra split is one more partial O to write
+  // and merge. Where sms / items rounds far down (e.g. 72 items: 1 split, 72 of 132 SMs busy),
+  // the slots' wave stays. Paged caches alike, since their copies read every pass's page entry
+  // first (the measurements: bench/NOTES-decode.md, "Measurements behind the code's choices").
   std::int64_t workspace_wave = wave;
   const std::int64_t sm_wave = sms / work_items;
   if (sm_wave * work_items * 4 >= 3LL * sms && sm_wave < wave) workspace_wave = sm_wave;
@@ -113,10 +105,10 @@ constexpr SplitChoice choose_decode_splits(int sms, int blocks_per_sm, std::int6
 // Whether a launch of `items` (sequence, kv head, row chunk) x `num_splits` blocks runs the deep
 // ring (kernels/decode_config.cuh's DecodeTile::kDeepStages): paged caches in grids of at most one block per SM, whose
 // clusters (cluster merge) all stay resident with the deep ring's shared memory
-// (`clusters_resident` of num_splits blocks at once). Measured (H200, bench/NOTES-decode.md,
-// stop 14): paged B = 1 L 2k and B = 8 L 512 with pages of 16 1.07-1.09x, where each tile's
-// copies wait on its page entries; contiguous caches lost 1-6% with it (B = 1 L 8k: 15.3
-// against 14.7 us), so they keep the shared ring.
+// (`clusters_resident` of num_splits blocks at once). It pays for paged caches, where each
+// tile's copies wait on its page entries; contiguous caches run slower with it, so they keep
+// the shared ring (the measurements: bench/NOTES-decode.md, "Measurements behind the code's
+// choices").
 constexpr bool choose_deep_ring(bool paged, std::int64_t items, int num_splits, SplitMerge merge, int sms,
                                 int clusters_resident) {
   if (!paged || items * num_splits > sms) return false;

@@ -268,9 +268,9 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
   // the tile S - 1 earlier, so they have landed (and, after that iteration's barrier, are
   // visible) when the tile's K/V copies are issued. No register ever waits for them: a page
   // read into registers a tile ahead still stalled its warp, its load queued behind the tile
-  // copies (measured: pages in order, the same addresses as contiguous, at 0.60x; 0.77x with
-  // the clamp deferred to the copy). Slots are reused 2 S tiles later, after a barrier
-  // that follows the last read. `hi` bounds the keys (blk_hi, or early_hi before the length).
+  // copies (bench/NOTES-decode.md, "Measurements behind the code's choices"). Slots are reused 2 S
+  // tiles later, after a barrier that follows the last read. `hi` bounds the keys (blk_hi, or
+  // early_hi before the length).
   std::int32_t* const page_slots = reinterpret_cast<std::int32_t*>(smem_q + Tile::kQBytes);
   auto slot_of = [&](int tile) {  // tile % (2 S), by constants
     return deep ? tile % page_entry_slots(Tile::kDeepStages) : tile % page_entry_slots(kStages);
