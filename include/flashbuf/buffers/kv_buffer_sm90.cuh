@@ -53,7 +53,7 @@ __device__ __forceinline__ void load_slab_tile_tma(T* tile, const CUtensorMap* m
   }
 }
 
-template <class Cfg, class TC, int NumThreads, int NumSmemStages = 2, bool TokenGen = false>
+template <class Cfg, class TC, int NumThreads, int NumSmemStages = 2>
 struct KVBufferLDSSm90 {
   using Config = Cfg;
   using TensorCore = TC;

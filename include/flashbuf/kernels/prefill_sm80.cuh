@@ -189,12 +189,12 @@ struct PrefillSm80 {
     typename QBuf::Stage q[2];
     typename KBuf::Fragments k[2];
     qbuf.template load_stage<0>(q[0]);
-    kbuf.template load_fragments<0>(0, k[0]);
+    kbuf.template load_from_shared<0>(0, k[0]);
     static_for<kSteps>([&](auto step) {
       constexpr int j = decltype(step)::value;
       if constexpr (j + 1 < kSteps) {
         qbuf.template load_stage<j + 1>(q[(j + 1) % 2]);
-        kbuf.template load_fragments<j + 1>(0, k[(j + 1) % 2]);
+        kbuf.template load_from_shared<j + 1>(0, k[(j + 1) % 2]);
       }
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt) {
@@ -213,10 +213,10 @@ struct PrefillSm80 {
     typename PBuf::Packed a;
     pbuf.pack(a);
     typename VBuf::Fragments v[2];
-    vbuf.template load_fragments<0>(0, v[0]);
+    vbuf.template load_from_shared<0>(0, v[0]);
     static_for<kSteps>([&](auto step) {
       constexpr int j = decltype(step)::value;
-      if constexpr (j + 1 < kSteps) vbuf.template load_fragments<(j + 1) / kChunks>((j + 1) % kChunks, v[(j + 1) % 2]);
+      if constexpr (j + 1 < kSteps) vbuf.template load_from_shared<(j + 1) / kChunks>((j + 1) % kChunks, v[(j + 1) % 2]);
       constexpr int k = j / kChunks, chunk = j % kChunks;
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt)
