@@ -6,10 +6,10 @@
 
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
+#include "cuda/device_cache.hpp"
 #include "flashbuf/core/config.hpp"
 #include "flashbuf/kernels/combine.cuh"
 
@@ -33,25 +33,24 @@ inline bool combine_vec4_ok(const CombineParams& p, std::size_t in_bytes, std::s
 // per (kernel, device) — the binary loaded, hence ptxVersion, depends on the device — and
 // cached in a static member keyed on the kernel's template arguments (every combine kernel
 // has the same function type, so a cache keyed on the type would answer for all of them).
-inline constexpr int kCachedDevices = 64;
 template <class TIn, class TOut, int kVec>
 struct CombineState {
-  static inline std::atomic<int> griddepcontrol[kCachedDevices] = {};  // 0 unknown, 1 no, 2 yes
+  static inline ::flashbuf::detail::PerDevice<int> griddepcontrol;  // 1 no, 2 yes
 };
 
 template <class TIn, class TOut, int kVec>
 bool has_griddepcontrol(int device) {
-  std::atomic<int>* const cached =
-      device >= 0 && device < kCachedDevices ? &CombineState<TIn, TOut, kVec>::griddepcontrol[device] : nullptr;
-  int v = cached != nullptr ? cached->load(std::memory_order_relaxed) : 0;
-  if (v == 0) {
+  auto& cache = CombineState<TIn, TOut, kVec>::griddepcontrol;
+  const int answer = ::flashbuf::detail::once_per_device(cache, device, [] {
     cudaFuncAttributes attributes{};
     const cudaError_t err = cudaFuncGetAttributes(&attributes, &combine_kernel<TIn, TOut, kVec>);
-    if (err != cudaSuccess) cudaGetLastError();  // leave no pending error; the launch reports its own
-    v = err == cudaSuccess && attributes.ptxVersion >= 90 ? 2 : 1;
-    if (cached != nullptr && err == cudaSuccess) cached->store(v, std::memory_order_relaxed);
-  }
-  return v == 2;
+    if (err != cudaSuccess) {
+      cudaGetLastError();  // leave no pending error; the launch reports its own
+      return 0;            // no PDL now, and asked again next time
+    }
+    return attributes.ptxVersion >= 90 ? 2 : 1;
+  });
+  return answer == 2;
 }
 
 // Asks (and caches) everything launch_combine may ask on `device` (the current device), so a

@@ -9,8 +9,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <atomic>
-
+#include "cuda/device_cache.hpp"
 #include "flashbuf/kernels/decode_config.cuh"
 #include "flashbuf/kernels/decode_kernel.cuh"
 
@@ -34,7 +33,7 @@ struct DecodeKernelInfo {
 
 namespace launch_detail {
 
-inline constexpr int kCachedDevices = 64;
+using ::flashbuf::detail::PerDevice;
 
 // Per-kernel, per-device readiness: the resident blocks per SM once the kernel's dynamic
 // shared-memory limit has been raised on that device (0 = not prepared yet). A static member
@@ -43,12 +42,12 @@ inline constexpr int kCachedDevices = 64;
 // signature: the first kernel prepared would mark every other one done).
 template <class Elem, int D, int MT>
 struct KernelState {
-  static inline std::atomic<int> blocks_per_sm[kCachedDevices] = {};
+  static inline PerDevice<int> blocks_per_sm;
   // Stored before blocks_per_sm: max_cluster, sm_count, deep ring (0 / 1), its clusters.
-  static inline std::atomic<int> max_cluster[kCachedDevices] = {};
-  static inline std::atomic<int> sm_count[kCachedDevices] = {};
-  static inline std::atomic<int> deep_ring[kCachedDevices] = {};
-  static inline std::atomic<int> deep_active_clusters[kCachedDevices][kMaxClusterSplits + 1] = {};
+  static inline PerDevice<int> max_cluster;
+  static inline PerDevice<int> sm_count;
+  static inline PerDevice<int> deep_ring;
+  static inline PerDevice<int> deep_active_clusters[kMaxClusterSplits + 1];
 };
 
 // The largest cluster (16, else the portable 8) of `kernel` that the device can schedule at
@@ -106,21 +105,14 @@ DecodeKernelInfo prepare(int device) {
   info.threads = Tile::kThreads;
   info.smem_bytes = Tile::kSmemBytes;
   info.block_n = Tile::kBlockN;
-  std::atomic<int>* const cached =
-      device >= 0 && device < kCachedDevices ? &KernelState<Elem, D, MT>::blocks_per_sm[device] : nullptr;
-  if (cached != nullptr) {
-    const int n = cached->load(std::memory_order_acquire);
-    if (n > 0) {
-      using State = KernelState<Elem, D, MT>;
-      info.blocks_per_sm = n;
-      info.max_cluster = State::max_cluster[device].load(std::memory_order_relaxed);
-      info.sm_count = State::sm_count[device].load(std::memory_order_relaxed);
-      info.deep_ring = State::deep_ring[device].load(std::memory_order_relaxed) != 0;
-      for (int c = 0; c <= kMaxClusterSplits; ++c) {
-        info.deep_active_clusters[c] = State::deep_active_clusters[device][c].load(std::memory_order_relaxed);
-      }
-      return info;
-    }
+  using State = KernelState<Elem, D, MT>;
+  if (const int n = State::blocks_per_sm.load(device); n > 0) {
+    info.blocks_per_sm = n;
+    info.max_cluster = State::max_cluster.load(device);
+    info.sm_count = State::sm_count.load(device);
+    info.deep_ring = State::deep_ring.load(device) != 0;
+    for (int c = 0; c <= kMaxClusterSplits; ++c) info.deep_active_clusters[c] = State::deep_active_clusters[c].load(device);
+    return info;
   }
   auto fail = [&](cudaError_t err, const char* call) {
     cudaGetLastError();  // clear the (non-sticky) error so a later launch check does not see it
@@ -150,15 +142,12 @@ DecodeKernelInfo prepare(int device) {
       info.deep_active_clusters[c] = active_clusters(k, c, Tile::kThreads, Tile::kDeepSmemBytes);
     }
   }
-  if (blocks > 0 && cached != nullptr) {
-    using State = KernelState<Elem, D, MT>;
-    State::max_cluster[device].store(info.max_cluster, std::memory_order_relaxed);
-    State::sm_count[device].store(info.sm_count, std::memory_order_relaxed);
-    State::deep_ring[device].store(info.deep_ring ? 1 : 0, std::memory_order_relaxed);
-    for (int c = 0; c <= kMaxClusterSplits; ++c) {
-      State::deep_active_clusters[device][c].store(info.deep_active_clusters[c], std::memory_order_relaxed);
-    }
-    cached->store(blocks, std::memory_order_release);
+  if (blocks > 0) {  // (a device past the cached ones stores nothing)
+    State::max_cluster.store(device, info.max_cluster);
+    State::sm_count.store(device, info.sm_count);
+    State::deep_ring.store(device, info.deep_ring ? 1 : 0);
+    for (int c = 0; c <= kMaxClusterSplits; ++c) State::deep_active_clusters[c].store(device, info.deep_active_clusters[c]);
+    State::blocks_per_sm.store(device, blocks);  // last: publishes the fields above
   }
   return info;
 }
@@ -169,8 +158,7 @@ cudaError_t launch(int device, const DecodeParams& params, dim3 grid, cudaStream
   auto* kernel = &decode_split_kv_kernel<Elem, D, MT>;
   // Normally prepared by the plan already (one atomic load here); a device the plan did not
   // prepare (or one past the cache) is prepared now.
-  const bool ready = device >= 0 && device < kCachedDevices &&
-                     KernelState<Elem, D, MT>::blocks_per_sm[device].load(std::memory_order_acquire) > 0;
+  const bool ready = KernelState<Elem, D, MT>::blocks_per_sm.load(device) > 0;
   if (!ready) {
     const DecodeKernelInfo info = prepare<Elem, D, MT>(device);
     if (info.blocks_per_sm < 1) return info.error != cudaSuccess ? info.error : cudaErrorInvalidConfiguration;
