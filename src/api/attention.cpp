@@ -8,12 +8,10 @@ namespace flashbuf {
 namespace {
 
 // Automatic: CPU tensors run on the CPU backend; CUDA tensors on the Hopper (wgmma) path on
-// compute capability 9.0 when this binary holds its sm_90a code, else on the mma.sync path.
-// Measured on an H200 (bench/results/, the sm90, sm80 and paged16 prefill files): batch-form
-// K/V (TMA) 1.08-2.35x FlashAttention-2 against 0.90-1.10x for mma.sync; paged K/V at page 16
-// 1.3-1.9x mma.sync with the Hopper kernel's cp.async gather, faster since with TMA boxes per
-// page (bench/NOTES-prefill.md); varlen and seqlens_k K/V go through TMA too.
-// An explicit backend must match where the tensors are and what the device can run.
+// compute capability 9.0 when this binary holds its sm_90a code, else on the mma.sync path:
+// the Hopper kernel is faster for batch-form and paged K/V alike (bench/NOTES-prefill.md,
+// "Measurements behind the code's choices"); varlen and seqlens_k K/V go through TMA too. An
+// explicit backend must match where the tensors are and what the device can run.
 Backend choose_backend(Backend requested, const detail::AttentionProblem& p) {
   const bool on_gpu = p.device == DeviceKind::cuda;
   switch (requested) {

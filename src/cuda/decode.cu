@@ -15,10 +15,10 @@
 
 #include "api/backends.hpp"
 #include "cuda/check.cuh"
+#include "cuda/combine_launch.cuh"
+#include "cuda/decode_launch.cuh"
 #include "cuda/device_attribute.cuh"
-#include "flashbuf/kernels/combine.cuh"
 #include "flashbuf/kernels/decode_config.cuh"
-#include "flashbuf/kernels/decode_kernel.cuh"
 #include "flashbuf/tuning.hpp"
 #include "decode_instantiation_list.hpp"
 

@@ -4,22 +4,19 @@
 
 #include <cuda_runtime.h>
 
-#include <atomic>
-
 #include "cuda/check.cuh"
+#include "cuda/device_cache.hpp"
 
 namespace flashbuf::detail {
 
 template <cudaDeviceAttr Attr>
 int cached_device_attribute(int device) {
-  static std::atomic<int> cache[64] = {};  // 0: not asked yet (no attribute asked here is 0)
-  const bool cacheable = device >= 0 && device < 64;
-  int value = cacheable ? cache[device].load(std::memory_order_relaxed) : 0;
-  if (value == 0) {
+  static PerDevice<int> cache;  // no attribute asked here is 0, so 0 can mean "not asked yet"
+  return once_per_device(cache, device, [device] {
+    int value = 0;
     FLASHBUF_CUDA_CHECK(cudaDeviceGetAttribute(&value, Attr, device));
-    if (cacheable) cache[device].store(value, std::memory_order_relaxed);
-  }
-  return value;
+    return value;
+  });
 }
 
 }  // namespace flashbuf::detail

@@ -6,7 +6,7 @@
 
 #include "api/backends.hpp"
 #include "cuda/check.cuh"
-#include "flashbuf/kernels/combine.cuh"
+#include "cuda/combine_launch.cuh"
 
 namespace flashbuf::detail {
 

@@ -1,9 +1,8 @@
 // Dispatch of prefill (either kernel) to its instantiations. The list of instantiations is
 // generated from FLASHBUF_INSTANTIATIONS (cmake/instantiations.cmake); the kernels themselves
 // are compiled in the generated units, declared `extern template` here.
-#include <atomic>
-
 #include "api/backends.hpp"
+#include "cuda/device_cache.hpp"
 #include "cuda/prefill_launch.cuh"
 #include "instantiation_list.hpp"
 
@@ -42,9 +41,8 @@ void sm90_attention(const AttentionProblem& p) { run_prefill<PrefillKernel::wgmm
 
 bool sm90_prefill_available(int device_index) {
   // Compute capability 9.0 and sm_90a code in this binary; probed once per device.
-  static std::atomic<int> cached[64] = {};  // 0 unknown, 1 yes, 2 no (a race only probes twice)
-  std::atomic<int>& c = cached[device_index & 63];
-  if (c.load() == 0) {
+  static PerDevice<int> cached;  // 1 yes, 2 no
+  const int answer = once_per_device(cached, device_index, [device_index] {
     bool ok = false;
     cudaDeviceProp prop{};
     if (cudaGetDeviceProperties(&prop, device_index) == cudaSuccess && prop.major == 9 && prop.minor == 0) {
@@ -53,9 +51,9 @@ bool sm90_prefill_available(int device_index) {
 #undef FLASHBUF_PROBE
     }
     cudaGetLastError();
-    c.store(ok ? 1 : 2);
-  }
-  return c.load() == 1;
+    return ok ? 1 : 2;
+  });
+  return answer == 1;
 }
 
 }  // namespace flashbuf::detail

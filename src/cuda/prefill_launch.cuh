@@ -5,11 +5,10 @@
 
 #include <cuda_runtime.h>
 
-#include <atomic>
-
 #include "api/problem.hpp"
 #include "cuda/check.cuh"
 #include "cuda/device_attribute.cuh"
+#include "cuda/device_cache.hpp"
 #include "cuda/prefill_grid_knob.hpp"
 #include "cuda/tensor_map.hpp"
 #include "flashbuf/core/paged_boxes.hpp"
@@ -26,15 +25,15 @@ enum class PrefillKernel { mma_sync, wgmma };
 // flags are keyed on the kernel's class, so every instantiation has its own.
 template <class Kernel>
 void raise_smem_limit_once(const void* kernel_fn, int device) {
-  static std::atomic<bool> raised[64] = {};
-  std::atomic<bool>& done = raised[device & 63];
-  if (done.load(std::memory_order_acquire)) return;
-  FLASHBUF_CUDA_CHECK(cudaFuncSetAttribute(kernel_fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           Kernel::kSmemBytes));
-  // All of the SM's unified L1 as shared memory: kernels that run two blocks per SM need it.
-  FLASHBUF_CUDA_CHECK(cudaFuncSetAttribute(kernel_fn, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                           cudaSharedmemCarveoutMaxShared));
-  done.store(true, std::memory_order_release);
+  static PerDevice<bool> raised;
+  once_per_device(raised, device, [kernel_fn] {
+    FLASHBUF_CUDA_CHECK(cudaFuncSetAttribute(kernel_fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             Kernel::kSmemBytes));
+    // All of the SM's unified L1 as shared memory: kernels that run two blocks per SM need it.
+    FLASHBUF_CUDA_CHECK(cudaFuncSetAttribute(kernel_fn, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                             cudaSharedmemCarveoutMaxShared));
+    return true;
+  });
 }
 
 // One launch of `kernel` (a __global__ of class Kernel) over the problem's grid.

@@ -1,5 +1,5 @@
-// Host tests of the decode's plan arithmetic (kernels/decode_config.cuh is plain constexpr
-// C++): the page-size division, the split heuristic, the workspace layout. They run in CI;
+// Host tests of the decode's plan arithmetic (kernels/decode_config.cuh and core/split_kv.hpp
+// are plain constexpr C++): the page-size division, the split heuristic, the workspace layout. They run in CI;
 // the decode kernel itself is tested in tests/gpu/test_decode.cu.
 #include <gtest/gtest.h>
 

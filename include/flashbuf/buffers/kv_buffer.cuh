@@ -9,6 +9,18 @@
 // dim, which is already the K-major ("col") B operand of S = Q K^T, so plain ldmatrix; V is
 // stored keys x depth, the N-major B of O += P V, so ldmatrix.trans (VBufferTransposeLoads):
 // V is transposed on its way into registers and P never leaves them.
+//
+// The seed's `token_gen` parameter is not a template flag here: the decode configuration
+// (few query rows per KV head, the GQA group packed into the MMA's M, the keys split across
+// blocks) is the kernel's tile table and plan (kernels/decode_config.cuh, core/split_kv.hpp),
+// and nothing in a buffer's data movement depends on it.
+//
+// KVBufferImpl, the register-staged fill, is kept although no kernel takes it today: it is the
+// seed's buffer, and the fill for elements that must pass through registers on their way to
+// shared memory (its register stage is where a conversion would go, e.g. a quantised cache
+// widened to 16 bits), and for a backend without an asynchronous copy engine. It models
+// KVBuffer like the others, and tests/gpu/test_buffers_roundtrip.cu checks its fills
+// bit-exactly (KBuffer with two register stages, VBuffer with one) in the GPU tests.
 #pragma once
 
 #include <cstdint>
@@ -76,10 +88,11 @@ struct KVSharedTiles {
     }
   }
 
-  // The B fragments of MMA k-step KMma, warp-tile chunk `chunk`, into `dst` (a kernel that
-  // software-pipelines keeps two sets and fills one while the MMAs read the other).
+  // The concept's load_from_shared into a caller's fragment set: the B fragments of MMA k-step
+  // KMma, warp-tile chunk `chunk`, into `dst` (a kernel that software-pipelines keeps two sets
+  // and fills one while the MMAs read the other; the one-argument form fills `frag`).
   template <int KMma>
-  __device__ void load_fragments(int chunk, Fragments& dst) const {
+  __device__ void load_from_shared(int chunk, Fragments& dst) const {
     static_assert(KMma >= 0 && KMma < Config::kMmaKSteps, "load_from_shared: k-step out of range");
     const In* tile = stage_ptr(read_stage);
     const int lane = threadIdx.x % 32;
@@ -109,13 +122,12 @@ struct KVSharedTiles {
 // `rows_valid` are zero-filled: P is 0 there, and 0 * (unwritten memory) could be NaN.
 // copy_to_shared is empty: the copy engine wrote the stage; the kernel waits on the cp.async
 // group and synchronises, because group counts are shared by every buffer of a thread.
-template <class Cfg, class TC, int NumThreads, int NumSmemStages = 1, bool TokenGen = false>
+template <class Cfg, class TC, int NumThreads, int NumSmemStages = 1>
 struct KVBufferLDS : detail::KVSharedTiles<Cfg, TC, NumThreads, NumSmemStages> {
   using Base = detail::KVSharedTiles<Cfg, TC, NumThreads, NumSmemStages>;
   using Config = Cfg;
   using TensorCore = TC;
   using In = typename TC::in_type;
-  static constexpr bool kTokenGen = TokenGen;
 
   KVSource<In> src;
   int write_stage = 0;
@@ -130,12 +142,13 @@ struct KVBufferLDS : detail::KVSharedTiles<Cfg, TC, NumThreads, NumSmemStages> {
     if (kContiguousPath && src.pages == nullptr) {
       // Contiguous rows by lines (LineCopies): a thread's chunks of a row share one 64-bit row
       // address and one row test, its passes step by a constant, and the shared offsets are
-      // constants. Before (stop 23) each chunk's address was a 64-bit multiply-add of row and
-      // stride (most of the ~24M integer instructions of 62M, FA2 ~5M, at D 256 S 512 under ncu).
+      // constants, where a 64-bit multiply-add of row and stride per chunk would make integer
+      // work a large share of the kernel's instructions.
       // Rows past the end keep their own address, even past the allocation: with src-size 0
       // cp.async reads no byte of it (PTX ISA: src-size bytes are read, the rest zero-filled).
       // Rows of one line (D 64, 16-bit) take the tile's first row instead, a select a chunk: with
-      // their own, ptxas spilled 32 B against 12 and D 64 ran 0.98x (H200, stop 24).
+      // their own, ptxas spills more and D 64 runs slower (bench/NOTES-prefill.md, "Measurements
+      // behind the code's choices").
       constexpr bool kSelectPastEnd = Lines::kLines == 1;
       const int t = static_cast<int>(threadIdx.x);
       const int row0 = Lines::first_row(t), col = Lines::first_col(t);
@@ -166,9 +179,10 @@ struct KVBufferLDS : detail::KVSharedTiles<Cfg, TC, NumThreads, NumSmemStages> {
   }
   template <int Stage>
   __device__ void copy_to_shared() {}
+  using Base::load_from_shared;
   template <int KMma>
   __device__ void load_from_shared(int chunk) {
-    this->template load_fragments<KMma>(chunk, this->frag);
+    this->template load_from_shared<KMma>(chunk, this->frag);
   }
   __device__ auto& mma_tile() { return this->frag; }
 };
@@ -177,14 +191,12 @@ struct KVBufferLDS : detail::KVSharedTiles<Cfg, TC, NumThreads, NumSmemStages> {
 // kernel issue the global loads of tile i + NumStages - 1 before it stores tile i.
 // load_from_dram pushes a tile into register stage 0 (older tiles move up);
 // copy_to_shared<s> stores register stage s into the next shared stage.
-template <class Cfg, class TC, int NumThreads, int NumStages = 1, int NumSmemStages = 1,
-          bool TokenGen = false>
+template <class Cfg, class TC, int NumThreads, int NumStages = 1, int NumSmemStages = 1>
 struct KVBufferImpl : detail::KVSharedTiles<Cfg, TC, NumThreads, NumSmemStages> {
   using Base = detail::KVSharedTiles<Cfg, TC, NumThreads, NumSmemStages>;
   using Config = Cfg;
   using TensorCore = TC;
   using In = typename TC::in_type;
-  static constexpr bool kTokenGen = TokenGen;
   static_assert(NumStages >= 1, "KVBufferImpl: at least one register stage");
 
   KVSource<In> src;
@@ -217,29 +229,30 @@ struct KVBufferImpl : detail::KVSharedTiles<Cfg, TC, NumThreads, NumSmemStages> 
     }
     write_stage = (write_stage + 1) % NumSmemStages;
   }
+  using Base::load_from_shared;
   template <int KMma>
   __device__ void load_from_shared(int chunk) {
-    this->template load_fragments<KMma>(chunk, this->frag);
+    this->template load_from_shared<KMma>(chunk, this->frag);
   }
   __device__ auto& mma_tile() { return this->frag; }
 };
 
 // V read through ldmatrix.trans so that P stays in registers as the A operand. It states the
 // P fragment order it consumes; PRegisterBuffer checks that it provides it.
-template <class Cfg, class TC, int NumThreads, int NumSmemStages = 1, bool TokenGen = false>
-struct VBufferTransposeLoads : KVBufferLDS<Cfg, TC, NumThreads, NumSmemStages, TokenGen> {
+template <class Cfg, class TC, int NumThreads, int NumSmemStages = 1>
+struct VBufferTransposeLoads : KVBufferLDS<Cfg, TC, NumThreads, NumSmemStages> {
   static_assert(Cfg::kIteratorAxis == IteratorAxis::keys,
                 "VBufferTransposeLoads: takes a VBufferConfig (keys x depth tile)");
   static constexpr PFragmentOrder kRequiredPOrder = PFragmentOrder::accumulator_as_a;
 };
 
 // The seed's aliases.
-template <class TC, int BN, int WN, int BK, int NumThreads, int NumStages = 1, bool TokenGen = false>
-using KBuffer = KVBufferImpl<KBufferConfig<BN, BK, WN>, TC, NumThreads, NumStages, 1, TokenGen>;
-template <class TC, int BN, int WN, int BK, int Depth, int NumThreads, int NumStages = 1, bool TokenGen = false>
-using VBuffer = KVBufferImpl<VBufferConfig<BN, BK, WN, Depth>, TC, NumThreads, NumStages, 1, TokenGen>;
-template <class TC, int BN, int WN, int BK, int NumThreads, int NumSmemStages = 1, bool TokenGen = false>
-using KBufferLDS = KVBufferLDS<KBufferConfig<BN, BK, WN>, TC, NumThreads, NumSmemStages, TokenGen>;
+template <class TC, int BN, int WN, int BK, int NumThreads, int NumStages = 1>
+using KBuffer = KVBufferImpl<KBufferConfig<BN, BK, WN>, TC, NumThreads, NumStages, 1>;
+template <class TC, int BN, int WN, int BK, int Depth, int NumThreads, int NumStages = 1>
+using VBuffer = KVBufferImpl<VBufferConfig<BN, BK, WN, Depth>, TC, NumThreads, NumStages, 1>;
+template <class TC, int BN, int WN, int BK, int NumThreads, int NumSmemStages = 1>
+using KBufferLDS = KVBufferLDS<KBufferConfig<BN, BK, WN>, TC, NumThreads, NumSmemStages>;
 
 static_assert(KVBuffer<KBuffer<TiledTensorCore<__nv_bfloat16>, 64, 64, 128, 128, 2>>);
 static_assert(KVBuffer<VBuffer<TiledTensorCore<__nv_bfloat16>, 64, 64, 64, 128, 128, 2>>);

@@ -53,7 +53,7 @@ __device__ __forceinline__ void load_slab_tile_tma(T* tile, const CUtensorMap* m
   }
 }
 
-template <class Cfg, class TC, int NumThreads, int NumSmemStages = 2, bool TokenGen = false>
+template <class Cfg, class TC, int NumThreads, int NumSmemStages = 2>
 struct KVBufferLDSSm90 {
   using Config = Cfg;
   using TensorCore = TC;
@@ -95,9 +95,9 @@ struct KVBufferLDSSm90 {
   // thread. Every row must be a key of the sequence (the caller gathers a tile that reaches
   // past its end). One division per tile (KVSource::paged_rows_within_pages: a division costs
   // ~100 cycles of this thread, which must stay ahead of the consumers); a tile's page-table
-  // entries share a line, so all but the first read hit L1. (Measured slower: the entries read
-  // a tile ahead by the lanes of the warp and shuffled to the issuing lane, 0.81-0.90x the
-  // gather at page 16, D 64 and 128.)
+  // entries share a line, so all but the first read hit L1. (Reading the entries a tile ahead by
+  // the lanes of the warp and shuffling them to the issuing lane is slower: bench/NOTES-prefill.md,
+  // "Measurements behind the code's choices".)
   __device__ void load_tile_tma_paged(const CUtensorMap* map, int key0, int head, std::uint64_t* full,
                                       int box_rows) {
     In* tile = stage_ptr(write_stage);

@@ -8,9 +8,9 @@
 //   page 256, key tile 128: one box per tile, two tiles per page
 //
 // so the box is gcd(page, tile) rows. It must start on a swizzle atom (a multiple of 8 rows)
-// and hold at least 2 KB over all of a row's columns. Measured on the H200 (bench/NOTES-prefill.md):
-// D 64 at page 16 (2 KB boxes) 1.23-1.36x the cp.async gather since K and V have their own
-// issuing threads (0.91x with one thread issuing both); 1 KB boxes are not tried.
+// and hold at least 2 KB over all of a row's columns: 2 KB boxes (D 64 at page 16) beat the
+// cp.async gather once K and V have their own issuing threads; 1 KB boxes are not tried
+// (bench/NOTES-prefill.md, "Measurements behind the code's choices").
 #pragma once
 
 #include "flashbuf/core/config.hpp"

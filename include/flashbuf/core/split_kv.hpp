@@ -1,83 +1,118 @@
-// Core layer: how many blocks to split the keys of a decode step into (split-KV, "flash
-// decoding"), and how many keys each split takes. The plan depends only on maximum sizes,
-// so a decode launch can be captured once in a CUDA graph and replayed for any lengths up
-// to those maxima; per-sequence, splits beyond a shorter sequence's keys are empty (their
-// partial LSE is -inf and the combine ignores them).
+// Core layer: how many blocks split the keys of a decode step (split-KV, "flash decoding")
+// and how their partial results merge. The plan depends only on maximum sizes, so a decode
+// launch can be captured once in a CUDA graph and replayed for any lengths up to those
+// maxima; per sequence, splits beyond a shorter sequence's keys are empty (their partial LSE
+// is -inf and the merge ignores them). Host arithmetic, tested in tests/host/test_decode_plan.cpp;
+// the decode kernel reads only the merge mode (kernels/decode_config.cuh re-exports the names).
 //
-// Why split: decode has one (batch, kv-head) work item per block and few query rows, so a
-// small batch leaves most SMs idle while one block streams a long KV cache. Splitting the
-// keys multiplies the blocks; the price is a combine pass over num_splits partials.
+// Why split: decode has one (sequence, kv head, row chunk) work item per block and few query
+// rows, so a small batch leaves most SMs idle while one block streams a long KV cache.
+// Splitting the keys multiplies the blocks; the price is a merge of num_splits partials.
 #pragma once
 
 #include <cstdint>
 
 #include "flashbuf/core/config.hpp"
-#include "flashbuf/core/mask.hpp"
 
 namespace flashbuf {
 
 namespace split_kv {
-// Aim for this many blocks per SM: one wave cannot hide the tail of uneven sequence
-// lengths; two keeps every SM busy while the combine cost stays small.
-inline constexpr int kTargetWaves = 2;
 // A split shorter than this spends more on its prologue, its partial write and the combine
 // than it saves (several key tiles are needed to fill the load pipeline).
 inline constexpr int kMinKeysPerSplit = 256;
 inline constexpr int kMinTilesPerSplit = 2;
 inline constexpr int kDefaultMaxSplits = 128;
+inline constexpr int kMaxClusterSplits = 16;  // H100/H200 non-portable cluster limit
 }  // namespace split_kv
 
-// Keys per split, a whole number of key tiles: ceil(max_seqlen_k / num_splits) rounded up
-// to block_n. 0 when there are no keys.
-FLASHBUF_HOST_DEVICE constexpr int keys_per_split(int max_seqlen_k, int num_splits,
-                                                  int block_n) {
-  if (max_seqlen_k <= 0) return 0;
-  if (num_splits < 1) num_splits = 1;
-  return round_up(ceil_div(max_seqlen_k, num_splits), block_n);
-}
+// How the partial results of several splits become O.
+//   cluster:   the splits of one (sequence, kv head, row chunk) form one thread-block cluster
+//              (sm_90+, <= 16 blocks) and merge through distributed shared memory in the same
+//              kernel: one launch, no workspace. A plan says so with num_splits > 1 and
+//              workspace_bytes == 0.
+//   workspace: fp32 partials in the workspace, folded by the combine kernel (merge_states)
+//              launched after the decode (programmatic dependent launch on sm_90): any split
+//              count, any architecture, but a second launch, which latency-bound rows feel.
+// An in-kernel "last block merges" form needs arrival counters that start at zero; the
+// workspace is caller memory (torch.empty), so that would change the API's contract.
+enum class SplitMerge { none, cluster, workspace };
 
-// Number of splits for a decode launch:
-//   1 if the (batch x kv-head) blocks already fill every SM or the inputs are degenerate;
-//   else ceil(kTargetWaves * sm_count / (batch * heads_kv)), capped so that every split has
-//   at least max(kMinTilesPerSplit tiles, kMinKeysPerSplit keys) and at most max_splits;
-//   finally reduced to the count that keys_per_split() actually fills, so no split is
-//   empty at max_seqlen_k: keys_per_split * (n - 1) < max_seqlen_k <= keys_per_split * n.
-// The result never grows with batch or heads_kv and never shrinks with sm_count or
-// max_splits. It is not strictly monotone in max_seqlen_k (that last rounding can drop a
-// few splits as the cache grows) but stays above 2/3 of the wave-based target: with t =
-// ceil(T/s) tiles per split, n = ceil(T/t) > s T / (T + s) >= 2s/3 as T >= 2s.
-FLASHBUF_HOST_DEVICE constexpr int choose_num_splits(int sm_count, int batch, int heads_kv,
-                                                     int max_seqlen_k, int block_n,
-                                                     int max_splits = split_kv::kDefaultMaxSplits) {
-  if (sm_count <= 0 || batch <= 0 || heads_kv <= 0 || max_seqlen_k <= 0 || block_n <= 0 ||
-      max_splits <= 1) {
-    return 1;
-  }
-  const std::int64_t work_items = static_cast<std::int64_t>(batch) * heads_kv;
-  if (work_items >= sm_count) return 1;
+// Where the cluster merge pays (the measurements: bench/NOTES-decode.md, "Measurements behind the
+// code's choices"): it saves the combine launch and the partials' round trip through device memory,
+// so it wins wherever it can run as many splits as the workspace path would. It loses where it caps
+// the splits below that, when its grid passes one block per SM (cluster co-scheduling leaves SMs
+// idle), and with long splits in clusters of 4. So: at most 8 splits per cluster, one block per SM,
+// and splits of at most 4 tiles unless the cluster is a pair.
+namespace split_kv {
+inline constexpr int kClusterMaxSplitsUsed = 8;
+inline constexpr int kClusterMaxTilesPerSplit = 4;
+}  // namespace split_kv
 
-  const int key_tiles = ceil_div(max_seqlen_k, block_n);
+struct SplitChoice {
+  int num_splits = 1;
+  SplitMerge merge = SplitMerge::none;
+};
+
+// Number of splits and their merge. Counts the blocks resident at once (slots = `sms` x
+// `blocks_per_sm` of the kernel that will run) and keeps the grid to ONE wave: a second
+// partial wave of long splits would run at a fraction of the read bandwidth.
+//   1 when the (sequence, kv head, row chunk) items alone fill more than half the slots.
+//   The workspace merge takes >= max(2 tiles, 256 keys) per split, as many splits as give one
+//   block per SM (`sms`) where that keeps >= 3/4 of the SMs busy, else as many as fit in the
+//   wave; at most max_splits.
+//   The cluster merge (`max_cluster` = the largest cluster the kernel can be scheduled with on
+//   the device, 0 = none) takes up to 8 splits in a grid of at most one block per SM, and is
+//   used when that is at least the workspace's count, with splits of <= 4 tiles or clusters
+//   of 2 (see above). `prefer_cluster` (FLASHBUF_DECODE_MERGE=cluster) drops those limits: as
+//   many splits as the wave and the cluster allow, always merged in the cluster.
+// The count is then reduced to the number whole-tile splits of max_seqlen_k fill evenly.
+constexpr SplitChoice choose_decode_splits(int sms, int blocks_per_sm, std::int64_t work_items, int max_seqlen_k,
+                                           int block_n, int max_cluster, bool prefer_cluster = false,
+                                           int max_splits = split_kv::kDefaultMaxSplits) {
+  const int slots = sms * blocks_per_sm;
+  if (slots <= 0 || work_items <= 0 || max_seqlen_k <= 0 || block_n <= 0 || max_splits <= 1) return {};
+  if (2 * work_items > slots) return {};
+  const int tiles = ceil_div(max_seqlen_k, block_n);
+  auto balanced = [tiles](std::int64_t n) { return ceil_div(tiles, ceil_div(tiles, static_cast<int>(n))); };
+  std::int64_t wave = slots / work_items;  // splits of >= 1 tile that fit in one wave
+  if (wave > tiles) wave = tiles;
+  if (wave > max_splits) wave = max_splits;
+  // Workspace splits: one block per SM where that still fills most SMs: one block's stages
+  // already keep enough bytes in flight, and every extra split is one more partial O to write
+  // and merge. Where sms / items rounds far down (e.g. 72 items: 1 split, 72 of 132 SMs busy),
+  // the slots' wave stays. Paged caches alike, since their copies read every pass's page entry
+  // first (the measurements: bench/NOTES-decode.md, "Measurements behind the code's choices").
+  std::int64_t workspace_wave = wave;
+  const std::int64_t sm_wave = sms / work_items;
+  if (sm_wave * work_items * 4 >= 3LL * sms && sm_wave < wave) workspace_wave = sm_wave;
   int min_tiles = ceil_div(split_kv::kMinKeysPerSplit, block_n);
   if (min_tiles < split_kv::kMinTilesPerSplit) min_tiles = split_kv::kMinTilesPerSplit;
-  const int splits_by_work = key_tiles / min_tiles;  // may be 0 for short caches
-
-  const std::int64_t wanted =
-      ceil_div(static_cast<std::int64_t>(split_kv::kTargetWaves) * sm_count, work_items);
-  int splits = wanted < max_splits ? static_cast<int>(wanted) : max_splits;
-  if (splits > splits_by_work) splits = splits_by_work;
-  if (splits < 1) return 1;
-  // Tiles per split rounds up, which may leave trailing splits with nothing to do.
-  return ceil_div(key_tiles, ceil_div(key_tiles, splits));
+  const std::int64_t splits = workspace_wave < tiles / min_tiles ? workspace_wave : tiles / min_tiles;
+  if (wave > 1 && max_cluster > 1) {
+    std::int64_t c = wave < max_cluster ? wave : max_cluster;
+    if (prefer_cluster) return {balanced(c), SplitMerge::cluster};
+    if (c > split_kv::kClusterMaxSplitsUsed) c = split_kv::kClusterMaxSplitsUsed;
+    if (c > sms / work_items) c = sms / work_items;  // one block per SM at most (may be 0)
+    if (c > 1 && c >= splits) {
+      const bool short_splits = ceil_div(tiles, static_cast<int>(c)) <= split_kv::kClusterMaxTilesPerSplit;
+      if (short_splits || c == 2) return {balanced(c), SplitMerge::cluster};
+    }
+  }
+  if (splits <= 1) return {};
+  return {balanced(splits), SplitMerge::workspace};
 }
 
-// The keys split `split` covers for a sequence of `seqlen_k` keys (possibly empty when the
-// sequence is shorter than the maximum the plan was made for).
-FLASHBUF_HOST_DEVICE constexpr KeyRange split_key_range(int seqlen_k, int split,
-                                                        int keys_per_split) {
-  const int begin = split * keys_per_split;
-  const int end = begin + keys_per_split;
-  if (begin >= seqlen_k) return {0, 0};
-  return {begin, end < seqlen_k ? end : seqlen_k};
+// Whether a launch of `items` (sequence, kv head, row chunk) x `num_splits` blocks runs the deep
+// ring (kernels/decode_config.cuh's DecodeTile::kDeepStages): paged caches in grids of at most one block per SM, whose
+// clusters (cluster merge) all stay resident with the deep ring's shared memory
+// (`clusters_resident` of num_splits blocks at once). It pays for paged caches, where each
+// tile's copies wait on its page entries; contiguous caches run slower with it, so they keep
+// the shared ring (the measurements: bench/NOTES-decode.md, "Measurements behind the code's
+// choices").
+constexpr bool choose_deep_ring(bool paged, std::int64_t items, int num_splits, SplitMerge merge, int sms,
+                                int clusters_resident) {
+  if (!paged || items * num_splits > sms) return false;
+  return merge != SplitMerge::cluster || items <= clusters_resident;
 }
 
 }  // namespace flashbuf

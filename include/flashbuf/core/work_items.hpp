@@ -14,9 +14,10 @@
 // item r % 2), and a head's query blocks are numbered heavy, light, heavy, light (item_coords):
 // every unit holds one heavy and one light causal item, so units weigh alike wherever a round
 // ends in a head. Head-major singles pair heavy with light only when a head's query blocks are
-// about one round: causal 192-row items (D 64, three consumers) at S 8k / 16k, 43 / 86 blocks a
-// head against 132 blocks, put the busiest block at 1.20 / 1.27x the mean work, paired at
-// 1.06 / 1.06 (bench/walk_model.py); 128-row items are at 1.03 either way.
+// about one round; for causal 192-row items (D 64, three consumers) at long sequences the
+// busiest block then carries far more than the mean work, paired hardly more; 128-row items are
+// balanced either way (bench/walk_model.py computes both; bench/NOTES-prefill.md, "Measurements
+// behind the code's choices").
 #pragma once
 
 #include "flashbuf/core/config.hpp"
@@ -75,7 +76,7 @@ FLASHBUF_HOST_DEVICE constexpr ItemCoords item_coords(int item, int m_blocks, in
 
 // Whether a persistent grid of `block_m`-row items walks them paired: causal items (a right
 // bound without a left one makes the last query block the heaviest) of 192 rows. At 128 rows
-// the singles are balanced already (1.03x, above), and units touch twice the heads a round.
+// the singles are balanced already (above), and units touch twice the heads a round.
 FLASHBUF_HOST_DEVICE constexpr bool persistent_items_paired(const MaskParams& mask, int block_m) {
   return block_m > 128 && mask.has_right_bound() && !mask.has_left_bound();
 }
@@ -92,19 +93,13 @@ FLASHBUF_HOST_DEVICE constexpr double mean_key_tiles(const MaskParams& mask, int
 // Whether a persistent grid beats a block per item whose blocks have `block_consumers`
 // consumer warpgroups. It saves each item's fixed cost (block start, Q and the first K/V in
 // flight before the first product, the epilogue alone on the SM), but its Q slots leave fewer
-// K+V stages and its static walk cannot balance long causal items. Measured on the H200
-// (bench/NOTES-prefill.md, persistent against a block per item, stops 15 and 16): D 128
-// 1.25x at 4 tiles an item, 1.10-1.19x at 4.5-8.5, 1.02-1.05x at 16.5 (causal S 4k), 0.97-1.02x
-// at 32-64, 0.67-0.73x at 64.5 (causal S 16k); D 256 (one Q slot) 1.02-1.08x at 5-16,
-// 1.09-1.32x at 17 and 33 (causal S 2k, 4k), 0.97-1.01x at 32 (S 2k), 0.80x at 65 (causal
-// S 8k); non-causal items are as fast either way beyond 32 (0.91-1.05x). A block per item of
-// one consumer (D 64: 64 query rows, two blocks per SM) loses to the persistent grid's two
-// at every length: 1.05-1.11x at 2.5-16 tiles, 0.99-1.09x at 16.5-128.
+// K+V stages and its static walk cannot balance long causal items: it wins up to about 33 key
+// tiles an item and loses beyond. A block per item of one consumer (D 64: 64 query rows, two
+// blocks per SM) loses to the persistent grid's two at every length.
 // D 192 (widest head dim between 128 and 256; its block per item has three 80-key K+V stages,
-// the persistent grid two of 64 keys beside two 48 KB Q slots) turns sooner: a block per item
-// over the persistent grid, D 192-128, 0.91x at 9 tiles (causal S 1k), 1.01x at 16, 1.03x at
-// 17 and 32, 1.10x at 33 (causal S 4k) (h200-prefill-sm90-d192-128-grid-{rule,off}-c874ebc-*;
-// D 192-192 at stop 17 alike: 0.89x at 9, 1.07x at 17, 1.09x at 33).
+// the persistent grid two of 64 keys beside two 48 KB Q slots) turns sooner, at about 12 tiles.
+// (The measurements the thresholds are fit to: bench/NOTES-prefill.md, "Measurements behind the
+// code's choices".)
 FLASHBUF_HOST_DEVICE constexpr bool persistent_grid_pays(double mean_tiles_per_item, int block_consumers,
                                                          int widest_head_dim = 128) {
   const double max_tiles = widest_head_dim > 128 && widest_head_dim < 256 ? 12.0 : 33.0;
@@ -113,20 +108,18 @@ FLASHBUF_HOST_DEVICE constexpr bool persistent_grid_pays(double mean_tiles_per_i
 
 // Whether D 64's persistent grid takes three consumer warpgroups over 192-row items rather than
 // two over 128 (its exponentials take about as many cycles as its products, so the more
-// warpgroups take turns the more of either hides under the other). Measured on the H200 (the
-// BENCH.md grid: 16k tokens x 32 heads, 2.8k-3k items at 192 rows; three against two): without a
-// mask 1.03x at S 512 and 2k, 0.95x at 1k, 1.04x at 4k, 1.13x at 8k, 1.15x at 16k (stop 21, two
-// rounds); causal walked head-major 0.85-0.96x at every length (stop 21), walked paired 0.98x at
-// S 4k, 1.07x at 8k, 1.09x at 16k (stop 22, three rounds). The rule is fit to those points, and
-// kept where they say something:
+// warpgroups take turns the more of either hides under the other). Three pay without a mask on
+// long items, and on causal ones only walked paired and longer still; head-major causal never.
+// The rule is fit to the measured points (bench/NOTES-prefill.md, "Measurements behind the code's
+// choices"), and kept where they say something:
 //   - no left bound on a row's keys; items of >= 16 key tiles (S >= 2k at 128-key tiles;
 //     `mean_tiles_per_item` is of the two-consumer items, mean_key_tiles at 128 rows), and with
 //     a right bound (walked paired) >= 32 (causal S >= ~8k; a right window bound alone walks
 //     and is ruled as causal, not measured on its own);
 //   - at least 4 waves of items (items of `block_m` rows over `heads_x_batch` (head, sequence)
 //     pairs, `wave` blocks): below a wave each SM runs one item either way, and a 192-row item
-//     is 1.5x a 128-row one's work;
-//   - the last item padded by at most 1/16 of the query rows (S 2k: 3%).
+//     is one and a half times a 128-row one's work;
+//   - the last item padded by at most 1/16 of the query rows.
 FLASHBUF_HOST_DEVICE constexpr bool persistent_three_consumers_pay(const MaskParams& mask, double mean_tiles_per_item,
                                                                    int block_m, long long heads_x_batch, int wave) {
   const long long items = ceil_div(mask.seqlen_q, block_m) * heads_x_batch;

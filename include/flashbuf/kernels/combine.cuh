@@ -23,7 +23,6 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
@@ -181,79 +180,6 @@ __global__ void __launch_bounds__(kThreads, 4) combine_kernel(const __grid_const
     if (active) store_vec<TOut, kVec>(out + d, acc);
   }
   if (lse_out != nullptr && lane == 0) *lse_out = lse;
-}
-
-// True when every part/output row may be read and written kVec = 4 elements at a time.
-inline bool combine_vec4_ok(const CombineParams& p, std::size_t in_bytes, std::size_t out_bytes) {
-  auto aligned = [](const void* ptr, std::size_t bytes) {
-    return reinterpret_cast<std::uintptr_t>(ptr) % bytes == 0;
-  };
-  const std::int64_t strides[] = {p.op_part_stride, p.op_token_stride, p.op_head_stride,
-                                  p.o_outer_stride, p.o_inner_stride, p.o_head_stride};
-  for (std::int64_t s : strides) {
-    if (s % 4 != 0) return false;
-  }
-  return p.head_dim_v % 4 == 0 && aligned(p.o_parts, 4 * in_bytes) && aligned(p.o, 4 * out_bytes);
-}
-
-// Programmatic launch is safe only when the code that runs was compiled for sm_90+ (an
-// sm_80 build JIT-compiled on Hopper has no griddepcontrol.wait and would race). Asked once
-// per (kernel, device) — the binary loaded, hence ptxVersion, depends on the device — and
-// cached in a static member keyed on the kernel's template arguments (every combine kernel
-// has the same function type, so a cache keyed on the type would answer for all of them).
-inline constexpr int kCachedDevices = 64;
-template <class TIn, class TOut, int kVec>
-struct CombineState {
-  static inline std::atomic<int> griddepcontrol[kCachedDevices] = {};  // 0 unknown, 1 no, 2 yes
-};
-
-template <class TIn, class TOut, int kVec>
-bool has_griddepcontrol(int device) {
-  std::atomic<int>* const cached =
-      device >= 0 && device < kCachedDevices ? &CombineState<TIn, TOut, kVec>::griddepcontrol[device] : nullptr;
-  int v = cached != nullptr ? cached->load(std::memory_order_relaxed) : 0;
-  if (v == 0) {
-    cudaFuncAttributes attributes{};
-    const cudaError_t err = cudaFuncGetAttributes(&attributes, &combine_kernel<TIn, TOut, kVec>);
-    if (err != cudaSuccess) cudaGetLastError();  // leave no pending error; the launch reports its own
-    v = err == cudaSuccess && attributes.ptxVersion >= 90 ? 2 : 1;
-    if (cached != nullptr && err == cudaSuccess) cached->store(v, std::memory_order_relaxed);
-  }
-  return v == 2;
-}
-
-// Asks (and caches) everything launch_combine may ask on `device` (the current device), so a
-// later launch inside a CUDA graph capture makes no query. Called by the decode plan.
-template <class TIn, class TOut>
-void prepare_combine(int device) {
-  (void)has_griddepcontrol<TIn, TOut, 4>(device);
-  (void)has_griddepcontrol<TIn, TOut, 1>(device);
-}
-
-// Launch on `device` (the current device). `programmatic`: launched right after the grid
-// that writes the parts, with programmatic stream serialisation (sm_90+), so this grid's
-// launch overlaps that grid's tail; the kernel's griddepcontrol.wait keeps the data dependency.
-template <class TIn, class TOut>
-cudaError_t launch_combine(const CombineParams& p, cudaStream_t stream, bool programmatic, int device) {
-  const std::int64_t rows = static_cast<std::int64_t>(p.tokens) * p.heads;
-  if (rows == 0) return cudaSuccess;
-  const std::int64_t blocks = ceil_div<std::int64_t>(rows, kWarpsPerBlock);
-  if (blocks > 0x7fffffff) return cudaErrorInvalidConfiguration;
-  const bool vec4 = combine_vec4_ok(p, sizeof(TIn), sizeof(TOut));
-  auto* kernel = vec4 ? &combine_kernel<TIn, TOut, 4> : &combine_kernel<TIn, TOut, 1>;
-  const bool pdl = programmatic && (vec4 ? has_griddepcontrol<TIn, TOut, 4>(device)
-                                         : has_griddepcontrol<TIn, TOut, 1>(device));
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(blocks));
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = 0;
-  config.stream = stream;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attribute;
-  config.numAttrs = pdl ? 1 : 0;
-  return cudaLaunchKernelEx(&config, kernel, p);
 }
 
 }  // namespace flashbuf::kernels::combine

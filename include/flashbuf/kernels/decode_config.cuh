@@ -1,5 +1,6 @@
-// Kernels layer, decode: the tile table of the split-KV decode kernel and the host-side plan
-// arithmetic (workspace layout, keys per split). Plain constexpr C++ with no CUDA headers, so
+// Kernels layer, decode: the tile table of the split-KV decode kernel and the plan arithmetic
+// the kernel and its host plan share (workspace layout, keys per split; the host's choice of
+// the split count is core/split_kv.hpp). Plain constexpr C++ with no CUDA headers, so
 // the plan, the launcher and the tests share one definition.
 //
 // Work decomposition (one CUDA block per (split, kv-head x row-chunk, sequence)):
@@ -192,101 +193,12 @@ FLASHBUF_HOST_DEVICE constexpr int split_keys(int visible_keys, int num_splits, 
   return round_up(ceil_div(visible_keys, num_splits < 1 ? 1 : num_splits), block_n);
 }
 
-// How the partial results of several splits become O.
-//   cluster:   the splits of one (sequence, kv head, row chunk) form one thread-block cluster
-//              (sm_90+, <= 16 blocks) and merge through distributed shared memory in the same
-//              kernel: one launch, no workspace. A plan says so with num_splits > 1 and
-//              workspace_bytes == 0.
-//   workspace: fp32 partials in the workspace, folded by the combine kernel (merge_states)
-//              launched after the decode (programmatic dependent launch on sm_90): any split
-//              count, any architecture, but a second launch (~2 us of the latency-bound rows).
-// An in-kernel "last block merges" form needs arrival counters that start at zero; the
-// workspace is caller memory (torch.empty), so that would change the API's contract.
-enum class SplitMerge { none, cluster, workspace };
-
-inline constexpr int kMaxClusterSplits = 16;  // H100/H200 non-portable cluster limit
-// Where the cluster merge pays, measured on the H200 (bench/results/h200-decode-20261130.json
-// at cae9305; the split sweep h200-decode-sweep-*-292318c-20261130.json): it saves the combine
-// launch and the partials' round trip through device memory, so it wins wherever it can run
-// as many splits as the workspace path would: 64 blocks of one tile in clusters of 8 (1.3x),
-// 128 blocks in clusters of 2 and 4 (B = 8 Hkv = 8 L 512 1.13x, L 2k 1.06x; B = 1 Hkv = 32
-// L 512 1.15x, page 16 1.32x). It loses where it caps the splits below that (B = 1 L 8k: 8 in
-// a cluster 17.4 us, 16 in the workspace 15.1; paged B = 8 L 2k-8k: 2 against 4, 0.94-0.85x),
-// when its grid passes one block per SM (256 blocks in clusters of 4..16: 10-30% slower,
-// cluster co-scheduling leaves SMs idle), and with long splits in clusters of 4 (B = 1
-// Hkv = 32 L 8k / 32k: 0.97 / 0.94x; h200-decode-ab-cluster-rule2-*). So: at most 8 splits per
-// cluster, one block per SM, and splits of at most 4 tiles unless the cluster is a pair.
-inline constexpr int kClusterMaxSplitsUsed = 8;
-inline constexpr int kClusterMaxTilesPerSplit = 4;
-
-struct SplitChoice {
-  int num_splits = 1;
-  SplitMerge merge = SplitMerge::none;
-};
-
-// Number of splits and their merge. Counts the blocks resident at once (slots = `sms` x
-// `blocks_per_sm` of the kernel that will run) and keeps the grid to ONE wave: a second
-// partial wave of long splits would run at a fraction of the read bandwidth.
-//   1 when the (sequence, kv head, row chunk) items alone fill more than half the slots.
-//   The workspace merge takes >= max(2 tiles, 256 keys) per split, as many splits as give one
-//   block per SM (`sms`) where that keeps >= 3/4 of the SMs busy, else as many as fit in the
-//   wave; at most max_splits.
-//   The cluster merge (`max_cluster` = the largest cluster the kernel can be scheduled with on
-//   the device, 0 = none) takes up to 8 splits in a grid of at most one block per SM, and is
-//   used when that is at least the workspace's count, with splits of <= 4 tiles or clusters
-//   of 2 (see above). `prefer_cluster` (FLASHBUF_DECODE_MERGE=cluster) drops those limits: as
-//   many splits as the wave and the cluster allow, always merged in the cluster.
-// The count is then reduced to the number whole-tile splits of max_seqlen_k fill evenly.
-constexpr SplitChoice choose_decode_splits(int sms, int blocks_per_sm, std::int64_t work_items, int max_seqlen_k,
-                                           int block_n, int max_cluster, bool prefer_cluster = false,
-                                           int max_splits = split_kv::kDefaultMaxSplits) {
-  const int slots = sms * blocks_per_sm;
-  if (slots <= 0 || work_items <= 0 || max_seqlen_k <= 0 || block_n <= 0 || max_splits <= 1) return {};
-  if (2 * work_items > slots) return {};
-  const int tiles = ceil_div(max_seqlen_k, block_n);
-  auto balanced = [tiles](std::int64_t n) { return ceil_div(tiles, ceil_div(tiles, static_cast<int>(n))); };
-  std::int64_t wave = slots / work_items;  // splits of >= 1 tile that fit in one wave
-  if (wave > tiles) wave = tiles;
-  if (wave > max_splits) wave = max_splits;
-  // Workspace splits: one block per SM where that still fills most SMs. Measured (H200,
-  // B=1 Hkv=8 L=8k, graph replay): 16 splits 14.8 us, 32 splits (two blocks per SM) 16.8 us;
-  // one block's stages already keep enough bytes in flight, and every extra split is one more
-  // partial O to write and merge. Where sms / items rounds far down (e.g. 72 items: 1 split,
-  // 72 of 132 SMs busy), the slots' wave stays. Paged caches alike since their copies read
-  // every pass's page entry first (stop 19: one block per SM over the slots' wave 1.01-1.08x,
-  // B = 1 and 8, L 2k-32k, page 16; before, each pass waited on its own entry read and one
-  // block per SM ran 0.82-0.90x at L 8k-32k).
-  std::int64_t workspace_wave = wave;
-  const std::int64_t sm_wave = sms / work_items;
-  if (sm_wave * work_items * 4 >= 3LL * sms && sm_wave < wave) workspace_wave = sm_wave;
-  int min_tiles = ceil_div(split_kv::kMinKeysPerSplit, block_n);
-  if (min_tiles < split_kv::kMinTilesPerSplit) min_tiles = split_kv::kMinTilesPerSplit;
-  const std::int64_t splits = workspace_wave < tiles / min_tiles ? workspace_wave : tiles / min_tiles;
-  if (wave > 1 && max_cluster > 1) {
-    std::int64_t c = wave < max_cluster ? wave : max_cluster;
-    if (prefer_cluster) return {balanced(c), SplitMerge::cluster};
-    if (c > kClusterMaxSplitsUsed) c = kClusterMaxSplitsUsed;
-    if (c > sms / work_items) c = sms / work_items;  // one block per SM at most (may be 0)
-    if (c > 1 && c >= splits) {
-      const bool short_splits = ceil_div(tiles, static_cast<int>(c)) <= kClusterMaxTilesPerSplit;
-      if (short_splits || c == 2) return {balanced(c), SplitMerge::cluster};
-    }
-  }
-  if (splits <= 1) return {};
-  return {balanced(splits), SplitMerge::workspace};
-}
-
-// Whether a launch of `items` (sequence, kv head, row chunk) x `num_splits` blocks runs the deep
-// ring (DecodeTile::kDeepStages): paged caches in grids of at most one block per SM, whose
-// clusters (cluster merge) all stay resident with the deep ring's shared memory
-// (`clusters_resident` of num_splits blocks at once). Measured (H200, bench/NOTES-decode.md,
-// stop 14): paged B = 1 L 2k and B = 8 L 512 with pages of 16 1.07-1.09x, where each tile's
-// copies wait on its page entries; contiguous caches lost 1-6% with it (B = 1 L 8k: 15.3
-// against 14.7 us), so they keep the shared ring.
-constexpr bool choose_deep_ring(bool paged, std::int64_t items, int num_splits, SplitMerge merge, int sms,
-                                int clusters_resident) {
-  if (!paged || items * num_splits > sms) return false;
-  return merge != SplitMerge::cluster || items <= clusters_resident;
-}
+// The split plan (core/split_kv.hpp) under the decode's names: the kernel reads SplitMerge
+// from its parameters, the launcher and the plan use the rest.
+using ::flashbuf::choose_decode_splits;
+using ::flashbuf::choose_deep_ring;
+using ::flashbuf::SplitChoice;
+using ::flashbuf::SplitMerge;
+using ::flashbuf::split_kv::kMaxClusterSplits;
 
 }  // namespace flashbuf::kernels::decode

@@ -160,7 +160,7 @@ struct OnlineSoftmax {
   // Each of a thread's rows sees one interval of keys (key_range of that row alone), so the
   // per-element test is two compares, not visible()'s bounds and window arithmetic; without a
   // left window bound every row's keys begin at 0 and one compare does (causal masks: the
-  // diagonal tiles' masking was a share of D 64's extra ALU work, stop 17's ncu).
+  // diagonal tiles' masking is a share of D 64's ALU work).
   __device__ static void apply_mask(float (&s)[MTiles][NTiles][4], const MaskParams& mask, int q_row0,
                                     int key0) {
     if (mask.has_left_bound()) {
@@ -301,8 +301,9 @@ struct OnlineSoftmax {
 // The epilogue: O fragments (rows from row_in_block0) -> shared tile OTile (16-bit, converted
 // with TC::pack) -> whole 16-byte chunks of rows in device memory (store_output: the two
 // steps below with `sync` between them). On sm_90 stmatrix writes four 8x8 matrices per
-// instruction (the accumulator's fragment is stmatrix's; ncu, Hopper D 128 S 512: per-element
-// stores with their swizzle arithmetic made the epilogue ~23% of the stall samples).
+// instruction (the accumulator's fragment is stmatrix's; per-element stores with their swizzle
+// arithmetic made the epilogue a large share of the stalls: bench/NOTES-prefill.md, "Measurements
+// behind the code's choices").
 template <class OTile, class TC, int MTiles, int OTiles, class In>
 __device__ __forceinline__ void stage_output(const float (&o)[MTiles][OTiles][4], In* smem, int row_in_block0,
                                              int lane) {

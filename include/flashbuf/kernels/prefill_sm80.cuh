@@ -57,17 +57,16 @@ struct PrefillSm80 {
   using Softmax = OnlineSoftmax<kMTiles, PBuf::kNTiles>;
   // Softcap and mask as compile-time choices: four straight-line tile bodies from S's MMAs to
   // the softmax, which ptxas then interleaves (with runtime branches the softmax starts only
-  // after S's last MMA). Only above D 128: there it fits unspilled (H200, one call, sm80 grid:
-  // D 256 1.00-1.03x the branchy body); at D 64 / 128 the tiles sit at 255 registers and the
-  // four bodies spill more (0.81-0.91x). bench/results/*-straight-tiles-*.json.
+  // after S's last MMA). Only above D 128: there it fits unspilled; at D 64 / 128 the tiles sit
+  // at 255 registers and the four bodies spill more and run slower (bench/NOTES-prefill.md,
+  // "Measurements behind the code's choices").
   static constexpr bool kStraightTiles = D > 128;
   // At D 64 the barrier and the next K's copies come before the softmax, so the softmax and
   // O += P V are one stretch of code with no barrier or branch inside, which ptxas interleaves
-  // (P's first products among its last exponentials: FlashAttention-2's order). ncu at D 128
-  // S 512 had put our products back to back, each waiting on the one before (stall "wait" 39%
-  // of samples, FA2 30%). Measured on the H200 over the sm80 grid, three rounds: D 64 1.02-1.05x,
-  // D 128 0.98-0.99x (at 255 registers it spills and reloads two values every tile), D 256
-  // 0.98-1.02x (bench/NOTES-prefill.md, stop 23); so D 64 only.
+  // (P's first products among its last exponentials: FlashAttention-2's order); otherwise the
+  // products run back to back, each waiting on the one before. D 64 only: at D 128 the tiles sit
+  // at 255 registers and the earlier barrier spills and reloads values every tile, and at D 256
+  // it does not pay (bench/NOTES-prefill.md, "Measurements behind the code's choices").
   static constexpr bool kSoftmaxUnderPv = (D > Dv ? D : Dv) <= 64;
 
   __device__ static void run(const PrefillParams& p, char* smem) {
@@ -182,7 +181,7 @@ struct PrefillSm80 {
 
   // Both products are software-pipelined over their k-steps: the ldmatrix of step j + 1 is
   // issued before the MMAs of step j, into the other of two fragment sets, so the MMAs never
-  // wait on shared memory (ncu showed dependency stalls, not throughput, as the gap to FA2).
+  // wait on shared memory (the gap to FlashAttention-2 was dependency stalls, not throughput).
 
   // S = Q K^T for this warp's rows: walk the head dim in k-steps of 16.
   __device__ static void compute_scores(const QBuf& qbuf, const KBuf& kbuf, PBuf& pbuf) {
@@ -190,12 +189,12 @@ struct PrefillSm80 {
     typename QBuf::Stage q[2];
     typename KBuf::Fragments k[2];
     qbuf.template load_stage<0>(q[0]);
-    kbuf.template load_fragments<0>(0, k[0]);
+    kbuf.template load_from_shared<0>(0, k[0]);
     static_for<kSteps>([&](auto step) {
       constexpr int j = decltype(step)::value;
       if constexpr (j + 1 < kSteps) {
         qbuf.template load_stage<j + 1>(q[(j + 1) % 2]);
-        kbuf.template load_fragments<j + 1>(0, k[(j + 1) % 2]);
+        kbuf.template load_from_shared<j + 1>(0, k[(j + 1) % 2]);
       }
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt) {
@@ -214,10 +213,10 @@ struct PrefillSm80 {
     typename PBuf::Packed a;
     pbuf.pack(a);
     typename VBuf::Fragments v[2];
-    vbuf.template load_fragments<0>(0, v[0]);
+    vbuf.template load_from_shared<0>(0, v[0]);
     static_for<kSteps>([&](auto step) {
       constexpr int j = decltype(step)::value;
-      if constexpr (j + 1 < kSteps) vbuf.template load_fragments<(j + 1) / kChunks>((j + 1) % kChunks, v[(j + 1) % 2]);
+      if constexpr (j + 1 < kSteps) vbuf.template load_from_shared<(j + 1) / kChunks>((j + 1) % kChunks, v[(j + 1) % 2]);
       constexpr int k = j / kChunks, chunk = j % kChunks;
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt)

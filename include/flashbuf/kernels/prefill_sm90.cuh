@@ -60,9 +60,10 @@ namespace flashbuf {
 //   above, block per item   80 (FlashAttention-3's D 256 tile: 40 + 20 + 128 registers, two
 //                               80 KB K+V stages beside the 64 KB Q; S = Q K^T of 80 keys reads
 //                               a fifth less shared memory per product than 64, which binds at
-//                               D 256; measured ~1.05-1.09x 64 at D 192 / 256, S 4k-16k)
-//   above, persistent grid  64 (its items are short: 80-key tiles waste 9% of S 512's keys on
-//                               the last tile; 80 measured 0.78-0.95x at S 512-1k, D 256)
+//                               D 192 / 256)
+//   above, persistent grid  64 (its items are short: 80-key tiles waste a share of a short
+//                               sequence's keys on the last tile)
+// (the measurements: bench/NOTES-prefill.md, "Measurements behind the code's choices")
 constexpr int prefill_sm90_block_n(int head_dim, int head_dim_v, bool persistent = false) {
   return (head_dim > head_dim_v ? head_dim : head_dim_v) <= 128 ? 128 : persistent ? 64 : 80;
 }

@@ -2,10 +2,10 @@
 // TMA forms of every buffer). The same buffers, warpgroups and issue turns as PrefillSm90
 // (prefill_sm90.cuh, whose header describes them; D 64 also with three consumers); what differs
 // is the schedule.
-// Short sequences spend most of a block's time outside the steady tiles (stop 12's ncu at
-// S 512: kernel entry, waiting for Q and K(0), the first S and softmax alone, the epilogue);
-// here a grid of one wave of blocks walks the items (query block, head, sequence; WorkItems)
-// and each consumer's tiles run as one stream across them:
+// Short sequences spend most of a block's time outside the steady tiles (kernel entry, waiting
+// for Q and K(0), the first S and softmax alone, the epilogue; bench/NOTES-prefill.md,
+// "Measurements behind the code's choices"); here a grid of one wave of blocks walks the items
+// (query block, head, sequence; WorkItems) and each consumer's tiles run as one stream across them:
 //
 //   steady tile          issue S(t) and O += P(t-1) V(t-1); softmax S(t); rescale O
 //   first tile of item   issue O += P(t-1) V(t-1) (the last of the previous item), then S(t);

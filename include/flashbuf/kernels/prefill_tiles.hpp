@@ -12,18 +12,17 @@ struct PrefillTile {
   bool q_in_registers;
 };
 
-// Measured on an H200 against FlashAttention-2 (bench/tune_prefill.cu, every tile of a head dim
-// in one run; bench/NOTES-prefill.md):
+// Chosen by timing every tile of a head dim in one run (bench/tune_prefill.cu; the numbers:
+// bench/NOTES-prefill.md, "Measurements behind the code's choices"):
 // - D <= 64: 128 x 128, two m16 tiles per warp (FlashAttention-2's tile): a B fragment feeds two
 //   MMAs, and 128 keys per tile halve the barriers per FLOP; Q is re-read from shared memory
-//   (in registers beside S, O and two K fragment sets it spills 396 B and ran 20% slower; as
-//   chosen, ptxas spills 76 B and it still ran 1.02-1.09x the 128 x 64 tile).
+//   (in registers beside S, O and two K fragment sets it spills far more and runs slower).
 // - D <= 128: 128 x 64, two m16 tiles per warp (128 keys: S and O leave no room).
 // - above: 64 x 64 with four warps of one m16 tile (FlashAttention-2's tile for D 256): 96 KB of
 //   shared memory and <= 255 registers let two blocks share an SM, so one block's barriers and
-//   loads hide under the other's MMAs; 1.04-1.23x the 128 x 64 tile with 8 warps that it replaces.
+//   loads hide under the other's MMAs.
 // Causal problems take the same tiles: with masking by row intervals (prefill_common.cuh), the
-// 64 x 64 tile measured 0.86-0.93x these at D 64 and S 512..4k causal, 0.91-1.04x at D 128.
+// smaller 64 x 64 tile does not pay at D 64 or D 128 causal.
 constexpr PrefillTile prefill_tile(int head_dim, int head_dim_v) {
   const int widest = head_dim > head_dim_v ? head_dim : head_dim_v;
   if (widest <= 64) return {128, 128, 4, 2, false};

@@ -4,7 +4,7 @@
 // Unlike the other arch/sm90 headers this one also compiles for older targets, where both
 // wrappers are no-ops: a kernel compiled for sm_80 that uses them is still correct (it just
 // never overlaps), and the host decides whether to launch with the PDL attribute at all
-// (kernels/combine.cuh asks the kernel's ptxVersion).
+// (src/cuda/combine_launch.cuh asks the kernel's ptxVersion).
 #pragma once
 
 namespace flashbuf::sm90 {
