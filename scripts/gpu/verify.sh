@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The whole verification on the GPU machine (an H200), from the repository root, in phases that
+# each fit one device call (the build folders stay between calls while the machine is warm):
+#   scripts/gpu/verify.sh build     the dependencies the machine cannot install (carried .deps/debs,
+#                                   scripts/gpu/device_deps.sh), the CMake build of every
+#                                   instantiation for sm_90a and sm_80 (build-gpu) and, beside it,
+#                                   the Python package with every instantiation (/root/flashbuf-site)
+#   scripts/gpu/verify.sh suite     every C++ GPU test, 8 shards on the one GPU, timed
+#                                   (scripts/gpu/fuzz.sh suite)
+#   scripts/gpu/verify.sh python    every Python test on CUDA and CPU against the package
+#   scripts/gpu/verify.sh sanitize  compute-sanitizer on the small cases (fuzz.sh walk sanitize)
+# Several phases may be given at once. Logs and summaries go to $OUT.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+OUT=${OUT:-$ROOT/gpu-out}
+mkdir -p "$OUT"
+SITE=/root/flashbuf-site
+phases=${*:-build suite python sanitize}
+summary="$OUT/verify-summary.txt"
+note() { echo "$*" | tee -a "$summary"; }
+source scripts/gpu/device_deps.sh unpack
+export FLASHBUF_COMMIT=${FLASHBUF_COMMIT:-$(cat .commit 2>/dev/null || echo unknown)}
+failed=0
+
+if [[ " $phases " == *" build "* ]]; then
+  start=$(date +%s)
+  (CMAKE_BUILD_PARALLEL_LEVEL=8 CMAKE_ARGS="-DFLASHBUF_CUDA_ARCHS=90a;80" \
+     python3 -m pip install --no-build-isolation --no-deps --upgrade --target "$SITE" . >"$OUT/pip.log" 2>&1
+   echo "pip exit $?" >>"$OUT/pip.log") &
+  pip_pid=$!
+  JOBS=8 scripts/gpu/fuzz.sh build || failed=1
+  wait "$pip_pid"
+  grep -q "pip exit 0" "$OUT/pip.log" || { tail -40 "$OUT/pip.log"; failed=1; }
+  note "build + package: $(( $(date +%s) - start )) s ($(tail -1 "$OUT/pip.log"))"
+fi
+
+if [[ " $phases " == *" suite "* ]]; then
+  TEST_TIMEOUT_S=${TEST_TIMEOUT_S:-300} scripts/gpu/fuzz.sh suite || failed=1
+fi
+
+if [[ " $phases " == *" python "* ]]; then
+  start=$(date +%s)
+  (cd /tmp && PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}" timeout "${PYTEST_TIMEOUT_S:-420}" \
+     python3 -X faulthandler -m pytest -q -rs -p no:cacheprovider "$ROOT/python/tests" >"$OUT/pytest.log" 2>&1)
+  rc=$?
+  note "pytest (every file, CUDA and CPU): exit $rc in $(( $(date +%s) - start )) s; $(tail -1 "$OUT/pytest.log")"
+  grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -40 | tee -a "$summary"
+  [ "$rc" = 0 ] || failed=1
+fi
+
+if [[ " $phases " == *" sanitize "* ]]; then
+  scripts/gpu/fuzz.sh walk sanitize || failed=1
+fi
+note "verify.sh $phases: $([ $failed = 0 ] && echo passed || echo FAILED)"
+exit $failed
