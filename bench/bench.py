@@ -641,15 +641,15 @@ def bench_serving_paged(b: int, ctx: int, chunk: int, page: int, args) -> dict:
     return row
 
 
-def serving_cases():
-    """(label, thunk taking args) for every row of the serving grid, in the order of
+def serving_cases(cases=("gqa", "varlen", "paged")):
+    """(label, thunk taking args) for every row of the serving grid's `cases`, in the order of
     shared/anchors/h200-fa4-serving-*.json."""
-    for s in SERVING_S:
+    for s in SERVING_S if "gqa" in cases else ():
         for causal in (False, True):
             yield f"serving gqa s={s} causal={causal}", (lambda s_, c_: lambda a: bench_serving_gqa(s_, c_, a))(s, causal)
-    for lens in SERVING_VARLEN:
+    for lens in SERVING_VARLEN if "varlen" in cases else ():
         yield f"serving varlen {len(lens)} sequences", (lambda l_: lambda a: bench_serving_varlen(l_, a))(lens)
-    for page in SERVING_PAGES:
+    for page in SERVING_PAGES if "paged" in cases else ():
         for b, ctx, chunk in SERVING_CHUNKS:
             yield (f"serving paged b={b} ctx={ctx} chunk={chunk} page={page}",
                    (lambda *x: lambda a: bench_serving_paged(*x, a))(b, ctx, chunk, page))
@@ -851,6 +851,8 @@ def main(argv=None) -> int:
     p.add_argument("--serving", action="store_true",
                    help="run the serving grid (GQA batches, varlen batches, paged chunked prefill; BENCH.md); "
                         "alone it runs only that grid")
+    p.add_argument("--serving-cases", type=lambda t: t.split(","), default=["gqa", "varlen", "paged"],
+                   help="serving grid: which of its cases to run (gqa,varlen,paged)")
     p.add_argument("--d", type=int_list, default=list(PREFILL_D), help="prefill head dims (64,128,256)")
     p.add_argument("--s", type=int_list, default=list(PREFILL_S), help="prefill sequence lengths (512,...,16k)")
     p.add_argument("--dv", type=int, default=0,
@@ -886,6 +888,8 @@ def main(argv=None) -> int:
         p.error(f"--prefill-page {args.prefill_page}: must divide every prefill length {args.s}")
     if args.rounds < 1:
         p.error(f"--rounds {args.rounds}: must be >= 1")
+    if set(args.serving_cases) - {"gqa", "varlen", "paged"}:
+        p.error(f"--serving-cases {','.join(args.serving_cases)}: choose from gqa,varlen,paged")
 
     if not torch.cuda.is_available():
         print("bench.py needs a CUDA GPU", file=sys.stderr)
@@ -937,7 +941,7 @@ def main(argv=None) -> int:
                         traceback.print_exc()
                     torch.cuda.empty_cache()
     if args.serving:
-        for label, bench in serving_cases():
+        for label, bench in serving_cases(args.serving_cases):
             print(label, flush=True)
             try:
                 rows.append(bench(args))
