@@ -7,7 +7,7 @@
 #   1. builds the package with every instantiation for sm_90a (pip --target /tmp/serving-pkg)
 #      and, beside it, the C++ GPU tests with the instantiations they use (half the cores each);
 #   2. runs the GPU tests of varlen prefill (the longest-first order against the grid order bit
-#      for bit, and against the float64 reference);
+#      for bit, and against the float64 reference; C++ and the Python CUDA-graph replays);
 #   3. runs `bench/bench.py --serving --rounds 3` with FA4 when `import flash_attn.cute` works
 #      (install it first: shared/anchors/fa4/; PYTHONPATH pointing at it), writing
 #      $OUT/h200-serving-<commit>.json and the flashbuf / FA4 ratio table;
@@ -65,6 +65,11 @@ fi
 
 # ---- 3. the serving grid with FA4 (the file of record) --------------------------------------------
 if [ -d /tmp/serving-pkg/flashbuf ]; then
+  # the Python varlen tests first: graph capture of the order's prologue, replays over new lengths
+  (cd /tmp && PYTHONPATH=/tmp/serving-pkg timeout "$(cap 90)" python3 -X faulthandler -m pytest -v -rs -p no:cacheprovider \
+     --rootdir "$root" "$root/python/tests/test_gpu.py" -k varlen >"$logs/pytest-varlen.log" 2>&1)
+  say "[$(elapsed)s] pytest test_gpu.py -k varlen (exit $?): $(grep -E '^=+ .*(passed|failed|error)' "$logs/pytest-varlen.log" | tail -1)"
+  grep -E "^(FAILED|ERROR) " "$logs/pytest-varlen.log" | head -10 | tee -a "$summary"
   json="$OUT/h200-serving-$FLASHBUF_COMMIT.json"
   (cd /tmp && PYTHONPATH=/tmp/serving-pkg${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 timeout "$(cap 260)" \
      python3 "$root/bench/bench.py" --serving --rounds 3 --out "$json" >"$logs/bench-serving.log" 2>&1)
