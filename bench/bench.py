@@ -42,19 +42,19 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-try:
-    import flashbuf
-    FLASHBUF_IMPORT_ERROR = None
-except Exception as e:  # the anchors still run; every flashbuf cell is null
-    flashbuf = None
-    FLASHBUF_IMPORT_ERROR = repr(e)
-
 try:  # FlashAttention-4 (CuTe DSL): an anchor when present
     from flash_attn.cute import flash_attn_func as fa4_func, flash_attn_varlen_func as fa4_varlen_func
     FA4_IMPORT_ERROR = None
 except Exception as e:
     fa4_func = fa4_varlen_func = None
     FA4_IMPORT_ERROR = repr(e)
+
+try:
+    import flashbuf
+    FLASHBUF_IMPORT_ERROR = None
+except Exception as e:  # the anchors still run; every flashbuf cell is null
+    flashbuf = None
+    FLASHBUF_IMPORT_ERROR = repr(e)
 
 # ---- constants from shared/BENCH.md ---------------------------------------------------------------
 GEMM_BF16_TFLOPS = 766.0   # H200, torch.matmul 8192^3

@@ -11,8 +11,6 @@
 #   3. runs `bench/bench.py --serving --rounds 3` with FA4 when `import flash_attn.cute` works
 #      (install it first: shared/anchors/fa4/; PYTHONPATH pointing at it), writing
 #      $OUT/h200-serving-<commit>.json and the flashbuf / FA4 ratio table;
-#   4. in the time left, the varlen rows again in grid order (FLASHBUF_VARLEN_ORDER=off, flashbuf
-#      alone) to $OUT/h200-serving-varlen-gridorder-<commit>.json: the order's own gain.
 #
 # $OUT receives serving-summary.txt (every step's result), the results JSON and serving-logs.tgz.
 set -uo pipefail
@@ -76,14 +74,5 @@ if [ -d /tmp/serving-pkg/flashbuf ]; then
   say "[$(elapsed)s] bench --serving --rounds 3 (exit $?): $json"
   sed -n '/== serving grid/,$p' "$logs/bench-serving.log" | tee -a "$summary"
   grep -E "^  ! " "$logs/bench-serving.log" | head -20 | tee -a "$summary"
-
-  # ---- 4. the varlen rows in grid order, flashbuf alone: what the order gains ----------------------
-  if [ "$(cap 90)" -ge 60 ]; then
-    (cd /tmp && FLASHBUF_VARLEN_ORDER=off PYTHONPATH=/tmp/serving-pkg PYTHONUNBUFFERED=1 timeout "$(cap 90)" \
-       python3 "$root/bench/bench.py" --serving --serving-cases varlen --anchors none --rounds 3 \
-       --out "$OUT/h200-serving-varlen-gridorder-$FLASHBUF_COMMIT.json" >"$logs/bench-gridorder.log" 2>&1)
-    say "[$(elapsed)s] bench --serving varlen, FLASHBUF_VARLEN_ORDER=off (exit $?)"
-    sed -n '/== serving grid/,$p' "$logs/bench-gridorder.log" | tee -a "$summary"
-  fi
 fi
 say "[$(elapsed)s] done"

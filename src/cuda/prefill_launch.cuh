@@ -13,7 +13,6 @@
 #include "cuda/prefill_grid_knob.hpp"
 #include "cuda/tensor_map.hpp"
 #include "cuda/work_order.hpp"
-#include "cuda/work_order_knob.hpp"
 #include "flashbuf/core/paged_boxes.hpp"
 #include "flashbuf/core/work_order.hpp"
 #include "flashbuf/kernels/prefill_sm80.cuh"
@@ -58,7 +57,7 @@ void launch_prefill_kernel(void (*kernel)(PrefillParams, Extra...), const Prefil
 template <class Kernel, class... Extra>
 bool launch_prefill_longest_first(void (*kernel)(PrefillParams, Extra...), PrefillParams params,
                                   const AttentionProblem& pr, const Extra&... extra) {
-  if (pr.cu_seqlens_q == nullptr || pr.batch < 2 || varlen_order_off()) return false;
+  if (pr.cu_seqlens_q == nullptr || pr.batch < 2) return false;
   const std::int64_t capacity = work_order_capacity(pr.total_q, pr.batch, Kernel::kBM);
   if (capacity * pr.heads_q > 0x7fffffff) return false;
   const auto stream = static_cast<cudaStream_t>(pr.stream);
