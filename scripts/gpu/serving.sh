@@ -64,9 +64,12 @@ fi
 # ---- 3. the serving grid with FA4 (the file of record) --------------------------------------------
 if [ -d /tmp/serving-pkg/flashbuf ]; then
   # the Python varlen tests first: graph capture of the order's prologue, replays over new lengths
-  (cd /tmp && PYTHONPATH=/tmp/serving-pkg timeout "$(cap 90)" python3 -X faulthandler -m pytest -v -rs -p no:cacheprovider \
-     --rootdir "$root" "$root/python/tests/test_gpu.py" -k varlen >"$logs/pytest-varlen.log" 2>&1)
-  say "[$(elapsed)s] pytest test_gpu.py -k varlen (exit $?): $(grep -E '^=+ .*(passed|failed|error)' "$logs/pytest-varlen.log" | tail -1)"
+  # (and the FlashAttention-compatible varlen entry points, where this tree has them)
+  tests=("$root/python/tests/test_gpu.py")
+  [ -f "$root/python/tests/test_compat_gpu.py" ] && tests+=("$root/python/tests/test_compat_gpu.py")
+  (cd /tmp && PYTHONPATH=/tmp/serving-pkg${PYTHONPATH:+:$PYTHONPATH} timeout "$(cap 90)" python3 -X faulthandler -m pytest -v -rs \
+     -p no:cacheprovider --rootdir "$root" "${tests[@]}" -k varlen >"$logs/pytest-varlen.log" 2>&1)
+  say "[$(elapsed)s] pytest ${tests[*]##*/} -k varlen (exit $?): $(grep -E '^=+ .*(passed|failed|error)' "$logs/pytest-varlen.log" | tail -1)"
   grep -E "^(FAILED|ERROR) " "$logs/pytest-varlen.log" | head -10 | tee -a "$summary"
   json="$OUT/h200-serving-$FLASHBUF_COMMIT.json"
   (cd /tmp && PYTHONPATH=/tmp/serving-pkg${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 timeout "$(cap 260)" \
