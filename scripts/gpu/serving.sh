@@ -73,8 +73,8 @@ if [ -d /tmp/serving-pkg/flashbuf ]; then
   grep -E "^(FAILED|ERROR) " "$logs/pytest-varlen.log" | head -10 | tee -a "$summary"
   json="$OUT/h200-serving-$FLASHBUF_COMMIT.json"
   (cd /tmp && PYTHONPATH=/tmp/serving-pkg${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 timeout "$(cap 260)" \
-     python3 "$root/bench/bench.py" --serving --rounds 3 --out "$json" >"$logs/bench-serving.log" 2>&1)
-  say "[$(elapsed)s] bench --serving --rounds 3 (exit $?): $json"
+     python3 "$root/bench/bench.py" --serving --rounds 3 --target-ms 10 --out "$json" >"$logs/bench-serving.log" 2>&1)
+  say "[$(elapsed)s] bench --serving --rounds 3 --target-ms 10 (exit $?): $json"
   sed -n '/== serving grid/,$p' "$logs/bench-serving.log" | tee -a "$summary"
   grep -E "^  ! " "$logs/bench-serving.log" | head -20 | tee -a "$summary"
 fi
