@@ -11,9 +11,12 @@ identical tensors: the prefill and decode grids of docs/BENCH.md.
     python3 bench/bench.py --prefill --prefill-varlen                    # packed varlen batches
     python3 bench/bench.py --sinks --anchors none      # flashbuf with random attention sinks
     python3 bench/bench.py --sinks ab --anchors none   # flashbuf without and with sinks, interleaved
+    python3 bench/bench.py --serving --rounds 3        # the serving grid: GQA, varlen, paged chunked prefill
 
 Needs an NVIDIA GPU, PyTorch and the installed flashbuf package (pip install . from the
-repository); it builds nothing. For each row it first checks every implementation's output
+repository); it builds nothing. FlashAttention-4 (`flash_attn.cute`, shared/anchors/fa4/) is the
+`fa4` anchor when it imports; without it the fa4 cells are null. For each row it first checks
+every implementation's output
 (against a float32 reference on a subset of query rows), then times CUDA-graph replays of many
 calls (median of >= 7 replays) with the inputs larger than L2 or rotated among several sets.
 An implementation that fails or disagrees writes null and the run goes on.
@@ -39,6 +42,13 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+try:  # FlashAttention-4 (CuTe DSL): an anchor when present
+    from flash_attn.cute import flash_attn_func as fa4_func, flash_attn_varlen_func as fa4_varlen_func
+    FA4_IMPORT_ERROR = None
+except Exception as e:
+    fa4_func = fa4_varlen_func = None
+    FA4_IMPORT_ERROR = repr(e)
+
 try:
     import flashbuf
     FLASHBUF_IMPORT_ERROR = None
@@ -59,7 +69,16 @@ DECODE_KV = (512, 2048, 8192, 32768, 131072)
 DECODE_MAX_B_KV_HKV = 128 * 16384 * 8   # B * KV * Hkv <= 16M
 DECODE_PAGES = (0, 16, 64)
 DECODE_D = 128
-ANCHORS = {"fa2": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
+ANCHORS = {"fa2": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}  # PyTorch SDPA backends
+ANCHOR_NAMES = tuple(ANCHORS) + ("fa4",)
+# The serving grid (BENCH.md): Hq/Hkv 32/8, D 128; equal-length batches of 16k tokens, varlen
+# batches, and chunked prefill of (batch, cached keys, new queries) over shuffled pages.
+SERVING_HEADS = (32, 8)
+SERVING_D = 128
+SERVING_S = (1024, 4096, 16384)
+SERVING_VARLEN = ((4096, 512, 2048, 37, 8000, 1500), (100,) * 64 + (8192,), (16384,), (513,) * 31)
+SERVING_CHUNKS = ((4, 8192, 2048), (16, 2048, 512), (1, 30000, 4096))
+SERVING_PAGES = (16, 64, 128)
 REFERENCE_ROWS = 96        # query rows per sequence checked against the float32 reference
 ANCHOR_MAX_ERR = 2e-2      # an anchor beyond this is reported as failing its own check
 
@@ -201,6 +220,21 @@ def sdpa(q, k, v, causal, backend):
     return o.transpose(1, 2)
 
 
+def fa4_output(result):
+    """FA4's functions return o or (o, lse) by version: the o."""
+    return result[0] if isinstance(result, (tuple, list)) else result
+
+
+def anchor_fn(name: str, causal: bool):
+    """Anchor `name` on (B, S, H, D) q, k, v, bottom-right causal (SDPA's is_causal is only
+    that for Sq == Sk, which is every shape it is asked here)."""
+    if name == "fa4":
+        if fa4_func is None:
+            raise RuntimeError(f"flash_attn.cute does not import: {FA4_IMPORT_ERROR}")
+        return lambda q, k, v: fa4_output(fa4_func(q, k, v, causal=causal))
+    return (lambda be: lambda q, k, v: sdpa(q, k, v, causal, be))(ANCHORS[name])
+
+
 # ---- prefill --------------------------------------------------------------------------------------
 
 def bench_prefill(d: int, s: int, causal: bool, args) -> dict:
@@ -209,7 +243,7 @@ def bench_prefill(d: int, s: int, causal: bool, args) -> dict:
     page = args.prefill_page
     row = {"kind": "prefill", "dtype": "bf16", "b": b, "hq": h, "hkv": h, "sq": s, "sk": s, "d": d, "dv": dv,
            "causal": causal, "page": page, "kernel": None, "unit": "TFLOP/s", "flashbuf": None, "fa2": None,
-           "cudnn": None, "max_abs_err": None}
+           "cudnn": None, "fa4": None, "max_abs_err": None}
     if args.prefill_varlen:
         row["varlen"] = True
     variants = flashbuf_variants(args, h) if flashbuf is not None else {}
@@ -258,7 +292,10 @@ def bench_prefill(d: int, s: int, causal: bool, args) -> dict:
             impls[name] = (lambda sk_: lambda q, k, v: flashbuf.attention(q, k, v, causal=causal, backend=args.backend,
                                                                            sinks=sk_))(sinks)
     for name in args.anchors:
-        impls[name] = (lambda be: lambda q, k, v: sdpa(q, k, v, causal, be))(ANCHORS[name])
+        try:
+            impls[name] = anchor_fn(name, causal)
+        except Exception as e:  # FA4 asked for but absent: its cell stays null
+            note_failure(f"{tag} {name}", e)
 
     errors = {}
     for name, fn in impls.items():  # check first, on set 0
@@ -271,7 +308,7 @@ def bench_prefill(d: int, s: int, causal: bool, args) -> dict:
             del out
         except Exception as e:
             note_failure(f"{tag} {name}", e)
-    anchor_errs = [errors[n] for n in ANCHORS if n in errors and errors[n] <= ANCHOR_MAX_ERR]
+    anchor_errs = [errors[n] for n in ANCHOR_NAMES if n in errors and errors[n] <= ANCHOR_MAX_ERR]
     tolerance = flashbuf_tolerance(anchor_errs)
     if "flashbuf" in errors:
         row["max_abs_err"] = errors["flashbuf"]
@@ -337,8 +374,8 @@ def bench_decode_shape(hq: int, hkv: int, b: int, skv: int, pages, args) -> list
     # the anchors, on the contiguous cache; paged rows repeat them (BENCH.md)
     anchors, anchor_errs = {}, []
     for name in args.anchors:
-        fn = (lambda be: lambda q, k, v: sdpa(q, k, v, False, be))(ANCHORS[name])
         try:
+            fn = anchor_fn(name, False)
             err = max_abs_err(fn(q0, k0, v0), ref)
             if not err <= ANCHOR_MAX_ERR:
                 note_failure(f"{tag} {name}", f"max abs error {err:.3g}; not timed")
@@ -354,8 +391,8 @@ def bench_decode_shape(hq: int, hkv: int, b: int, skv: int, pages, args) -> list
     for page in pages:
         row = {"kind": "decode", "dtype": "bf16", "b": b, "hq": hq, "hkv": hkv, "sq": 1, "sk": skv, "d": d,
                "dv": dv, "causal": False, "page": page, "kernel": None, "unit": "us", "flashbuf": None,
-               "fa2": anchors.get("fa2"), "cudnn": anchors.get("cudnn"), "floor_us": floor_us,
-               "max_abs_err": None}
+               "fa2": anchors.get("fa2"), "cudnn": anchors.get("cudnn"), "fa4": anchors.get("fa4"),
+               "floor_us": floor_us, "max_abs_err": None}
         if args.sinks == "on":
             row["sinks"] = True
         elif args.sinks == "ab":
@@ -400,6 +437,227 @@ def bench_decode_shape(hq: int, hkv: int, b: int, skv: int, pages, args) -> list
     return out_rows
 
 
+# ---- serving grid ---------------------------------------------------------------------------------
+
+def visible_pairs(lq: int, lk: int, causal: bool) -> int:
+    """(query, key) pairs the mask leaves, bottom-right causal: the FLOPs the serving grid counts."""
+    if not causal:
+        return lq * lk
+    return sum(min(lk, max(0, lk - lq + i + 1)) for i in range(lq)) if lk < lq else lq * (lk - lq) + lq * (lq + 1) // 2
+
+
+def padded_paged_copy(k, v, page):
+    """paged_copy of (B, Sk, H, D) caches whose Sk need not be a multiple of the page: the last
+    page of each sequence is padded with noise that seqlens_k leaves unread."""
+    pad = -k.shape[1] % page
+    if pad:
+        k = torch.cat([k, torch.randn_like(k[:, :pad])], dim=1)
+        v = torch.cat([v, torch.randn_like(v[:, :pad])], dim=1)
+    return paged_copy(k, v, page)
+
+
+def packed_reference(q, k, v, cu_q, cu_k, causal, sinks=None):
+    """reference_rows per sequence of packed (T, H, D) tensors: [(token indices, reference)]."""
+    out = []
+    for i in range(len(cu_q) - 1):
+        qa, qb, ka, kb = cu_q[i], cu_q[i + 1], cu_k[i], cu_k[i + 1]
+        rows = sample_rows(qb - qa, 32 if len(cu_q) > 8 else REFERENCE_ROWS)
+        ref = reference_rows(q[None, qa:qb], k[None, ka:kb], v[None, ka:kb], rows, causal, sinks=sinks)[0]
+        out.append((rows + qa, ref))
+    return out
+
+
+def time_rounds(tag: str, row: dict, impls: dict, sets, check, tolerance_names, args) -> dict:
+    """Checks each implementation on set 0 (check(name, out) -> max abs error), then times the
+    ones that pass over the rotated sets, --rounds times in rotated order; returns {name: µs}."""
+    errors = {}
+    for name, fn in impls.items():
+        try:
+            out = fn(*sets[0])
+            torch.cuda.synchronize()
+            errors[name] = check(name, out)
+            if name == "flashbuf":
+                row["kernel"] = flashbuf.last_backend()
+            del out
+        except Exception as e:
+            note_failure(f"{tag} {name}", e)
+    anchor_errs = [errors[n] for n in ANCHOR_NAMES if n in errors and errors[n] <= ANCHOR_MAX_ERR]
+    tolerance = flashbuf_tolerance(anchor_errs)
+    if "flashbuf" in errors:
+        row["max_abs_err"] = errors["flashbuf"]
+    timed = []
+    for name, err in errors.items():
+        limit = tolerance if name in tolerance_names else ANCHOR_MAX_ERR
+        if not err <= limit:
+            note_failure(f"{tag} {name}", f"max abs error {err:.3g} exceeds {limit:.3g}; not timed")
+        else:
+            timed.append(name)
+    times = {name: [] for name in timed}
+    for r in range(args.rounds):
+        shift = r % max(len(timed), 1)
+        for name in timed[shift:] + timed[:shift]:
+            if times[name] is None:
+                continue
+            try:
+                times[name].append(graph_time_us([(lambda st: lambda: impls[name](*st))(st) for st in sets],
+                                                 args.iters, args.target_ms))
+            except Exception as e:
+                note_failure(f"{tag} {name} timing", e)
+                times[name] = None
+    return {name: statistics.median(us) for name, us in times.items() if us}
+
+
+def serving_row(case: str, b: int, sq: int, sk: int, causal: bool, page: int) -> dict:
+    hq, hkv = SERVING_HEADS
+    return {"kind": "serving", "case": case, "dtype": "bf16", "b": b, "hq": hq, "hkv": hkv, "sq": sq, "sk": sk,
+            "d": SERVING_D, "dv": SERVING_D, "causal": causal, "page": page, "kernel": None, "unit": "TFLOP/s",
+            "flashbuf": None, "fa4": None, "cudnn": None, "max_abs_err": None}
+
+
+def bench_serving_gqa(s: int, causal: bool, args) -> dict:
+    """An equal-length GQA batch of 16k tokens: flashbuf, FA4 and cuDNN on the same tensors."""
+    (hq, hkv), d, b = SERVING_HEADS, SERVING_D, PREFILL_TOKENS // s
+    row = serving_row("gqa", b, s, s, causal, 0)
+    variants = flashbuf_variants(args, hq) if flashbuf is not None else {}
+    row.update({name: None for name in variants})
+    set_bytes = b * s * (hq + 2 * hkv) * d * 2
+    sets = [(torch.randn(b, s, hq, d, device=DEV, dtype=torch.bfloat16),
+             torch.randn(b, s, hkv, d, device=DEV, dtype=torch.bfloat16),
+             torch.randn(b, s, hkv, d, device=DEV, dtype=torch.bfloat16)) for _ in range(rotation_sets(set_bytes, 8))]
+    rows = sample_rows(s)
+    q0, k0, v0 = sets[0]
+    refs = {None: reference_rows(q0, k0, v0, rows, causal)}
+    for sinks in variants.values():
+        if sinks is not None:
+            refs[id(sinks)] = reference_rows(q0, k0, v0, rows, causal, sinks=sinks)
+    impls = {name: (lambda sk_: lambda q, k, v: flashbuf.attention(q, k, v, causal=causal, backend=args.backend,
+                                                                   sinks=sk_))(sinks)
+             for name, sinks in variants.items()}
+    for name in ("fa4", "cudnn"):
+        if name in args.anchors:
+            try:
+                impls[name] = anchor_fn(name, causal)
+            except Exception as e:
+                note_failure(f"serving gqa {name}", e)
+
+    def check(name, out):
+        sinks = variants.get(name)
+        return max_abs_err(out[:, rows], refs[None if sinks is None else id(sinks)])
+    us = time_rounds(f"serving gqa s={s} causal={causal}", row, impls, sets, check, variants, args)
+    flops = 4.0 * b * hq * d * visible_pairs(s, s, causal)
+    for name, t in us.items():
+        row[name] = flops / (t * 1e-6) / 1e12
+    del sets, refs
+    return row
+
+
+def bench_serving_varlen(lens, args) -> dict:
+    """A packed causal varlen batch (cu_seqlens): flashbuf and FA4; SDPA takes no varlen batch."""
+    (hq, hkv), d = SERVING_HEADS, SERVING_D
+    total, longest = sum(lens), max(lens)
+    row = serving_row("varlen", len(lens), longest, longest, True, 0)
+    row["lens"] = list(lens)
+    variants = flashbuf_variants(args, hq) if flashbuf is not None else {}
+    row.update({name: None for name in variants})
+    cu_host = [0]
+    for n in lens:
+        cu_host.append(cu_host[-1] + n)
+    cu = torch.tensor(cu_host, dtype=torch.int32, device=DEV)
+    set_bytes = total * (hq + 2 * hkv) * d * 2
+    sets = [(torch.randn(total, hq, d, device=DEV, dtype=torch.bfloat16),
+             torch.randn(total, hkv, d, device=DEV, dtype=torch.bfloat16),
+             torch.randn(total, hkv, d, device=DEV, dtype=torch.bfloat16)) for _ in range(rotation_sets(set_bytes, 8))]
+    q0, k0, v0 = sets[0]
+    refs = {None: packed_reference(q0, k0, v0, cu_host, cu_host, True)}
+    for sinks in variants.values():
+        if sinks is not None:
+            refs[id(sinks)] = packed_reference(q0, k0, v0, cu_host, cu_host, True, sinks=sinks)
+    impls = {name: (lambda sk_: lambda q, k, v: flashbuf.attention(
+        q, k, v, causal=True, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=longest, max_seqlen_k=longest,
+        backend=args.backend, sinks=sk_))(sinks) for name, sinks in variants.items()}
+    if "fa4" in args.anchors:
+        if fa4_varlen_func is None:
+            note_failure("serving varlen fa4", f"flash_attn.cute does not import: {FA4_IMPORT_ERROR}")
+        else:
+            impls["fa4"] = lambda q, k, v: fa4_output(fa4_varlen_func(
+                q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=longest, max_seqlen_k=longest, causal=True))
+
+    def check(name, out):
+        sinks = variants.get(name)
+        return max(max_abs_err(out[rows], ref) for rows, ref in refs[None if sinks is None else id(sinks)])
+    tag = f"serving varlen {len(lens)} sequences, longest {longest}"
+    us = time_rounds(tag, row, impls, sets, check, variants, args)
+    flops = 4.0 * hq * d * sum(visible_pairs(n, n, True) for n in lens)
+    for name, t in us.items():
+        row[name] = flops / (t * 1e-6) / 1e12
+    del sets, refs
+    return row
+
+
+def bench_serving_paged(b: int, ctx: int, chunk: int, page: int, args) -> dict:
+    """Chunked prefill: `chunk` new queries per sequence over its `ctx` cached keys and their own
+    (sk = ctx + chunk, bottom-right causal), K/V in shuffled pages: flashbuf and FA4 (varlen
+    queries with page_table and seqused_k). SDPA has no paged KV, and its is_causal is top-left
+    for Sq != Sk: its cell is null."""
+    (hq, hkv), d, sk = SERVING_HEADS, SERVING_D, ctx + chunk
+    row = serving_row("paged", b, chunk, sk, True, page)
+    variants = flashbuf_variants(args, hq) if flashbuf is not None else {}
+    row.update({name: None for name in variants})
+    seqlens = torch.full((b,), sk, dtype=torch.int32, device=DEV)
+    cu_q = torch.arange(0, b * chunk + 1, chunk, dtype=torch.int32, device=DEV)
+    set_bytes = b * (chunk * hq + 2 * sk * hkv) * d * 2
+    contiguous = [(torch.randn(b, chunk, hq, d, device=DEV, dtype=torch.bfloat16),
+                   torch.randn(b, sk, hkv, d, device=DEV, dtype=torch.bfloat16),
+                   torch.randn(b, sk, hkv, d, device=DEV, dtype=torch.bfloat16))
+                  for _ in range(rotation_sets(set_bytes, 8))]
+    rows = sample_rows(chunk)
+    q0, k0, v0 = contiguous[0]
+    refs = {None: reference_rows(q0, k0, v0, rows, True)}
+    for sinks in variants.values():
+        if sinks is not None:
+            refs[id(sinks)] = reference_rows(q0, k0, v0, rows, True, sinks=sinks)
+    sets = []
+    for q, k, v in contiguous:
+        kp, vp, table = padded_paged_copy(k, v, page)
+        sets.append((q, kp, vp, table))
+    del contiguous
+    impls = {name: (lambda sk_: lambda q, kp, vp, table: flashbuf.attention(
+        q, kp, vp, causal=True, seqlens_k=seqlens, page_table=table, max_seqlen_k=sk, backend=args.backend,
+        sinks=sk_))(sinks) for name, sinks in variants.items()}
+    if "fa4" in args.anchors:
+        if fa4_varlen_func is None:
+            note_failure("serving paged fa4", f"flash_attn.cute does not import: {FA4_IMPORT_ERROR}")
+        else:
+            impls["fa4"] = lambda q, kp, vp, table: fa4_output(fa4_varlen_func(
+                q.view(b * chunk, hq, d), kp, vp, cu_seqlens_q=cu_q, max_seqlen_q=chunk, max_seqlen_k=sk,
+                seqused_k=seqlens, page_table=table, causal=True)).view(b, chunk, hq, d)
+
+    def check(name, out):
+        sinks = variants.get(name)
+        return max_abs_err(out[:, rows], refs[None if sinks is None else id(sinks)])
+    us = time_rounds(f"serving paged b={b} ctx={ctx} chunk={chunk} page={page}", row, impls, sets, check, variants,
+                     args)
+    flops = 4.0 * b * hq * d * visible_pairs(chunk, sk, True)
+    for name, t in us.items():
+        row[name] = flops / (t * 1e-6) / 1e12
+    del sets, refs
+    return row
+
+
+def serving_cases(cases=("gqa", "varlen", "paged")):
+    """(label, thunk taking args) for every row of the serving grid's `cases`, in the order of
+    shared/anchors/h200-fa4-serving-*.json."""
+    for s in SERVING_S if "gqa" in cases else ():
+        for causal in (False, True):
+            yield f"serving gqa s={s} causal={causal}", (lambda s_, c_: lambda a: bench_serving_gqa(s_, c_, a))(s, causal)
+    for lens in SERVING_VARLEN if "varlen" in cases else ():
+        yield f"serving varlen {len(lens)} sequences", (lambda l_: lambda a: bench_serving_varlen(l_, a))(lens)
+    for page in SERVING_PAGES if "paged" in cases else ():
+        for b, ctx, chunk in SERVING_CHUNKS:
+            yield (f"serving paged b={b} ctx={ctx} chunk={chunk} page={page}",
+                   (lambda *x: lambda a: bench_serving_paged(*x, a))(b, ctx, chunk, page))
+
+
 # ---- results ---------------------------------------------------------------------------------------
 
 def git_commit() -> str:
@@ -411,6 +669,18 @@ def git_commit() -> str:
                               check=True).stdout.strip()
     except Exception:
         return "unknown"
+
+
+def fa4_version():
+    """The FA4 package's version, or why it is absent."""
+    if fa4_func is None:
+        return f"absent ({FA4_IMPORT_ERROR})"
+    try:
+        from importlib.metadata import version
+        return version("flash-attn-4")
+    except Exception:
+        import flash_attn
+        return getattr(flash_attn, "__version__", "unknown")
 
 
 def gpu_meta() -> dict:
@@ -528,6 +798,24 @@ def print_table(rows) -> None:
                   f" {fmt(r['flashbuf'])} {fmt(r['fa2'])} {fmt(r['cudnn'])} |"
                   f" {fmt(ratio(r['flashbuf'], r['fa2']), 6, 2)} {fmt(ratio(r['flashbuf'], r['cudnn']), 6, 2)}"
                   f" {fmt(ratio(r['flashbuf'], r['floor_us']), 6, 2)} | {fmt(r['max_abs_err'], 8, 4)}")
+    serving = [r for r in rows if r["kind"] == "serving"]
+    if serving:
+        print("\n== serving grid, bf16 Hq/Hkv 32/8 D 128, TFLOP/s of visible pairs; ratios are flashbuf / anchor "
+              "(> 1: flashbuf faster) ==")
+        print(f"{'case':>7} {'shape':<34} | {'flashbuf':>8} {'fa4':>8} {'cudnn':>8} | {'/fa4':>6} {'/cudnn':>6} |"
+              f" {'err':>8} kernel")
+        for r in serving:
+            if r["case"] == "varlen":
+                lens = r["lens"]
+                shape = ",".join(map(str, lens)) if len(lens) <= 6 else \
+                    " + ".join(f"{n} x {lens.count(n)}" if lens.count(n) > 1 else str(n) for n in dict.fromkeys(lens))
+            elif r["case"] == "paged":
+                shape = f"b {r['b']} ctx {r['sk'] - r['sq']} chunk {r['sq']} page {r['page']}"
+            else:
+                shape = f"b {r['b']} s {r['sq']} {'causal' if r['causal'] else 'no mask'}"
+            print(f"{r['case']:>7} {shape[:34]:<34} | {fmt(r['flashbuf'])} {fmt(r['fa4'])} {fmt(r['cudnn'])} |"
+                  f" {fmt(ratio(r['flashbuf'], r['fa4']), 6, 2)} {fmt(ratio(r['flashbuf'], r['cudnn']), 6, 2)} |"
+                  f" {fmt(r['max_abs_err'], 8, 4)} {r['kernel'] or '-'}")
     ab = [r for r in rows if "flashbuf_sinks" in r]
     if ab:
         print("\n== sinks A/B: flashbuf with random sinks / without, timed in the same rounds "
@@ -551,9 +839,9 @@ def heads_list(text: str) -> list[tuple[int, int]]:
 
 def anchor_list(text: str) -> list[str]:
     names = [] if text == "none" else text.split(",")
-    unknown = [n for n in names if n not in ANCHORS]
+    unknown = [n for n in names if n not in ANCHOR_NAMES]
     if unknown:
-        raise argparse.ArgumentTypeError(f"unknown anchor(s) {unknown}; choose from {list(ANCHORS)} or none")
+        raise argparse.ArgumentTypeError(f"unknown anchor(s) {unknown}; choose from {list(ANCHOR_NAMES)} or none")
     return names
 
 
@@ -563,6 +851,11 @@ def main(argv=None) -> int:
     p.add_argument("--prefill", action="store_true", help="run the prefill grid (default: both grids)")
     p.add_argument("--decode", action="store_true", help="run the decode grid (default: both grids)")
     p.add_argument("--quick", action="store_true", help="a small subset of both grids, for smoke tests")
+    p.add_argument("--serving", action="store_true",
+                   help="run the serving grid (GQA batches, varlen batches, paged chunked prefill; BENCH.md); "
+                        "alone it runs only that grid")
+    p.add_argument("--serving-cases", type=lambda t: t.split(","), default=["gqa", "varlen", "paged"],
+                   help="serving grid: which of its cases to run (gqa,varlen,paged)")
     p.add_argument("--d", type=int_list, default=list(PREFILL_D), help="prefill head dims (64,128,256)")
     p.add_argument("--s", type=int_list, default=list(PREFILL_S), help="prefill sequence lengths (512,...,16k)")
     p.add_argument("--dv", type=int, default=0,
@@ -582,8 +875,9 @@ def main(argv=None) -> int:
                    help="attention sinks for flashbuf (random, per query head; the anchors have none): "
                         "--sinks gives the flashbuf column sinks, --sinks ab adds a flashbuf_sinks column "
                         "timed in the same rounds as the sink-free flashbuf column")
-    p.add_argument("--anchors", type=anchor_list, default=list(ANCHORS),
-                   help="anchors to run: fa2,cudnn (default), one of them, or none (A/B runs of flashbuf alone)")
+    p.add_argument("--anchors", type=anchor_list, default=list(ANCHORS) + (["fa4"] if fa4_func is not None else []),
+                   help="anchors to run: fa2,cudnn,fa4 (default; fa4 when flash_attn.cute imports), some of them, "
+                        "or none (A/B runs of flashbuf alone); the serving grid runs fa4 and cudnn")
     p.add_argument("--iters", type=int, default=9, help="graph replays per measurement (>= 7; median)")
     p.add_argument("--rounds", type=int, default=1,
                    help="prefill: time the implementations this many times, alternating their order (median)")
@@ -597,6 +891,8 @@ def main(argv=None) -> int:
         p.error(f"--prefill-page {args.prefill_page}: must divide every prefill length {args.s}")
     if args.rounds < 1:
         p.error(f"--rounds {args.rounds}: must be >= 1")
+    if set(args.serving_cases) - {"gqa", "varlen", "paged"}:
+        p.error(f"--serving-cases {','.join(args.serving_cases)}: choose from gqa,varlen,paged")
 
     if not torch.cuda.is_available():
         print("bench.py needs a CUDA GPU", file=sys.stderr)
@@ -607,13 +903,16 @@ def main(argv=None) -> int:
     if args.quick:
         args.d, args.s, args.causal = [64, 128], [512, 2048], "both"
         args.heads, args.b, args.kv, args.pages = [(32, 8)], [1, 8], [512, 8192], [0, 16]
-    run_prefill = args.prefill or not args.decode or args.quick
-    run_decode = args.decode or not args.prefill or args.quick
+    serving_only = args.serving and not (args.prefill or args.decode or args.quick)
+    run_prefill = (args.prefill or not args.decode or args.quick) and not serving_only
+    run_decode = (args.decode or not args.prefill or args.quick) and not serving_only
     causals = {"both": [False, True], "yes": [True], "no": [False]}[args.causal]
     if flashbuf is None:
         note_failure("import flashbuf", FLASHBUF_IMPORT_ERROR)
     elif not flashbuf.cuda_available():
         note_failure("flashbuf", "this build has no CUDA kernels (or sees no GPU); its cells stay null")
+    if "fa4" in args.anchors and fa4_func is None:
+        note_failure("import flash_attn.cute", FA4_IMPORT_ERROR)
 
     rows = []
     if run_prefill:
@@ -644,6 +943,16 @@ def main(argv=None) -> int:
                         note_failure(f"decode {hq}/{hkv} b={b} kv={skv}", e)
                         traceback.print_exc()
                     torch.cuda.empty_cache()
+    if args.serving:
+        for label, bench in serving_cases(args.serving_cases):
+            print(label, flush=True)
+            try:
+                rows.append(bench(args))
+                print("  " + json.dumps(rows[-1]), flush=True)
+            except Exception as e:
+                note_failure(label, e)
+                traceback.print_exc()
+            torch.cuda.empty_cache()
 
     meta = gpu_meta()
     meta.update({
@@ -654,10 +963,12 @@ def main(argv=None) -> int:
         "date": datetime.date.today().isoformat(),
         "ceilings": {"gemm_bf16_tflops": GEMM_BF16_TFLOPS, "read_tbs": READ_TBS},
         "flashbuf_build": flashbuf.build_info() if flashbuf is not None else None,
+        "fa4": fa4_version(),
         "l2_bytes": l2_bytes(),
         "failures": failures,
     })
-    what = "quick" if args.quick else "-".join(k for k, on in (("prefill", run_prefill), ("decode", run_decode)) if on)
+    what = "quick" if args.quick else "-".join(
+        k for k, on in (("prefill", run_prefill), ("decode", run_decode), ("serving", args.serving)) if on)
     name = f"{short_gpu_name(meta['gpu'])}-{what}-{datetime.date.today():%Y%m%d}"
     out = args.out or os.path.join(os.environ.get("OUT") or os.path.join(os.path.dirname(__file__), "results"),
                                    name + ".json")

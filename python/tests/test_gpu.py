@@ -245,6 +245,33 @@ def test_varlen_capture_skips_index_reads_and_replays():
         assert max_err(o, o_ref) <= ref.tolerance("bf16")
 
 
+def test_varlen_longest_first_order_follows_new_lengths_in_replays():
+    """A skewed varlen batch (launched longest first on Hopper: the order is computed on the
+    device each call) captured once and replayed over new sequence lengths of the same total:
+    each replay's output is the reference of its own lengths."""
+    require_head_dim(torch.bfloat16, 128, 128)
+    batches = [[100] * 12 + [1300], [1300] + [100] * 12, [2500] + [0] * 11 + [0], [208] * 12 + [4]]
+    total = sum(batches[0])
+    assert all(sum(lens) == total for lens in batches)
+
+    def offsets(lens):
+        return torch.tensor(np.concatenate([[0], np.cumsum(lens)]), dtype=torch.int32, device=DEV)
+    cu = offsets(batches[0])
+    q, k, v = randn(total, 8, 128), randn(total, 2, 128), randn(total, 2, 128)
+    kw = dict(cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=2500, max_seqlen_k=2500, causal=True)
+    flashbuf.attention(q, k, v, **kw)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        o = flashbuf.attention(q, k, v, **kw)
+    for lens in batches:
+        cu.copy_(offsets(lens))
+        graph.replay()
+        torch.cuda.synchronize()
+        o_ref, _ = ref.attention(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, causal=True)
+        assert max_err(o, o_ref) <= ref.tolerance("bf16"), lens
+
+
 def test_flashbuf_imported_before_torch_in_a_fresh_process(tmp_path):
     """Importing flashbuf before torch (as test_cpu.py does at collection) must leave CUDA as
     usable as the torch-first order of the benchmark: prefill, decode and a graph replay in a

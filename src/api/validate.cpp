@@ -543,6 +543,7 @@ AttentionProblem validate_attention_impl(const AttentionArgs& a, const Attention
   p.cu_seqlens_q = static_cast<const std::int32_t*>(a.cu_seqlens_q.data);
   p.cu_seqlens_k = static_cast<const std::int32_t*>(a.cu_seqlens_k.data);
   if (varlen_k) p.total_k = a.k.shape[0];
+  if (varlen_q) p.total_q = a.q.shape[0];
   p.seqlens_k = static_cast<const std::int32_t*>(a.seqlens_k.data);
   if (paged) {
     p.page_table = static_cast<const std::int32_t*>(a.page_table.data);

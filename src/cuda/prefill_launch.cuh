@@ -11,7 +11,9 @@
 #include "cuda/device_cache.hpp"
 #include "cuda/prefill_grid_knob.hpp"
 #include "cuda/tensor_map.hpp"
+#include "cuda/work_order.hpp"
 #include "flashbuf/core/paged_boxes.hpp"
+#include "flashbuf/core/work_order.hpp"
 #include "flashbuf/kernels/prefill_sm80.cuh"
 #include "flashbuf/kernels/prefill_sm90.cuh"
 #include "flashbuf/kernels/prefill_sm90_persistent.cuh"
@@ -46,6 +48,47 @@ void launch_prefill_kernel(void (*kernel)(PrefillParams, Extra...), const Prefil
   FLASHBUF_CUDA_CHECK(cudaGetLastError());
 }
 
+// A varlen batch of several sequences launched longest first (core/work_order.hpp): the order
+// prologue writes its table into stream-ordered memory (cudaMallocAsync, capturable as a graph's
+// memory nodes) that the kernel's blocks read, freed after the kernel on the same stream.
+// Returns false, having launched nothing, where it does not apply (one sequence, a grid past
+// 2^31 blocks, no stream-ordered allocator): the caller launches the grid order.
+template <class Kernel, class... Extra>
+bool launch_prefill_longest_first(void (*kernel)(PrefillParams, Extra...), PrefillParams params,
+                                  const AttentionProblem& pr, const Extra&... extra) {
+  if (pr.cu_seqlens_q == nullptr || pr.batch < 2) return false;
+  const std::int64_t capacity = work_order_capacity(pr.total_q, pr.batch, Kernel::kBM);
+  if (capacity * pr.heads_q > 0x7fffffff) return false;
+  const auto stream = static_cast<cudaStream_t>(pr.stream);
+  std::int32_t* table = nullptr;
+  const std::size_t bytes = sizeof(std::int32_t) * static_cast<std::size_t>(work_order_entries(capacity));
+  if (cudaMallocAsync(reinterpret_cast<void**>(&table), bytes, stream) != cudaSuccess) {
+    cudaGetLastError();  // no stream-ordered allocator here: grid order
+    return false;
+  }
+  WorkOrderParams order{};
+  order.cu_seqlens_q = pr.cu_seqlens_q;
+  order.cu_seqlens_k = pr.cu_seqlens_k;
+  order.seqlens_k = pr.seqlens_k;
+  order.seqlen_k = pr.seqlen_k;
+  order.batch = pr.batch;
+  order.window_left = pr.window_left;
+  order.window_right = pr.window_right;
+  order.block_m = Kernel::kBM;
+  order.block_n = Kernel::kBN;
+  order.capacity = capacity;
+  order.table = table;
+  params.item_order = table;
+  raise_smem_limit_once<Kernel>(reinterpret_cast<const void*>(kernel), pr.device_index);
+  launch_work_order(order, stream);
+  kernel<<<static_cast<unsigned>(capacity * pr.heads_q), Kernel::kThreads, Kernel::kSmemBytes, stream>>>(params,
+                                                                                                         extra...);
+  const cudaError_t launched = cudaGetLastError();
+  const cudaError_t freed = cudaFreeAsync(table, stream);  // after the kernel, whatever its launch did
+  FLASHBUF_CUDA_CHECK(launched);
+  FLASHBUF_CUDA_CHECK(freed);
+  return true;
+}
 
 // The persistent Hopper kernel takes batch-form problems whose every query block has keys
 // (seqlen_q <= seqlen_k: bottom-right masks leave each query row at least its diagonal key),
@@ -217,8 +260,10 @@ void launch_prefill_variant(const PrefillParams& params, const AttentionProblem&
         }
       }
     }
-    launch_prefill_kernel<Kernel>(&prefill_sm90_kernel<In, D, Dv, Paged>, params, pr,
-                                  make_prefill_tma_maps<Kernel::kBN, Kernel::kBM>(pr));
+    const PrefillTmaMaps maps = make_prefill_tma_maps<Kernel::kBN, Kernel::kBM>(pr);
+    if (!launch_prefill_longest_first<Kernel>(&prefill_sm90_kernel<In, D, Dv, Paged>, params, pr, maps)) {
+      launch_prefill_kernel<Kernel>(&prefill_sm90_kernel<In, D, Dv, Paged>, params, pr, maps);
+    }
   }
 }
 

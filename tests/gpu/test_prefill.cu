@@ -338,6 +338,52 @@ TEST_P(PrefillGpu, VarlenMatchesPerSequenceRunsBitExactly) {
   });
 }
 
+// A skewed varlen batch (many short sequences, one long, empty ones, more keys than queries)
+// runs longest first on Hopper (core/work_order.hpp): checked against the reference, and bit for
+// bit against each sequence run alone as a one-sequence varlen batch (grid order), under every
+// mask kind: the order changes which block computes an item, never how.
+TEST_P(PrefillGpu, VarlenLongestFirstMatchesGridOrderBitExactly) {
+  for_each_built_head_dims({HeadDims{64, 64}, HeadDims{128, 128}}, [&](HeadDims hd, Rng& rng) {
+    for (const Mask mask : {Mask::causal(), Mask::none(), Mask::window(200, 0)}) {
+      ProblemSpec packed = base_spec(DType::bf16, hd.d, hd.dv, 0, 0);
+      packed.varlen_q = true;
+      packed.kv = KvLayout::varlen;
+      packed.q_lens = {100, 3, 0, 100, 1100, 1, 257, 100, 64, 100};
+      packed.k_lens = {100, 40, 7, 300, 1100, 1, 257, 0, 64, 612};
+      packed.batch = static_cast<int>(packed.q_lens.size());
+      packed.mask = mask;
+      SCOPED_TRACE(packed.describe());
+      check_spec(packed, backend(), 1500);
+      AttentionTensors a = make_tensors(packed, rng);
+      ASSERT_EQ(run_on_gpu(packed, a, backend()), "");
+      std::int64_t q_row = 0, k_row = 0;
+      for (int b = 0; b < packed.batch; ++b) {
+        ProblemSpec one = packed;
+        one.batch = 1;
+        one.q_lens = {packed.q_lens[b]};
+        one.k_lens = {packed.k_lens[b]};
+        Rng rng2(rng.seed() + b);
+        AttentionTensors s = make_tensors(one, rng2);
+        for (int i = 0; i < one.q_lens[0]; ++i)
+          for (int h = 0; h < one.heads_q; ++h)
+            for (int c = 0; c < one.head_dim; ++c) s.q.set(s.q.offset({i, h, c}), a.q.at({q_row + i, h, c}));
+        for (int j = 0; j < one.k_lens[0]; ++j)
+          for (int h = 0; h < one.heads_kv; ++h) {
+            for (int c = 0; c < one.head_dim; ++c) s.k.set(s.k.offset({j, h, c}), a.k.at({k_row + j, h, c}));
+            for (int c = 0; c < one.head_dim_v; ++c) s.v.set(s.v.offset({j, h, c}), a.v.at({k_row + j, h, c}));
+          }
+        ASSERT_EQ(run_on_gpu(one, s, backend()), "");
+        for (int i = 0; i < one.q_lens[0]; ++i)
+          for (int h = 0; h < one.heads_q; ++h)
+            for (int c = 0; c < one.head_dim_v; ++c)
+              ASSERT_EQ(s.o.at({i, h, c}), a.o.at({q_row + i, h, c})) << "sequence " << b << " row " << i;
+        q_row += packed.q_lens[b];
+        k_row += packed.k_lens[b];
+      }
+    }
+  });
+}
+
 // Rows that see no key: O = 0 and LSE = -inf, never NaN (window entirely in the future).
 TEST_P(PrefillGpu, RowsWithoutKeysGiveZeroAndMinusInf) {
   ProblemSpec s = base_spec(DType::bf16, 64, 64, 300, 100);  // causal, Sq > Sk: early rows see nothing

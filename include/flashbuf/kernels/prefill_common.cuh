@@ -31,9 +31,23 @@ struct PrefillBlock {
   MaskParams mask;
   KeyRange keys;
 
-  // The grid's block (blockIdx: query block counted from the last, head, sequence).
+  // The grid's block (blockIdx: query block counted from the last, head, sequence), or with an
+  // order table the item of rank blockIdx.x / heads_q, head blockIdx.x % heads_q (past the
+  // table's count: an empty block).
   __device__ static PrefillBlock make(const PrefillParams& p, int block_m) {
+    if (p.item_order != nullptr) {
+      const int rank = static_cast<int>(blockIdx.x) / p.heads_q;
+      const int head = static_cast<int>(blockIdx.x) - rank * p.heads_q;
+      if (rank >= p.item_order[0]) return none();
+      return make_at(p, block_m, p.item_order[2 + 2 * rank], head, p.item_order[1 + 2 * rank]);
+    }
     return make_at(p, block_m, p.num_m_blocks - 1 - static_cast<int>(blockIdx.x), blockIdx.y, blockIdx.z);
+  }
+  __device__ static PrefillBlock none() {
+    PrefillBlock b{};
+    b.m0 = 0;
+    b.seqlen_q = 0;  // empty()
+    return b;
   }
   // Work item `item` of a persistent grid, in the walk's numbering (item_coords).
   __device__ static PrefillBlock make_item(const PrefillParams& p, int block_m, int item, bool paired) {

@@ -33,6 +33,9 @@ struct PrefillParams {
   float softcap_inv;       // scale / softcap, or 0 without softcap
   int window_left, window_right;
   int items_paired;        // persistent grids: the walk takes items in pairs (core/work_items.hpp)
+  // Blocks per item (a 1-D grid of heads_q x the table's capacity, heads innermost) in the
+  // longest-first order of core/work_order.hpp; null: the (query block, head, sequence) grid.
+  const std::int32_t* item_order;
 };
 
 }  // namespace flashbuf
