@@ -2,9 +2,10 @@
 
 Each entry point accepts either PyTorch tensors (CPU or CUDA; dispatched to the operators of
 _torch_ops.py so that torch.compile and CUDA graphs see them) or NumPy arrays (CPU backend,
-called here directly). Outputs are allocated here or by the operators, never by C++; every
-check beyond what is needed to size the outputs is the C++ library's, whose
-flashbuf::ArgumentError arrives as ValueError (or TypeError for dtypes) naming the argument.
+called here directly). Outputs are allocated here or by the operators, never by C++, and only
+after the C++ library has checked the inputs and given the output shapes (_C.*_shapes); every
+check is the library's, whose flashbuf::ArgumentError arrives as ValueError (or TypeError for
+dtypes) naming the argument. docs/errors.md lists them.
 """
 from __future__ import annotations
 
@@ -21,8 +22,7 @@ except ImportError:  # the package works on NumPy alone
     torch = None
 
 from . import _C
-from ._common import (NUMPY_BF16, PLAN_FIELDS, WORKSPACE_ALIGNMENT, attention_output_shapes,
-                      decode_output_shapes, last, merge_output_shapes, softmax_scale, window_pair)
+from ._common import NUMPY_BF16, PLAN_FIELDS, WORKSPACE_ALIGNMENT, int32, last, real, softmax_scale, window_pair
 
 _torch_ops = None
 if torch is not None:
@@ -43,16 +43,21 @@ def _compiling() -> bool:
 
 # ---- NumPy plumbing ---------------------------------------------------------------------------
 
+_NUMPY_DTYPES = (np.float16, np.float32, np.int32)
+
+
 def _np_in(name: str, a):
     """A NumPy array as the C++ binding takes it (bfloat16 travels as its uint16 bits)."""
     if a is None:
         return None
     if not isinstance(a, np.ndarray):
         raise TypeError(f"{name}: expected a numpy.ndarray (or torch.Tensor inputs throughout), got {type(a).__name__}")
-    if a.dtype == np.uint16:
+    if a.dtype == np.uint16:  # would be read as bfloat16 bits (see _C)
         raise TypeError(f"{name}: dtype uint16 is not supported; expected bfloat16, float16, float32 or int32")
     if NUMPY_BF16 is not None and a.dtype == NUMPY_BF16:
         return a.view(np.uint16)
+    if a.dtype not in _NUMPY_DTYPES:  # float8, float64, ...: named here, before DLPack
+        raise TypeError(f"{name}: unsupported dtype {a.dtype}; expected bfloat16, float16, float32 or int32")
     return a
 
 
@@ -60,32 +65,11 @@ def _np_empty(shape, dtype):
     return np.empty(shape, dtype=dtype)
 
 
-def _max_seqlen(name: str, cu_seqlens) -> int:
-    """Longest sequence in cu_seqlens. On CUDA tensors this synchronises: pass max_seqlen_* to
-    keep a call capturable in a CUDA graph."""
-    if cu_seqlens is None:
-        return 0
-    if _is_torch(cu_seqlens):
-        if cu_seqlens.dim() != 1 or cu_seqlens.numel() < 1:
-            raise ValueError(f"{name}: expected a 1-d tensor of batch + 1 offsets")
-        if cu_seqlens.numel() == 1:
-            return 0
-        if cu_seqlens.is_cuda and not _compiling() and torch.cuda.is_current_stream_capturing():
-            # .item() inside a capture fails and invalidates the capture: say what to pass instead.
-            raise ValueError(f"{name}: pass max_seqlen_{name[-1]} while a CUDA graph is being captured "
-                             f"(computing it from {name} reads device memory, which a capture forbids)")
-        return int((cu_seqlens[1:] - cu_seqlens[:-1]).max().item())
-    a = np.asarray(cu_seqlens)
-    if a.ndim != 1 or a.size < 1:
-        raise ValueError(f"{name}: expected a 1-d array of batch + 1 offsets")
-    return int(np.diff(a).max()) if a.size > 1 else 0
-
-
 # ---- attention --------------------------------------------------------------------------------
 
 def attention(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, scale=None, cu_seqlens_q=None,
               cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, seqlens_k=None, page_table=None,
-              return_lse=False, out=None, backend="auto"):
+              return_lse=False, out=None, backend="auto", check_inputs=False):
     """Exact softmax attention, softmax(scale * q k^T + mask) v, in FlashAttention's layout.
 
     Batch:  q (B, Sq, Hq, D), k (B, Sk, Hkv, D), v (B, Sk, Hkv, Dv) -> o (B, Sq, Hq, Dv),
@@ -103,43 +87,50 @@ def attention(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, scale=None
 
     Tensors: torch tensors on CUDA (run on the current stream, no copies) or the CPU, or NumPy
     arrays (bfloat16 through ml_dtypes). Returns o, or (o, lse) with return_lse. out, if given,
-    receives o. max_seqlen_q/k are computed from cu_seqlens when omitted, which synchronises on
-    CUDA; pass them for CUDA-graph capture. backend: "auto" (the fastest kernel for the device
-    and head dims), or "cpu", "sm80" (mma.sync kernel), "sm90" (Hopper wgmma kernel) explicitly.
+    receives o. max_seqlen_q/k bound the varlen lengths; omitted, the library takes the longest
+    sequence from host offsets, or the total rows for CUDA offsets (no device read: more empty
+    blocks, so pass them when known). backend: "auto" (the fastest kernel for the device and
+    head dims), or "cpu", "sm80" (mma.sync kernel), "sm90" (Hopper wgmma kernel) explicitly.
+
+    Index tensors on the GPU (cu_seqlens_*, seqlens_k, page_table) are not read by the host, so
+    a call never synchronises; check_inputs=True checks their entries too (a copy and a stream
+    synchronisation). Unchecked, a bad entry gives wrong rows, never an out-of-bounds access.
     """
     if not isinstance(backend, str):
         raise TypeError(f"backend: expected a string ('auto', 'cpu', 'sm80', 'sm90'), got {type(backend).__name__}")
     window_left, window_right = window_pair(window)
     scale = softmax_scale(scale)
-    softcap = float(softcap)
-    max_seqlen_q = int(max_seqlen_q) if max_seqlen_q is not None else _max_seqlen("cu_seqlens_q", cu_seqlens_q)
-    max_seqlen_k = int(max_seqlen_k) if max_seqlen_k is not None else _max_seqlen("cu_seqlens_k", cu_seqlens_k)
+    softcap = real("softcap", softcap)
+    # 0: the library derives the bound (no device read, see flashbuf.hpp).
+    max_seqlen_q = int32("max_seqlen_q", max_seqlen_q) if max_seqlen_q is not None else 0
+    max_seqlen_k = int32("max_seqlen_k", max_seqlen_k) if max_seqlen_k is not None else 0
     causal = bool(causal)
     return_lse = bool(return_lse)
+    check_inputs = bool(check_inputs)
+    scalars = (max_seqlen_q, max_seqlen_k, scale, causal, window_left, window_right, softcap)
 
     if _is_torch(q):
         if out is None:
             o, lse = torch.ops.flashbuf.attention(q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table,
-                                                  max_seqlen_q, max_seqlen_k, scale, causal, window_left,
-                                                  window_right, softcap, return_lse, backend)
+                                                  *scalars, return_lse, backend, check_inputs)
             return (o, lse) if return_lse else o
         lse = None
         if return_lse:
-            _, lse_shape = attention_output_shapes(tuple(q.shape), tuple(v.shape))
+            tensors = (q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table)
+            _, lse_shape = _torch_ops._attention_shapes(tensors, scalars, fake=_compiling())
             lse = q.new_empty(lse_shape, dtype=torch.float32)
         torch.ops.flashbuf.attention_out(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table,
-                                         max_seqlen_q, max_seqlen_k, scale, causal, window_left, window_right,
-                                         softcap, backend)
+                                         *scalars, backend, check_inputs)
         return (out, lse) if return_lse else out
 
-    q_in = _np_in("q", q)
-    o_shape, lse_shape = attention_output_shapes(q_in.shape, np.shape(v))
+    inputs = (_np_in("q", q), _np_in("k", k), _np_in("v", v), _np_in("cu_seqlens_q", cu_seqlens_q),
+              _np_in("cu_seqlens_k", cu_seqlens_k), _np_in("seqlens_k", seqlens_k), _np_in("page_table", page_table))
+    o_shape, lse_shape = _C.attention_shapes(*inputs, *scalars)
     o = _np_empty(o_shape, q.dtype) if out is None else out
     lse = _np_empty(lse_shape, np.float32) if return_lse else None
-    last.name = _C.attention(
-        q_in, _np_in("k", k), _np_in("v", v), _np_in("o", o), lse, _np_in("cu_seqlens_q", cu_seqlens_q),
-        _np_in("cu_seqlens_k", cu_seqlens_k), _np_in("seqlens_k", seqlens_k), _np_in("page_table", page_table),
-        max_seqlen_q, max_seqlen_k, scale, causal, window_left, window_right, softcap, 0, backend)
+    q_in, k_in, v_in, cu_q, cu_k, lens_k, table = inputs
+    last.name = _C.attention(q_in, k_in, v_in, _np_in("out", o), lse, cu_q, cu_k, lens_k, table, *scalars, 0, backend,
+                             check_inputs)
     return (o, lse) if return_lse else o
 
 
@@ -203,9 +194,11 @@ class DecodePlan:
     def __init__(self, batch, q_per_seq, heads_q, heads_kv, head_dim, head_dim_v, max_seqlen_k, page_size=0,
                  dtype="bf16", device="cuda"):
         kind, index = _device_pair(device)
-        self._plan = tuple(_C.plan_decode(int(batch), int(q_per_seq), int(heads_q), int(heads_kv), int(head_dim),
-                                          int(head_dim_v), int(max_seqlen_k), int(page_size), _dtype_name(dtype),
-                                          kind, index))
+        self._plan = tuple(_C.plan_decode(int32("batch", batch), int32("q_per_seq", q_per_seq),
+                                          int32("heads_q", heads_q), int32("heads_kv", heads_kv),
+                                          int32("head_dim", head_dim), int32("head_dim_v", head_dim_v),
+                                          int32("max_seqlen_k", max_seqlen_k), int32("page_size", page_size),
+                                          _dtype_name(dtype), kind, index))
         self._fields = dict(zip(PLAN_FIELDS, self._plan))
         self.device = f"{kind}:{index}" if kind == "cuda" else "cpu"
         # Never zero bytes, so that the operator always receives a tensor.
@@ -251,31 +244,34 @@ class DecodePlan:
                 f"keys_per_split={f['keys_per_split']}, workspace_bytes={f['workspace_bytes']})")
 
     def run(self, q, k, v, seqlens_k, page_table=None, *, causal=False, window=(-1, -1), softcap=0.0, scale=None,
-            return_lse=False):
-        """One decode step: returns o (B, q_per_seq, Hq, Dv), or (o, lse (B, Hq, q_per_seq))."""
+            return_lse=False, check_inputs=False):
+        """One decode step: returns o (B, q_per_seq, Hq, Dv), or (o, lse (B, Hq, q_per_seq)).
+        check_inputs=True also checks the entries of CUDA seqlens_k / page_table (synchronises)."""
         window_left, window_right = window_pair(window)
         scale = softmax_scale(scale)
-        softcap = float(softcap)
+        softcap = real("softcap", softcap)
         causal = bool(causal)
         return_lse = bool(return_lse)
+        check_inputs = bool(check_inputs)
+        scalars = (scale, causal, window_left, window_right, softcap)
         if _is_torch(q):
             workspace = self._workspace_torch
             if workspace is None:  # a CPU plan used with torch CPU tensors: share the NumPy buffer
                 workspace = self._workspace_torch = torch.from_numpy(self.workspace)
-            o, lse = torch.ops.flashbuf.decode(q, k, v, seqlens_k, page_table, workspace, list(self._plan), scale,
-                                               causal, window_left, window_right, softcap, return_lse)
+            o, lse = torch.ops.flashbuf.decode(q, k, v, seqlens_k, page_table, workspace, list(self._plan), *scalars,
+                                               return_lse, check_inputs)
             return (o, lse) if return_lse else o
 
         if _is_torch(self.workspace):
             raise TypeError("q: a CUDA DecodePlan runs on torch CUDA tensors, got a NumPy array")
-        f = self._fields
-        o_shape, lse_shape = decode_output_shapes(f["batch"], f["q_per_seq"], f["heads_q"], f["head_dim_v"])
-        q_in = _np_in("q", q)
+        inputs = (_np_in("q", q), _np_in("k", k), _np_in("v", v), _np_in("seqlens_k", seqlens_k),
+                  _np_in("page_table", page_table))
+        o_shape, lse_shape = _C.decode_shapes(list(self._plan), *inputs, *scalars)
         o = _np_empty(o_shape, q.dtype)
         lse = _np_empty(lse_shape, np.float32) if return_lse else None
-        last.name = _C.decode(list(self._plan), q_in, _np_in("k", k), _np_in("v", v), _np_in("seqlens_k", seqlens_k),
-                              _np_in("page_table", page_table), _np_in("o", o), lse, self.workspace, scale, causal,
-                              window_left, window_right, softcap, 0)
+        q_in, k_in, v_in, lens_k, table = inputs
+        last.name = _C.decode(list(self._plan), q_in, k_in, v_in, lens_k, table, _np_in("out", o), lse,
+                              self.workspace, *scalars, 0, check_inputs)
         return (o, lse) if return_lse else o
 
 
@@ -286,17 +282,18 @@ def merge_states(o_parts, lse_parts, *, return_lse=True):
 
     o_parts (N, T, H, Dv) with lse_parts float32 (N, T, H) -> o (T, H, Dv) and lse (T, H):
     o = sum_i exp(lse_i - lse) o_i with lse = log sum_i exp(lse_i). A part with lse = -inf
-    contributes nothing. Returns (o, lse), or o alone with return_lse=False.
+    contributes nothing; a NaN lse makes the row NaN; parts with lse = +inf share all the weight
+    equally (lse = +inf). Returns (o, lse), or o alone with return_lse=False.
     """
     return_lse = bool(return_lse)
     if _is_torch(o_parts):
         o, lse = torch.ops.flashbuf.merge_states(o_parts, lse_parts, return_lse)
         return (o, lse) if return_lse else o
-    op_in = _np_in("o_parts", o_parts)
-    o_shape, lse_shape = merge_output_shapes(op_in.shape, np.shape(lse_parts))
+    op_in, lp_in = _np_in("o_parts", o_parts), _np_in("lse_parts", lse_parts)
+    o_shape, lse_shape = _C.merge_shapes(op_in, lp_in)
     o = _np_empty(o_shape, o_parts.dtype)
     lse = _np_empty(lse_shape, np.float32) if return_lse else None
-    last.name = _C.merge_states(op_in, _np_in("lse_parts", lse_parts), _np_in("o", o), lse, 0)
+    last.name = _C.merge_states(op_in, lp_in, _np_in("out", o), lse, 0)
     return (o, lse) if return_lse else o
 
 

@@ -24,22 +24,43 @@ class _LastBackend:
 last = _LastBackend()
 
 
+INT32_MAX = 2**31 - 1
+
+
+def int32(name: str, value) -> int:
+    """An int argument as the C++ API takes it (int), or a ValueError/TypeError naming it."""
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
+    value = int(value.__index__())
+    if not -INT32_MAX - 1 <= value <= INT32_MAX:
+        raise ValueError(f"{name}: {value} is outside the int32 range the library takes")
+    return value
+
+
+def real(name: str, value) -> float:
+    """A float argument, or a TypeError naming it."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name}: expected a number, got {type(value).__name__}") from None
+
+
 def window_pair(window) -> tuple[int, int]:
     """(left, right) with -1 for an unbounded side; None means no window."""
     if window is None:
         return -1, -1
     try:
         left, right = window
-        return int(left), int(right)
     except (TypeError, ValueError):
         raise ValueError(f"window: expected a pair (left, right) of ints, -1 for unbounded; got {window!r}") from None
+    return int32("window[0]", left), int32("window[1]", right)
 
 
 def softmax_scale(scale) -> float:
     """0.0 tells the library to use 1/sqrt(head_dim)."""
     if scale is None:
         return 0.0
-    scale = float(scale)
+    scale = real("scale", scale)
     if not math.isfinite(scale) or scale <= 0.0:
         raise ValueError(f"scale: expected a positive finite number, got {scale}")
     return scale

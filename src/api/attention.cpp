@@ -65,7 +65,7 @@ Backend attention(const AttentionArgs& args) {
 OutputShapes attention_output_shapes(const AttentionArgs& args, CheckScope scope) {
   const detail::AttentionProblem p = detail::validate_attention(args, {/*outputs=*/false, scope});
   OutputShapes shapes;
-  if (p.varlen_q()) {
+  if (args.cu_seqlens_q.present()) {  // not p.varlen_q(): metadata-only views carry no pointer
     shapes.o_rank = 3;
     shapes.o[0] = p.total_q, shapes.o[1] = p.heads_q, shapes.o[2] = p.head_dim_v;
     shapes.lse_rank = 2;

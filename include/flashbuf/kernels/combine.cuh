@@ -4,6 +4,8 @@
 //     o = sum_s w_s o_s, lse = M + ln sum_s exp(lse_s - M).
 // A part with lse = -inf is skipped without reading its o (it may be garbage: an empty
 // split never needs to write it); a row whose parts are all empty gives o = 0, lse = -inf.
+// Non-finite LSEs (the rule of flashbuf.hpp's merge_states): any NaN gives o = NaN and
+// lse = NaN; parts with lse = +inf share all the weight equally and lse = +inf.
 //
 // One warp per (token, head) row; each lane owns kVec consecutive channels per step of
 // 32 * kVec. Parts are read 8 at a time (independent loads in flight before the first use).
@@ -109,11 +111,30 @@ __global__ void __launch_bounds__(kThreads, 4) combine_kernel(const __grid_const
   TOut* const out = static_cast<TOut*>(p.o) + t_outer * p.o_outer_stride + t_inner * p.o_inner_stride +
                     h * p.o_head_stride;
 
-  // Pass 1: the largest LSE (lanes over parts).
+  // Pass 1: the largest LSE (lanes over parts); fmaxf skips NaNs, so they are flagged apart.
   float mx = kNegInf;
-  for (int s = lane; s < n; s += 32) mx = fmaxf(mx, lse_row[s * p.lp_part_stride]);
+  bool has_nan = false;
+  for (int s = lane; s < n; s += 32) {
+    const float l = lse_row[s * p.lp_part_stride];
+    mx = fmaxf(mx, l);
+    has_nan |= l != l;
+  }
   mx = warp_max(mx);
-  if (!(mx > kNegInf)) {  // every part empty (or NaN LSEs): O = 0, LSE = -inf
+  if (__any_sync(0xffffffffu, has_nan)) {  // a NaN LSE: the row is NaN
+    float nan[kVec];
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) nan[e] = __int_as_float(0x7fffffff);
+    for (int d = lane * kVec; d < p.head_dim_v; d += 32 * kVec) store_vec<TOut, kVec>(out + d, nan);
+    if (p.lse != nullptr && lane == 0) {
+      p.lse[t_outer * p.lse_outer_stride + t_inner * p.lse_inner_stride + h * p.lse_head_stride] = nan[0];
+    }
+    return;
+  }
+  // exp(lse - mx), except that with mx = +inf the +inf parts get weight 1 and the rest 0
+  // (inf - inf would be NaN). Warp-uniform: mx is the same in every lane.
+  const bool infinite = mx == kPosInf;
+  auto weight = [&](float l) { return infinite ? (l == kPosInf ? 1.0f : 0.0f) : __expf(l - mx); };
+  if (!(mx > kNegInf)) {  // every part empty: O = 0, LSE = -inf
     float zero[kVec];
 #pragma unroll
     for (int e = 0; e < kVec; ++e) zero[e] = 0.0f;
@@ -125,7 +146,7 @@ __global__ void __launch_bounds__(kThreads, 4) combine_kernel(const __grid_const
   }
   // Pass 2: the denominator.
   float sum = 0.0f;
-  for (int s = lane; s < n; s += 32) sum += __expf(lse_row[s * p.lp_part_stride] - mx);
+  for (int s = lane; s < n; s += 32) sum += weight(lse_row[s * p.lp_part_stride]);
   sum = warp_sum(sum);
   const float inv_sum = 1.0f / sum;  // >= 1 term equals 1, so sum >= 1
 
@@ -137,7 +158,7 @@ __global__ void __launch_bounds__(kThreads, 4) combine_kernel(const __grid_const
 #pragma unroll
     for (int e = 0; e < kVec; ++e) acc[e] = 0.0f;
     for (int s0 = 0; s0 < n; s0 += 32) {
-      const float w_mine = s0 + lane < n ? __expf(lse_row[(s0 + lane) * p.lp_part_stride] - mx) * inv_sum : 0.0f;
+      const float w_mine = s0 + lane < n ? weight(lse_row[(s0 + lane) * p.lp_part_stride]) * inv_sum : 0.0f;
       const int count = min(32, n - s0);
       for (int k = 0; k < count; k += kPartsInFlight) {
         float w[kPartsInFlight];
@@ -160,7 +181,8 @@ __global__ void __launch_bounds__(kThreads, 4) combine_kernel(const __grid_const
     if (active) store_vec<TOut, kVec>(out + d, acc);
   }
   if (p.lse != nullptr && lane == 0) {
-    p.lse[t_outer * p.lse_outer_stride + t_inner * p.lse_inner_stride + h * p.lse_head_stride] = mx + __logf(sum);
+    p.lse[t_outer * p.lse_outer_stride + t_inner * p.lse_inner_stride + h * p.lse_head_stride] =
+        infinite ? kPosInf : mx + __logf(sum);
   }
 }
 
