@@ -110,6 +110,9 @@ def attention(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, scale=None
     scalars = (max_seqlen_q, max_seqlen_k, scale, causal, window_left, window_right, softcap)
 
     if _is_torch(q):
+        for name, t in (("q", q), ("k", k), ("v", v), ("out", out), ("cu_seqlens_q", cu_seqlens_q),
+                        ("cu_seqlens_k", cu_seqlens_k), ("seqlens_k", seqlens_k), ("page_table", page_table)):
+            _torch_ops._check(name, t)  # named errors before torch's own schema check
         if out is None:
             o, lse = torch.ops.flashbuf.attention(q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table,
                                                   *scalars, return_lse, backend, check_inputs)
@@ -255,6 +258,8 @@ class DecodePlan:
         check_inputs = bool(check_inputs)
         scalars = (scale, causal, window_left, window_right, softcap)
         if _is_torch(q):
+            for name, t in (("q", q), ("k", k), ("v", v), ("seqlens_k", seqlens_k), ("page_table", page_table)):
+                _torch_ops._check(name, t)
             workspace = self._workspace_torch
             if workspace is None:  # a CPU plan used with torch CPU tensors: share the NumPy buffer
                 workspace = self._workspace_torch = torch.from_numpy(self.workspace)
@@ -287,6 +292,8 @@ def merge_states(o_parts, lse_parts, *, return_lse=True):
     """
     return_lse = bool(return_lse)
     if _is_torch(o_parts):
+        _torch_ops._check("o_parts", o_parts)
+        _torch_ops._check("lse_parts", lse_parts)
         o, lse = torch.ops.flashbuf.merge_states(o_parts, lse_parts, return_lse)
         return (o, lse) if return_lse else o
     op_in, lp_in = _np_in("o_parts", o_parts), _np_in("lse_parts", lse_parts)
