@@ -348,6 +348,10 @@ def _cases():
              lambda L: attention(L, L.randn(0, 2, D), L.randn(0, 2, D), L.randn(0, 2, D), cu_seqlens_q=L.i32([0, 0, 0]),
                                  cu_seqlens_k=L.i32([0, 0, 0])),
              what="varlen lengths all 0, max_seqlen_* omitted"))
+    add(Case("valid_zero_pages", "attention",
+             lambda L: attention(L, L.randn(2, 3, 2, D), L.randn(0, 16, 2, D), L.randn(0, 16, 2, D),
+                                 page_table=L.i32(np.zeros((2, 0), np.int32)), seqlens_k=L.i32([0, 0])),
+             what="a paged cache of 0 pages (every sequence empty)"))
     add(Case("valid_decode_batch_zero", "decode",
              lambda L: run_decode(L, plan(L, batch=0), *decode_inputs(L, batch=0)), what="a decode batch of 0"))
     add(Case("valid_merge_one_part", "merge_states",

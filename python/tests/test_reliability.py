@@ -104,6 +104,26 @@ def test_smallest_accepted_softcap_gives_uniform_attention(framework, softcap):
     np.testing.assert_allclose(lse, math.log(sk), rtol=1e-3)
 
 
+@pytest.mark.skipif(torch is None, reason="needs PyTorch")
+def test_fake_functions_make_the_same_checks():
+    """torch.compile's fake tensors reach the library's checks as metadata: the same named
+    errors, before anything is traced further, and the right shapes for valid inputs."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        q, k = torch.empty(2, 8, 2, D, dtype=torch.bfloat16), torch.empty(3, 8, 2, D, dtype=torch.bfloat16)
+        with pytest.raises(ValueError, match=r"^k: expected shape"):
+            torch.ops.flashbuf.attention(q, k, k, None, None, None, None, 0, 0, 0.0, False, -1, -1, 0.0, False)
+        with pytest.raises(ValueError, match=r"^softcap: "):
+            torch.ops.flashbuf.attention(q, q, q, None, None, None, None, 0, 0, 0.0, False, -1, -1, -1.0, False)
+        tq = torch.empty(8, 2, D, dtype=torch.bfloat16)
+        cu = torch.empty(3, dtype=torch.int32)
+        o, lse = torch.ops.flashbuf.attention(tq, tq, tq, cu, cu, None, None, 0, 0, 0.0, False, -1, -1, 0.0, True)
+        assert tuple(o.shape) == (8, 2, D) and tuple(lse.shape) == (2, 8)
+        with pytest.raises(ValueError, match=r"^lse_parts: "):
+            torch.ops.flashbuf.merge_states(torch.empty(3, 5, 4, D), torch.empty(3, 5, 5), True)
+
+
 # ---- CUDA: no hidden synchronisation ---------------------------------------------------------
 
 SLEEP_CYCLES = 3_000_000_000  # about 1.5-2 s of a GPU clock: far longer than any call here
