@@ -69,7 +69,7 @@ def _np_empty(shape, dtype):
 
 def attention(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, scale=None, cu_seqlens_q=None,
               cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, seqlens_k=None, page_table=None,
-              return_lse=False, out=None, backend="auto", check_inputs=False):
+              return_lse=False, out=None, backend="auto", sinks=None, check_inputs=False):
     """Exact softmax attention, softmax(scale * q k^T + mask) v, in FlashAttention's layout.
 
     Batch:  q (B, Sq, Hq, D), k (B, Sk, Hkv, D), v (B, Sk, Hkv, Dv) -> o (B, Sq, Hq, Dv),
@@ -92,6 +92,11 @@ def attention(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, scale=None
     blocks, so pass them when known). backend: "auto" (the fastest kernel for the device and
     head dims), or "cpu", "sm80" (mma.sync kernel), "sm90" (Hopper wgmma kernel) explicitly.
 
+    sinks: optional float32 (Hq,), a learned sink logit per query head (gpt-oss), in the units
+    of the scaled, soft-capped scores. It joins each row's softmax denominator and adds no value:
+    o = sum_j exp(s_j - m) v_j / (sum_j exp(s_j - m) + exp(sink - m)), m = max(max_j s_j, sink);
+    the returned lse includes it, and a row that sees no key gets o = 0 and lse = sink.
+
     Index tensors on the GPU (cu_seqlens_*, seqlens_k, page_table) are not read by the host, so
     a call never synchronises; check_inputs=True checks their entries too (a copy and a stream
     synchronisation). Unchecked, a bad entry gives wrong rows, never an out-of-bounds access.
@@ -111,29 +116,31 @@ def attention(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, scale=None
 
     if _is_torch(q):
         for name, t in (("q", q), ("k", k), ("v", v), ("out", out), ("cu_seqlens_q", cu_seqlens_q),
-                        ("cu_seqlens_k", cu_seqlens_k), ("seqlens_k", seqlens_k), ("page_table", page_table)):
+                        ("cu_seqlens_k", cu_seqlens_k), ("seqlens_k", seqlens_k), ("page_table", page_table),
+                        ("sinks", sinks)):
             _torch_ops._check(name, t)  # named errors before torch's own schema check
         if out is None:
             o, lse = torch.ops.flashbuf.attention(q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table,
-                                                  *scalars, return_lse, backend, check_inputs)
+                                                  *scalars, return_lse, backend, sinks, check_inputs)
             return (o, lse) if return_lse else o
         lse = None
         if return_lse:
             tensors = (q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table)
-            _, lse_shape = _torch_ops._attention_shapes(tensors, scalars, fake=_compiling())
+            _, lse_shape = _torch_ops._attention_shapes(tensors, scalars, fake=_compiling(), sinks=sinks)
             lse = q.new_empty(lse_shape, dtype=torch.float32)
         torch.ops.flashbuf.attention_out(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table,
-                                         *scalars, backend, check_inputs)
+                                         *scalars, backend, sinks, check_inputs)
         return (out, lse) if return_lse else out
 
     inputs = (_np_in("q", q), _np_in("k", k), _np_in("v", v), _np_in("cu_seqlens_q", cu_seqlens_q),
               _np_in("cu_seqlens_k", cu_seqlens_k), _np_in("seqlens_k", seqlens_k), _np_in("page_table", page_table))
-    o_shape, lse_shape = _C.attention_shapes(*inputs, *scalars)
+    sinks_in = _np_in("sinks", sinks)
+    o_shape, lse_shape = _C.attention_shapes(*inputs, *scalars, sinks=sinks_in)
     o = _np_empty(o_shape, q.dtype) if out is None else out
     lse = _np_empty(lse_shape, np.float32) if return_lse else None
     q_in, k_in, v_in, cu_q, cu_k, lens_k, table = inputs
     last.name = _C.attention(q_in, k_in, v_in, _np_in("out", o), lse, cu_q, cu_k, lens_k, table, *scalars, 0, backend,
-                             check_inputs)
+                             sinks=sinks_in, check_inputs=check_inputs)
     return (o, lse) if return_lse else o
 
 
@@ -247,9 +254,13 @@ class DecodePlan:
                 f"keys_per_split={f['keys_per_split']}, workspace_bytes={f['workspace_bytes']})")
 
     def run(self, q, k, v, seqlens_k, page_table=None, *, causal=False, window=(-1, -1), softcap=0.0, scale=None,
-            return_lse=False, check_inputs=False):
+            return_lse=False, sinks=None, check_inputs=False):
         """One decode step: returns o (B, q_per_seq, Hq, Dv), or (o, lse (B, Hq, q_per_seq)).
-        check_inputs=True also checks the entries of CUDA seqlens_k / page_table (synchronises)."""
+
+        sinks: optional float32 (Hq,) sink logits, as in attention(); counted once per row, not
+        once per split of the keys. check_inputs=True also checks the entries of CUDA seqlens_k /
+        page_table (a copy and a stream synchronisation).
+        """
         window_left, window_right = window_pair(window)
         scale = softmax_scale(scale)
         softcap = real("softcap", softcap)
@@ -258,25 +269,27 @@ class DecodePlan:
         check_inputs = bool(check_inputs)
         scalars = (scale, causal, window_left, window_right, softcap)
         if _is_torch(q):
-            for name, t in (("q", q), ("k", k), ("v", v), ("seqlens_k", seqlens_k), ("page_table", page_table)):
+            for name, t in (("q", q), ("k", k), ("v", v), ("seqlens_k", seqlens_k), ("page_table", page_table),
+                            ("sinks", sinks)):
                 _torch_ops._check(name, t)
             workspace = self._workspace_torch
             if workspace is None:  # a CPU plan used with torch CPU tensors: share the NumPy buffer
                 workspace = self._workspace_torch = torch.from_numpy(self.workspace)
             o, lse = torch.ops.flashbuf.decode(q, k, v, seqlens_k, page_table, workspace, list(self._plan), *scalars,
-                                               return_lse, check_inputs)
+                                               return_lse, sinks, check_inputs)
             return (o, lse) if return_lse else o
 
         if _is_torch(self.workspace):
             raise TypeError("q: a CUDA DecodePlan runs on torch CUDA tensors, got a NumPy array")
         inputs = (_np_in("q", q), _np_in("k", k), _np_in("v", v), _np_in("seqlens_k", seqlens_k),
                   _np_in("page_table", page_table))
-        o_shape, lse_shape = _C.decode_shapes(list(self._plan), *inputs, *scalars)
+        sinks_in = _np_in("sinks", sinks)
+        o_shape, lse_shape = _C.decode_shapes(list(self._plan), *inputs, *scalars, sinks=sinks_in)
         o = _np_empty(o_shape, q.dtype)
         lse = _np_empty(lse_shape, np.float32) if return_lse else None
         q_in, k_in, v_in, lens_k, table = inputs
         last.name = _C.decode(list(self._plan), q_in, k_in, v_in, lens_k, table, _np_in("out", o), lse,
-                              self.workspace, *scalars, 0, check_inputs)
+                              self.workspace, *scalars, 0, sinks=sinks_in, check_inputs=check_inputs)
         return (o, lse) if return_lse else o
 
 

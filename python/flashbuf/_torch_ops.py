@@ -10,7 +10,7 @@ copy. All operators are forward only (no autograd formula is registered).
 Every operator asks the library to check its inputs and to size its outputs before it
 allocates anything; the fake functions make the same checks on metadata alone.
 
-  flashbuf::attention       (q, k, v, ...) -> (o, lse)     lse is empty unless return_lse
+  flashbuf::attention       (q, k, v, ..., sinks) -> (o, lse)     lse is empty unless return_lse
   flashbuf::attention_out   same, writing into caller-provided out (and lse)
   flashbuf::decode          (q, k, v, seqlens_k, page_table, workspace, plan, ...) -> (o, lse)
   flashbuf::merge_states    (o_parts, lse_parts, return_lse) -> (o, lse)
@@ -76,43 +76,47 @@ def _empty_outputs(like: Tensor, shapes, return_lse: bool) -> tuple[Tensor, Tens
 _ATTENTION_INPUTS = ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k", "seqlens_k", "page_table")
 
 
-def _attention_shapes(tensors, scalars, fake: bool):
+def _attention_shapes(tensors, scalars, fake: bool, sinks=None):
     """(o shape, lse shape), after the library checked every input: the operators allocate
     only then. Fake tensors go as metadata descriptions (nothing is dereferenced)."""
     convert = _describe if fake else _arg
     inputs = [convert(name, t) for name, t in zip(_ATTENTION_INPUTS, tensors)]
-    return _C.attention_shapes(*inputs, *scalars, metadata_only=fake)
+    return _C.attention_shapes(*inputs, *scalars, sinks=convert("sinks", sinks), metadata_only=fake)
 
 
 def _run_attention(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table, max_seqlen_q,
-                   max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap, backend, check_inputs):
+                   max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap, backend, sinks,
+                   check_inputs):
     with _on_device(q):
         last.name = _C.attention(
             _arg("q", q), _arg("k", k), _arg("v", v), _arg("out", out), _arg("lse", lse),
             _arg("cu_seqlens_q", cu_seqlens_q), _arg("cu_seqlens_k", cu_seqlens_k), _arg("seqlens_k", seqlens_k),
             _arg("page_table", page_table), max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
-            window_right, softcap, _stream(q), backend, check_inputs)
+            window_right, softcap, _stream(q), backend, sinks=_arg("sinks", sinks), check_inputs=check_inputs)
 
 
 @torch.library.custom_op("flashbuf::attention", mutates_args=())
 def attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor],
               seqlens_k: Optional[Tensor], page_table: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int,
               softmax_scale: float, causal: bool, window_left: int, window_right: int, softcap: float,
-              return_lse: bool, backend: str = "auto", check_inputs: bool = False) -> tuple[Tensor, Tensor]:
+              return_lse: bool, backend: str = "auto", sinks: Optional[Tensor] = None,
+              check_inputs: bool = False) -> tuple[Tensor, Tensor]:
     scalars = (max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap)
-    shapes = _attention_shapes((q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table), scalars, fake=False)
+    shapes = _attention_shapes((q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table), scalars, fake=False,
+                               sinks=sinks)
     o, lse = _empty_outputs(q, shapes, return_lse)
     _run_attention(q, k, v, o, lse if return_lse else None, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table,
                    max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap, backend,
-                   check_inputs)
+                   sinks, check_inputs)
     return o, lse
 
 
 @attention.register_fake
 def _(q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table, max_seqlen_q, max_seqlen_k, softmax_scale,
-      causal, window_left, window_right, softcap, return_lse, backend="auto", check_inputs=False):
+      causal, window_left, window_right, softcap, return_lse, backend="auto", sinks=None, check_inputs=False):
     scalars = (max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap)
-    shapes = _attention_shapes((q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table), scalars, fake=True)
+    shapes = _attention_shapes((q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table), scalars, fake=True,
+                               sinks=sinks)
     return _empty_outputs(q, shapes, return_lse)
 
 
@@ -121,17 +125,18 @@ def attention_out(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Optional[Te
                   cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor], seqlens_k: Optional[Tensor],
                   page_table: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int, softmax_scale: float,
                   causal: bool, window_left: int, window_right: int, softcap: float, backend: str = "auto",
-                  check_inputs: bool = False) -> None:
+                  sinks: Optional[Tensor] = None, check_inputs: bool = False) -> None:
     _run_attention(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table, max_seqlen_q,
-                   max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap, backend, check_inputs)
+                   max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap, backend, sinks,
+                   check_inputs)
 
 
 @attention_out.register_fake
 def _(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table, max_seqlen_q, max_seqlen_k,
-      softmax_scale, causal, window_left, window_right, softcap, backend="auto", check_inputs=False):
+      softmax_scale, causal, window_left, window_right, softcap, backend="auto", sinks=None, check_inputs=False):
     scalars = (max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap)
     o_shape, lse_shape = _attention_shapes((q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table), scalars,
-                                           fake=True)
+                                           fake=True, sinks=sinks)
     if tuple(out.shape) != tuple(o_shape):
         raise ValueError(f"o: expected shape {tuple(o_shape)}, got {tuple(out.shape)}")
     if lse is not None and tuple(lse.shape) != tuple(lse_shape):
@@ -144,32 +149,33 @@ def _(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table, max_
 _DECODE_INPUTS = ("q", "k", "v", "seqlens_k", "page_table")
 
 
-def _decode_shapes(tensors, plan, scalars, fake: bool):
+def _decode_shapes(tensors, plan, scalars, fake: bool, sinks=None):
     convert = _describe if fake else _arg
     inputs = [convert(name, t) for name, t in zip(_DECODE_INPUTS, tensors)]
-    return _C.decode_shapes(plan, *inputs, *scalars, metadata_only=fake)
+    return _C.decode_shapes(plan, *inputs, *scalars, sinks=convert("sinks", sinks), metadata_only=fake)
 
 
 @torch.library.custom_op("flashbuf::decode", mutates_args=("workspace",))
 def decode(q: Tensor, k: Tensor, v: Tensor, seqlens_k: Optional[Tensor], page_table: Optional[Tensor],
            workspace: Tensor, plan: list[int], softmax_scale: float, causal: bool, window_left: int,
-           window_right: int, softcap: float, return_lse: bool, check_inputs: bool = False) -> tuple[Tensor, Tensor]:
+           window_right: int, softcap: float, return_lse: bool, sinks: Optional[Tensor] = None,
+           check_inputs: bool = False) -> tuple[Tensor, Tensor]:
     scalars = (softmax_scale, causal, window_left, window_right, softcap)
-    shapes = _decode_shapes((q, k, v, seqlens_k, page_table), plan, scalars, fake=False)
+    shapes = _decode_shapes((q, k, v, seqlens_k, page_table), plan, scalars, fake=False, sinks=sinks)
     o, lse = _empty_outputs(q, shapes, return_lse)
     with _on_device(q):
         _C.decode(plan, _arg("q", q), _arg("k", k), _arg("v", v), _arg("seqlens_k", seqlens_k),
                   _arg("page_table", page_table), o, lse if return_lse else None, workspace, softmax_scale, causal,
-                  window_left, window_right, softcap, _stream(q), check_inputs)
+                  window_left, window_right, softcap, _stream(q), sinks=_arg("sinks", sinks), check_inputs=check_inputs)
     last.name = "decode" if q.is_cuda else "cpu"
     return o, lse
 
 
 @decode.register_fake
 def _(q, k, v, seqlens_k, page_table, workspace, plan, softmax_scale, causal, window_left, window_right, softcap,
-      return_lse, check_inputs=False):
+      return_lse, sinks=None, check_inputs=False):
     scalars = (softmax_scale, causal, window_left, window_right, softcap)
-    shapes = _decode_shapes((q, k, v, seqlens_k, page_table), plan, scalars, fake=True)
+    shapes = _decode_shapes((q, k, v, seqlens_k, page_table), plan, scalars, fake=True, sinks=sinks)
     return _empty_outputs(q, shapes, return_lse)
 
 

@@ -233,11 +233,13 @@ flashbuf::AttentionArgs attention_args(nb::handle q, nb::handle k, nb::handle v,
 std::string attention(nb::handle q, nb::handle k, nb::handle v, nb::handle o, nb::handle lse, nb::handle cu_seqlens_q,
                       nb::handle cu_seqlens_k, nb::handle seqlens_k, nb::handle page_table, int max_seqlen_q,
                       int max_seqlen_k, float softmax_scale, bool causal, int window_left, int window_right,
-                      float softcap, std::uintptr_t stream, const std::string& backend, bool check_inputs) {
+                      float softcap, std::uintptr_t stream, const std::string& backend, nb::handle sinks,
+                      bool check_inputs) {
   Arrays keep;
   flashbuf::AttentionArgs args =
       attention_args(q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table,
                      {max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap}, keep);
+  args.sinks = input_view("sinks", sinks, keep);
   args.o = output_view("o", o, keep);
   args.lse = output_view("lse", lse, keep);
   args.stream = stream_of(stream);
@@ -256,11 +258,12 @@ std::string attention(nb::handle q, nb::handle k, nb::handle v, nb::handle o, nb
 nb::tuple attention_shapes(nb::handle q, nb::handle k, nb::handle v, nb::handle cu_seqlens_q, nb::handle cu_seqlens_k,
                            nb::handle seqlens_k, nb::handle page_table, int max_seqlen_q, int max_seqlen_k,
                            float softmax_scale, bool causal, int window_left, int window_right, float softcap,
-                           bool metadata_only) {
+                           nb::handle sinks, bool metadata_only) {
   Arrays keep;
-  const flashbuf::AttentionArgs args =
+  flashbuf::AttentionArgs args =
       attention_args(q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table,
                      {max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap}, keep);
+  args.sinks = input_view("sinks", sinks, keep);
   return shapes_tuple(flashbuf::attention_output_shapes(args, scope_of(metadata_only)));
 }
 
@@ -351,11 +354,12 @@ flashbuf::DecodeArgs decode_args(nb::handle q, nb::handle k, nb::handle v, nb::h
 std::string decode(const std::vector<std::int64_t>& plan_fields, nb::handle q, nb::handle k, nb::handle v,
                    nb::handle seqlens_k, nb::handle page_table, nb::handle o, nb::handle lse, nb::handle workspace,
                    float softmax_scale, bool causal, int window_left, int window_right, float softcap,
-                   std::uintptr_t stream, bool check_inputs) {
+                   std::uintptr_t stream, nb::handle sinks, bool check_inputs) {
   const flashbuf::DecodePlan plan = plan_from_list(plan_fields);
   Arrays keep;
   flashbuf::DecodeArgs args =
       decode_args(q, k, v, seqlens_k, page_table, softmax_scale, causal, window_left, window_right, softcap, keep);
+  args.sinks = input_view("sinks", sinks, keep);
   args.o = output_view("o", o, keep);
   args.lse = output_view("lse", lse, keep);
   if (!workspace.is_none()) {
@@ -393,11 +397,12 @@ std::string decode(const std::vector<std::int64_t>& plan_fields, nb::handle q, n
 
 nb::tuple decode_shapes(const std::vector<std::int64_t>& plan_fields, nb::handle q, nb::handle k, nb::handle v,
                         nb::handle seqlens_k, nb::handle page_table, float softmax_scale, bool causal,
-                        int window_left, int window_right, float softcap, bool metadata_only) {
+                        int window_left, int window_right, float softcap, nb::handle sinks, bool metadata_only) {
   const flashbuf::DecodePlan plan = plan_from_list(plan_fields);
   Arrays keep;
   flashbuf::DecodeArgs args =
       decode_args(q, k, v, seqlens_k, page_table, softmax_scale, causal, window_left, window_right, softcap, keep);
+  args.sinks = input_view("sinks", sinks, keep);
   return shapes_tuple(flashbuf::decode_output_shapes(plan, args, scope_of(metadata_only)));
 }
 
@@ -446,13 +451,14 @@ NB_MODULE(_C, m) {
         nb::arg("out").none(), nb::arg("lse").none(), nb::arg("cu_seqlens_q").none(), nb::arg("cu_seqlens_k").none(),
         nb::arg("seqlens_k").none(), nb::arg("page_table").none(), nb::arg("max_seqlen_q"), nb::arg("max_seqlen_k"),
         nb::arg("softmax_scale"), nb::arg("causal"), nb::arg("window_left"), nb::arg("window_right"),
-        nb::arg("softcap"), nb::arg("stream"), nb::arg("backend") = "auto", nb::arg("check_inputs") = false,
+        nb::arg("softcap"), nb::arg("stream"), nb::arg("backend") = "auto", nb::arg("sinks").none() = nb::none(),
+        nb::arg("check_inputs") = false,
         "Runs flashbuf::attention into preallocated out (and lse); returns the backend that ran.");
   m.def("attention_shapes", &attention_shapes, nb::arg("q").none(), nb::arg("k").none(), nb::arg("v").none(),
         nb::arg("cu_seqlens_q").none(), nb::arg("cu_seqlens_k").none(), nb::arg("seqlens_k").none(),
         nb::arg("page_table").none(), nb::arg("max_seqlen_q"), nb::arg("max_seqlen_k"), nb::arg("softmax_scale"),
         nb::arg("causal"), nb::arg("window_left"), nb::arg("window_right"), nb::arg("softcap"),
-        nb::arg("metadata_only") = false,
+        nb::arg("sinks").none() = nb::none(), nb::arg("metadata_only") = false,
         "flashbuf::attention_output_shapes: checks the inputs, returns (o shape, lse shape). Tensors may be "
         "(dtype, shape, strides, device, index) descriptions with metadata_only.");
   m.def("plan_decode", &plan_decode, nb::arg("batch"), nb::arg("q_per_seq"), nb::arg("heads_q"),
@@ -462,12 +468,13 @@ NB_MODULE(_C, m) {
   m.def("decode", &decode, nb::arg("plan"), nb::arg("q").none(), nb::arg("k").none(), nb::arg("v").none(),
         nb::arg("seqlens_k").none(), nb::arg("page_table").none(), nb::arg("out").none(), nb::arg("lse").none(),
         nb::arg("workspace").none(), nb::arg("softmax_scale"), nb::arg("causal"), nb::arg("window_left"),
-        nb::arg("window_right"), nb::arg("softcap"), nb::arg("stream"), nb::arg("check_inputs") = false,
+        nb::arg("window_right"), nb::arg("softcap"), nb::arg("stream"), nb::arg("sinks").none() = nb::none(),
+        nb::arg("check_inputs") = false,
         "Runs flashbuf::decode with a plan tuple from plan_decode; returns the backend that ran.");
   m.def("decode_shapes", &decode_shapes, nb::arg("plan"), nb::arg("q").none(), nb::arg("k").none(),
         nb::arg("v").none(), nb::arg("seqlens_k").none(), nb::arg("page_table").none(), nb::arg("softmax_scale"),
         nb::arg("causal"), nb::arg("window_left"), nb::arg("window_right"), nb::arg("softcap"),
-        nb::arg("metadata_only") = false, "flashbuf::decode_output_shapes: (o shape, lse shape).");
+        nb::arg("sinks").none() = nb::none(), nb::arg("metadata_only") = false, "flashbuf::decode_output_shapes: (o shape, lse shape).");
   m.def("merge_states", &merge_states, nb::arg("o_parts").none(), nb::arg("lse_parts").none(),
         nb::arg("out").none(), nb::arg("lse").none(), nb::arg("stream"),
         "Runs flashbuf::merge_states into preallocated out (and lse); returns the backend that ran.");

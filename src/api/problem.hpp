@@ -43,6 +43,7 @@ struct AttentionProblem {
 
   float softmax_scale = 0.0f;
   float softcap = 0.0f;
+  const float* sinks = nullptr;  // optional: one sink logit per query head (heads_q floats)
   int window_left = -1, window_right = -1;  // bottom-right aligned; -1 unbounded
   void* stream = nullptr;
 

@@ -744,6 +744,7 @@ AttentionProblem validate_attention_impl(const AttentionArgs& a, const Attention
   }
   p.softmax_scale = scale;
   p.softcap = a.softcap;
+  if (a.sinks.present()) p.sinks = static_cast<const float*>(a.sinks.data);
   // A window at least as wide as every sequence binds nothing, and becomes unbounded (-1): the
   // masks' index arithmetic adds windows to key positions in int, where diag + INT_MAX
   // overflowed and hid every key. Left: keys >= diag - w and diag <= seqlen_k - 1; right: keys

@@ -4,8 +4,15 @@
 //     o = sum_s w_s o_s, lse = M + ln sum_s exp(lse_s - M).
 // A part with lse = -inf is skipped without reading its o (it may be garbage: an empty
 // split never needs to write it); a row whose parts are all empty gives o = 0, lse = -inf.
-// Non-finite LSEs (the rule of flashbuf.hpp's merge_states): any NaN gives o = NaN and
-// lse = NaN; parts with lse = +inf share all the weight equally and lse = +inf.
+// A part with a NaN LSE (it read a NaN) makes the row NaN: o = NaN, lse = NaN. Parts with
+// lse = +inf (an overflowed denominator) share all the weight equally and lse = +inf (the
+// rule of flashbuf.hpp's merge_states; inf - inf would give NaN).
+//
+// Sinks (decode only; merge_states has none): after the parts are merged, the head's sink
+// joins the row once (apply_sink in core/softmax_state.hpp): one factor on the weights and
+// the LSE with the sink; a row with no part gets o = 0, lse = sink. Merging parts computed
+// without sinks and then applying the sink is what attention with sinks over all the keys
+// is, so merge_states stays sink-free and a caller who merges adds the sink after.
 //
 // One warp per (token, head) row; each lane owns kVec consecutive channels per step of
 // 32 * kVec. Parts are read 8 at a time (independent loads in flight before the first use).
@@ -23,6 +30,7 @@
 #include <type_traits>
 
 #include "flashbuf/core/config.hpp"
+#include "flashbuf/core/softmax_state.hpp"
 #include "flashbuf/arch/sm90/griddepcontrol.cuh"
 
 namespace flashbuf::kernels::combine {
@@ -41,6 +49,7 @@ struct CombineParams {
   std::int64_t o_outer_stride = 0, o_inner_stride = 0, o_head_stride = 0;
   float* lse = nullptr;  // optional
   std::int64_t lse_outer_stride = 0, lse_inner_stride = 0, lse_head_stride = 0;
+  const float* sinks = nullptr;  // optional: sinks[h], natural log, joined once per row
 };
 
 inline constexpr int kWarpsPerBlock = 4;
@@ -111,44 +120,41 @@ __global__ void __launch_bounds__(kThreads, 4) combine_kernel(const __grid_const
   TOut* const out = static_cast<TOut*>(p.o) + t_outer * p.o_outer_stride + t_inner * p.o_inner_stride +
                     h * p.o_head_stride;
 
-  // Pass 1: the largest LSE (lanes over parts); fmaxf skips NaNs, so they are flagged apart.
+  float* const lse_out = p.lse != nullptr ? p.lse + t_outer * p.lse_outer_stride + t_inner * p.lse_inner_stride +
+                                                 h * p.lse_head_stride
+                                           : nullptr;
+  const float sink = p.sinks != nullptr ? p.sinks[h] : kNegInf;  // a sink of -inf adds nothing
+
+  // Pass 1: the largest LSE (lanes over parts), and whether any part is NaN (fmaxf skips NaN).
   float mx = kNegInf;
-  bool has_nan = false;
+  bool nan_part = false;
   for (int s = lane; s < n; s += 32) {
     const float l = lse_row[s * p.lp_part_stride];
     mx = fmaxf(mx, l);
-    has_nan |= l != l;
+    nan_part |= l != l;
   }
   mx = warp_max(mx);
-  if (__any_sync(0xffffffffu, has_nan)) {  // a NaN LSE: the row is NaN
-    float nan[kVec];
+  const bool nan_row = __any_sync(0xffffffffu, nan_part);
+  if (nan_row || !(mx > kNegInf)) {
+    // A NaN part: O = NaN, LSE = NaN. Every part empty: O = 0, LSE = -inf (the sink with sinks).
+    float fill[kVec];
 #pragma unroll
-    for (int e = 0; e < kVec; ++e) nan[e] = __int_as_float(0x7fffffff);
-    for (int d = lane * kVec; d < p.head_dim_v; d += 32 * kVec) store_vec<TOut, kVec>(out + d, nan);
-    if (p.lse != nullptr && lane == 0) {
-      p.lse[t_outer * p.lse_outer_stride + t_inner * p.lse_inner_stride + h * p.lse_head_stride] = nan[0];
-    }
+    for (int e = 0; e < kVec; ++e) fill[e] = nan_row ? __int_as_float(0x7fffffff) : 0.0f;
+    for (int d = lane * kVec; d < p.head_dim_v; d += 32 * kVec) store_vec<TOut, kVec>(out + d, fill);
+    if (lse_out != nullptr && lane == 0) *lse_out = nan_row ? fill[0] : sink;
     return;
   }
-  // exp(lse - mx), except that with mx = +inf the +inf parts get weight 1 and the rest 0
-  // (inf - inf would be NaN). Warp-uniform: mx is the same in every lane.
+  // exp(lse - mx), except with mx = +inf: the +inf parts get weight 1, the rest 0, and a sink
+  // (finite) adds nothing next to them. Warp-uniform: mx is the same in every lane.
   const bool infinite = mx == kPosInf;
   auto weight = [&](float l) { return infinite ? (l == kPosInf ? 1.0f : 0.0f) : __expf(l - mx); };
-  if (!(mx > kNegInf)) {  // every part empty: O = 0, LSE = -inf
-    float zero[kVec];
-#pragma unroll
-    for (int e = 0; e < kVec; ++e) zero[e] = 0.0f;
-    for (int d = lane * kVec; d < p.head_dim_v; d += 32 * kVec) store_vec<TOut, kVec>(out + d, zero);
-    if (p.lse != nullptr && lane == 0) {
-      p.lse[t_outer * p.lse_outer_stride + t_inner * p.lse_inner_stride + h * p.lse_head_stride] = kNegInf;
-    }
-    return;
-  }
   // Pass 2: the denominator.
   float sum = 0.0f;
   for (int s = lane; s < n; s += 32) sum += weight(lse_row[s * p.lp_part_stride]);
   sum = warp_sum(sum);
-  const float inv_sum = 1.0f / sum;  // >= 1 term equals 1, so sum >= 1
+  float inv_sum = 1.0f / sum;  // >= 1 term equals 1, so sum >= 1
+  float lse = infinite ? kPosInf : mx + __logf(sum);
+  if (p.sinks != nullptr && !infinite) inv_sum *= apply_sink(lse, sink, lse);
 
   // Pass 3: o = sum_s w_s o_s; lane k of each group of 32 parts holds w for part k.
   for (int base = 0; base < p.head_dim_v; base += 32 * kVec) {
@@ -180,10 +186,7 @@ __global__ void __launch_bounds__(kThreads, 4) combine_kernel(const __grid_const
     }
     if (active) store_vec<TOut, kVec>(out + d, acc);
   }
-  if (p.lse != nullptr && lane == 0) {
-    p.lse[t_outer * p.lse_outer_stride + t_inner * p.lse_inner_stride + h * p.lse_head_stride] =
-        infinite ? kPosInf : mx + __logf(sum);
-  }
+  if (lse_out != nullptr && lane == 0) *lse_out = lse;
 }
 
 // True when every part/output row may be read and written kVec = 4 elements at a time.
