@@ -295,6 +295,10 @@ def _cases():
              "backend = 'tpu'"))
     add(Case("backend_wrong_device", "attention", lambda L: attention(L, *qkv(L), backend="sm90" if L.kind != "torch-cuda" else "cpu"),
              V, "backend", "", "backend for the other device"))
+    add(Case("sinks_wrong_length", "attention", lambda L: attention(L, *qkv(L), sinks=L.randn(3, dtype="fp32")), V,
+             "sinks", "[heads_q]", "sinks of 3 entries for 2 query heads"))
+    add(Case("sinks_not_fp32", "attention", lambda L: attention(L, *qkv(L), sinks=L.randn(2, dtype="bf16")), T,
+             "sinks", "fp32", "bf16 sinks"))
     # ---- DecodePlan and run
     add(Case("decode_heads_mismatch", "decode",
              lambda L: run_decode(L, plan(L), *decode_inputs(L, heads_q=4)), V, "q", "[batch, q_per_seq, heads_q",

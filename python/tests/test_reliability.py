@@ -199,6 +199,14 @@ def test_unchecked_bad_device_indices_stay_in_bounds():
             flashbuf.attention(qb, kp, vp, page_table=t, seqlens_k=s)
             plan.run(qd, kp, vp, s, t)
             torch.cuda.synchronize()
+    # A pool of no pages behind a table of some width: no length may reach a page.
+    k0, v0 = _bf16(0, 16, 2, D), _bf16(0, 16, 2, D)
+    t0 = torch.zeros(2, 2, dtype=torch.int32, device="cuda")
+    s0 = torch.tensor([5, 2 ** 31 - 1], dtype=torch.int32, device="cuda")
+    o0 = flashbuf.attention(qb, k0, v0, page_table=t0, seqlens_k=s0)
+    d0 = plan.run(qd, k0, v0, s0, t0)
+    torch.cuda.synchronize()
+    assert (o0 == 0).all() and (d0 == 0).all()  # no key: o = 0
     # A good sequence next to a bad one is still computed right (decode, contiguous cache).
     kc, vc = _bf16(2, 32, 2, D), _bf16(2, 32, 2, D)
     plan_c = flashbuf.DecodePlan(2, 1, 4, 2, D, D, 32, 0, dtype=torch.bfloat16, device="cuda")

@@ -702,7 +702,9 @@ AttentionProblem validate_attention_impl(const AttentionArgs& a, const Attention
   p.max_seqlen_q = static_cast<int>(max_seqlen_q);
   p.max_seqlen_k = static_cast<int>(max_seqlen_k);
   p.seqlen_q = static_cast<int>(seqlen_q);
-  p.seqlen_k = varlen_k ? 0 : static_cast<int>(capacity_k);  // with seqlens_k: the capacity
+  // With seqlens_k: the capacity, which the kernels clamp every length to. A pool of no pages
+  // holds no key whatever the table's width (the page clamp has no page to clamp to).
+  p.seqlen_k = varlen_k || (paged && num_pages == 0) ? 0 : static_cast<int>(capacity_k);
   p.total_q = rows_q;
   p.dtype = dtype;
   p.device = a.q.device;
