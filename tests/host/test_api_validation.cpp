@@ -356,6 +356,44 @@ TEST_F(Validation, MessagesIgnoreTheGlobalLocale) {
   EXPECT_NE(message.find("1000000"), std::string::npos) << message;
 }
 
+TEST_F(Validation, MergeAndDecodeOutputsMayNotOverlap) {
+  std::vector<float> parts(3 * 5 * 4 * 8, 0.0f), lse_parts(3 * 5 * 4, 0.0f), o(5 * 4 * 8), lse(5 * 4);
+  MergeStatesArgs m;
+  m.o_parts = make_view(parts.data(), DType::fp32, {3, 5, 4, 8});
+  m.lse_parts = make_view(lse_parts.data(), DType::fp32, {3, 5, 4});
+  m.o = make_view(o.data(), DType::fp32, {5, 4, 8});
+  m.lse = make_view(lse.data(), DType::fp32, {5, 4});
+  EXPECT_EQ(merge_states(m), Backend::cpu);
+  MergeStatesArgs bad = m;
+  bad.o = make_view(parts.data(), DType::fp32, {5, 4, 8});
+  expect_error([&] { merge_states(bad); }, "o", "shares memory with o_parts");
+  bad = m;
+  bad.lse = make_view(lse_parts.data(), DType::fp32, {5, 4});
+  expect_error([&] { merge_states(bad); }, "lse", "shares memory with lse_parts");
+  const OutputShapes shapes = merge_output_shapes(m);
+  EXPECT_EQ(shapes.o_rank, 3);
+  EXPECT_EQ(shapes.lse[1], 4);
+
+  ProblemSpec s = default_spec();
+  s.seqlen_q = 1; s.use_seqlens_k = true; s.k_lens = {21, 3};
+  build(s);
+  DecodePlan plan = plan_decode(reference::decode_problem(s));
+  DecodeArgs d = reference::bind_decode(s, t);
+  plan.workspace_bytes = 256;  // as a split plan would have it
+  alignas(256) static unsigned char ws[512];
+  d.workspace = ws;
+  EXPECT_NO_THROW(detail::validate_decode(plan, d));
+  // o inside the workspace (both 256-byte aligned at one address).
+  std::vector<unsigned char> buffer(t.o.storage_bytes() + 512);
+  void* aligned = buffer.data() + (256 - reinterpret_cast<std::uintptr_t>(buffer.data()) % 256);
+  d.o.data = aligned;
+  d.workspace = aligned;
+  expect_error([&] { detail::validate_decode(plan, d); }, "workspace", "shares memory with o");
+  d = reference::bind_decode(s, t);
+  d.num_threads = -2;
+  expect_error([&] { decode(plan_decode(reference::decode_problem(s)), d); }, "num_threads", ">= 0");
+}
+
 TEST_F(Validation, CuSeqlens) {
   ProblemSpec s = default_spec();
   s.varlen_q = true; s.kv = KvLayout::varlen; s.batch = 3;
