@@ -96,9 +96,15 @@ struct AttentionArgs {
   TensorView cu_seqlens_k;     // optional int32 (B+1): varlen keys (not with paged)
   TensorView seqlens_k;        // optional int32 (B): keys used per sequence (batch or paged)
   TensorView page_table;       // optional int32 (B, max_pages): paged K/V
-  int max_seqlen_q = 0;        // required with cu_seqlens_q (an upper bound)
-  int max_seqlen_k = 0;        // required with cu_seqlens_k (an upper bound)
-  float softmax_scale = 0.0f;  // 0 means 1/sqrt(D)
+  // Upper bounds on the sequence lengths with cu_seqlens_* (they size the GPU grid). 0: the
+  // library derives one: the longest sequence when the offsets are read (host memory, or
+  // check_index_contents), else the rows of q / k, which costs empty blocks but no read.
+  int max_seqlen_q = 0;
+  int max_seqlen_k = 0;
+  // Scalars (docs/errors.md): softmax_scale > 0 (0 means 1/sqrt(D)); softcap 0 (off) or in
+  // [FLT_MIN, FLT_MAX / log2 e] with softmax_scale / softcap finite. A score whose scaled value
+  // overflows fp32 gives its row NaN.
+  float softmax_scale = 0.0f;
   Mask mask{};
   float softcap = 0.0f;        // > 0: scores become softcap * tanh(scores / softcap)
   TensorView sinks;            // optional fp32 (Hq): a learned sink logit per query head, in the
@@ -106,6 +112,11 @@ struct AttentionArgs {
   void* stream = nullptr;      // cudaStream_t for CUDA tensors
   Backend backend = Backend::automatic;
   int num_threads = 0;         // CPU backend: worker threads; 0 = the library's default
+  // Index tensors (cu_seqlens_*, seqlens_k, page_table) in host memory are always checked
+  // entry by entry. CUDA ones are not read unless this is set: checking them copies them to
+  // the host and synchronises the stream (skipped while the stream captures a CUDA graph).
+  // Unchecked, a bad entry gives wrong rows, never an access outside the tensors given.
+  bool check_index_contents = false;
 };
 
 // Runs attention; returns the backend that ran.
@@ -148,12 +159,17 @@ struct DecodeArgs {
   void* workspace = nullptr;  // plan.workspace_bytes, 256-byte aligned, same device
   void* stream = nullptr;
   int num_threads = 0;     // CPU backend: worker threads; 0 = the library's default
+  bool check_index_contents = false;  // as in AttentionArgs
 };
 
 Backend decode(const DecodePlan& plan, const DecodeArgs& args);
 
 // Combine partial attention results: o_parts (N, T, H, Dv) with lse_parts fp32 (N, T, H)
-// into o (T, H, Dv) and optionally lse (T, H). A part with lse = -inf contributes nothing.
+// into o (T, H, Dv) and optionally lse (T, H). Per (token, head) row:
+//   a part with lse = -inf contributes nothing (its o is not read); all -inf: o = 0, lse = -inf;
+//   any part with lse = NaN: o = NaN, lse = NaN;
+//   parts with lse = +inf (an overflowed denominator) take all the weight, shared equally:
+//   o = their mean, lse = +inf. A NaN in the o of a part with weight gives NaN o.
 // lse_parts and lse may have any strides (o_parts and o need a contiguous last dimension), so
 // the (H, T) LSE that varlen attention writes is merged through its transposed view.
 struct MergeStatesArgs {
@@ -163,6 +179,23 @@ struct MergeStatesArgs {
 };
 
 Backend merge_states(const MergeStatesArgs& args);
+
+// Checking without running. Each function makes every check its entry point makes on the
+// inputs (o and lse are not looked at) and returns the shapes o and lse must have; it throws
+// the ArgumentError the entry point would. Bindings call it before allocating the outputs.
+// CheckScope::metadata looks at shapes, strides, dtypes, devices and scalars only: no data
+// pointer is read, compared or required (torch.compile's fake tensors carry none).
+enum class CheckScope : int { full = 0, metadata = 1 };
+struct OutputShapes {
+  int o_rank = 0;
+  std::int64_t o[kMaxRank] = {0, 0, 0, 0};
+  int lse_rank = 0;
+  std::int64_t lse[kMaxRank] = {0, 0, 0, 0};
+};
+OutputShapes attention_output_shapes(const AttentionArgs& args, CheckScope scope = CheckScope::full);
+OutputShapes decode_output_shapes(const DecodePlan& plan, const DecodeArgs& args,
+                                  CheckScope scope = CheckScope::full);
+OutputShapes merge_output_shapes(const MergeStatesArgs& args, CheckScope scope = CheckScope::full);
 
 // Device discovery (returns false on machines without a usable CUDA GPU).
 bool cuda_available();

@@ -2,9 +2,10 @@
 
 Each entry point accepts either PyTorch tensors (CPU or CUDA; dispatched to the operators of
 _torch_ops.py so that torch.compile and CUDA graphs see them) or NumPy arrays (CPU backend,
-called here directly). Outputs are allocated here or by the operators, never by C++; every
-check beyond what is needed to size the outputs is the C++ library's, whose
-flashbuf::ArgumentError arrives as ValueError (or TypeError for dtypes) naming the argument.
+called here directly). Outputs are allocated here or by the operators, never by C++, and only
+after the C++ library has checked the inputs and given the output shapes (_C.*_shapes); every
+check is the library's, whose flashbuf::ArgumentError arrives as ValueError (or TypeError for
+dtypes) naming the argument. docs/errors.md lists them.
 """
 from __future__ import annotations
 
@@ -23,8 +24,8 @@ except ImportError:  # the package works on NumPy alone
     torch = None
 
 from . import _C
-from ._common import (NUMPY_BF16, PLAN_FIELDS, WORKSPACE_ALIGNMENT, Array, Window, attention_output_shapes,
-                      decode_output_shapes, last, merge_contract_views, merge_output_shapes, softmax_scale,
+from ._common import (NUMPY_BF16, PLAN_FIELDS, WORKSPACE_ALIGNMENT, Array, Window, int32, last,
+                      merge_contract_inputs, merge_contract_outputs, merge_output_shapes, real, softmax_scale,
                       window_pair)
 
 _torch_ops = None
@@ -46,42 +47,26 @@ def _compiling() -> bool:
 
 # ---- NumPy plumbing ---------------------------------------------------------------------------
 
+_NUMPY_DTYPES = (np.float16, np.float32, np.int32)
+
+
 def _np_in(name: str, a):
     """A NumPy array as the C++ binding takes it (bfloat16 travels as its uint16 bits)."""
     if a is None:
         return None
     if not isinstance(a, np.ndarray):
         raise TypeError(f"{name}: expected a numpy.ndarray (or torch.Tensor inputs throughout), got {type(a).__name__}")
-    if a.dtype == np.uint16:
+    if a.dtype == np.uint16:  # would be read as bfloat16 bits (see _C)
         raise TypeError(f"{name}: dtype uint16 is not supported; expected bfloat16, float16, float32 or int32")
     if NUMPY_BF16 is not None and a.dtype == NUMPY_BF16:
         return a.view(np.uint16)
+    if a.dtype not in _NUMPY_DTYPES:  # float8, float64, ...: named here, before DLPack
+        raise TypeError(f"{name}: unsupported dtype {a.dtype}; expected bfloat16, float16, float32 or int32")
     return a
 
 
 def _np_empty(shape, dtype):
     return np.empty(shape, dtype=dtype)
-
-
-def _max_seqlen(name: str, cu_seqlens) -> int:
-    """Longest sequence in cu_seqlens. On CUDA tensors this synchronises: pass max_seqlen_* to
-    keep a call capturable in a CUDA graph."""
-    if cu_seqlens is None:
-        return 0
-    if _is_torch(cu_seqlens):
-        if cu_seqlens.dim() != 1 or cu_seqlens.numel() < 1:
-            raise ValueError(f"{name}: expected a 1-d tensor of batch + 1 offsets")
-        if cu_seqlens.numel() == 1:
-            return 0
-        if cu_seqlens.is_cuda and not _compiling() and torch.cuda.is_current_stream_capturing():
-            # .item() inside a capture fails and invalidates the capture: say what to pass instead.
-            raise ValueError(f"{name}: pass max_seqlen_{name[-1]} while a CUDA graph is being captured "
-                             f"(computing it from {name} reads device memory, which a capture forbids)")
-        return int((cu_seqlens[1:] - cu_seqlens[:-1]).max().item())
-    a = np.asarray(cu_seqlens)
-    if a.ndim != 1 or a.size < 1:
-        raise ValueError(f"{name}: expected a 1-d array of batch + 1 offsets")
-    return int(np.diff(a).max()) if a.size > 1 else 0
 
 
 # ---- attention --------------------------------------------------------------------------------
@@ -91,7 +76,7 @@ def attention(q: Array, k: Array, v: Array, *, causal: bool = False, window: Win
               cu_seqlens_k: Array | None = None, max_seqlen_q: int | None = None, max_seqlen_k: int | None = None,
               seqlens_k: Array | None = None, page_table: Array | None = None, return_lse: bool = False,
               out: Array | None = None, backend: str = "auto",
-              sinks: Array | None = None) -> Array | tuple[Array, Array]:
+              sinks: Array | None = None, check_inputs: bool = False) -> Array | tuple[Array, Array]:
     """Exact softmax attention, softmax(scale * q k^T + mask) v, in FlashAttention's layout.
 
     Batch:  q (B, Sq, Hq, D), k (B, Sk, Hkv, D), v (B, Sk, Hkv, Dv) -> o (B, Sq, Hq, Dv),
@@ -114,44 +99,55 @@ def attention(q: Array, k: Array, v: Array, *, causal: bool = False, window: Win
 
     Tensors: torch tensors on CUDA (run on the current stream, no copies) or the CPU, or NumPy
     arrays (bfloat16 through ml_dtypes). Returns o, or (o, lse) with return_lse. out, if given,
-    receives o. max_seqlen_q/k are computed from cu_seqlens when omitted, which synchronises on
-    CUDA; pass them for CUDA-graph capture. backend: "auto" (the fastest kernel for the device
-    and head dims), or "cpu", "sm80" (mma.sync kernel), "sm90" (Hopper wgmma kernel) explicitly.
+    receives o. max_seqlen_q/k bound the varlen lengths; omitted, the library takes the longest
+    sequence from host offsets, or the total rows for CUDA offsets (no device read: more empty
+    blocks, so pass them when known). backend: "auto" (the fastest kernel for the device and
+    head dims), or "cpu", "sm80" (mma.sync kernel), "sm90" (Hopper wgmma kernel) explicitly.
+
+    Index tensors on the GPU (cu_seqlens_*, seqlens_k, page_table) are not read by the host, so
+    a call never synchronises; check_inputs=True checks their entries too (a copy and a stream
+    synchronisation). Unchecked, a bad entry gives wrong rows, never an out-of-bounds access.
     """
     if not isinstance(backend, str):
         raise TypeError(f"backend: expected a string ('auto', 'cpu', 'sm80', 'sm90'), got {type(backend).__name__}")
     window_left, window_right = window_pair(window)
     scale = softmax_scale(scale)
-    softcap = float(softcap)
-    max_seqlen_q = int(max_seqlen_q) if max_seqlen_q is not None else _max_seqlen("cu_seqlens_q", cu_seqlens_q)
-    max_seqlen_k = int(max_seqlen_k) if max_seqlen_k is not None else _max_seqlen("cu_seqlens_k", cu_seqlens_k)
+    softcap = real("softcap", softcap)
+    # 0: the library derives the bound (no device read, see flashbuf.hpp).
+    max_seqlen_q = int32("max_seqlen_q", max_seqlen_q) if max_seqlen_q is not None else 0
+    max_seqlen_k = int32("max_seqlen_k", max_seqlen_k) if max_seqlen_k is not None else 0
     causal = bool(causal)
     return_lse = bool(return_lse)
+    check_inputs = bool(check_inputs)
+    scalars = (max_seqlen_q, max_seqlen_k, scale, causal, window_left, window_right, softcap)
 
     if _is_torch(q):
+        for name, t in (("q", q), ("k", k), ("v", v), ("out", out), ("cu_seqlens_q", cu_seqlens_q),
+                        ("cu_seqlens_k", cu_seqlens_k), ("seqlens_k", seqlens_k), ("page_table", page_table),
+                        ("sinks", sinks)):
+            _torch_ops._check(name, t)  # named errors before torch's own schema check
         if out is None:
             o, lse = torch.ops.flashbuf.attention(q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table,
-                                                  max_seqlen_q, max_seqlen_k, scale, causal, window_left,
-                                                  window_right, softcap, return_lse, backend, sinks)
+                                                  *scalars, return_lse, backend, sinks, check_inputs)
             return (o, lse) if return_lse else o
         lse = None
         if return_lse:
-            _, lse_shape = attention_output_shapes(tuple(q.shape), tuple(v.shape))
+            tensors = (q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table)
+            _, lse_shape = _torch_ops._attention_shapes(tensors, scalars, fake=_compiling(), sinks=sinks)
             lse = q.new_empty(lse_shape, dtype=torch.float32)
         torch.ops.flashbuf.attention_out(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table,
-                                         max_seqlen_q, max_seqlen_k, scale, causal, window_left, window_right,
-                                         softcap, backend, sinks)
+                                         *scalars, backend, sinks, check_inputs)
         return (out, lse) if return_lse else out
 
-    q_in = _np_in("q", q)
-    o_shape, lse_shape = attention_output_shapes(q_in.shape, np.shape(v))
+    inputs = (_np_in("q", q), _np_in("k", k), _np_in("v", v), _np_in("cu_seqlens_q", cu_seqlens_q),
+              _np_in("cu_seqlens_k", cu_seqlens_k), _np_in("seqlens_k", seqlens_k), _np_in("page_table", page_table))
+    sinks_in = _np_in("sinks", sinks)
+    o_shape, lse_shape = _C.attention_shapes(*inputs, *scalars, sinks=sinks_in)
     o = _np_empty(o_shape, q.dtype) if out is None else out
     lse = _np_empty(lse_shape, np.float32) if return_lse else None
-    last.name = _C.attention(
-        q_in, _np_in("k", k), _np_in("v", v), _np_in("o", o), lse, _np_in("cu_seqlens_q", cu_seqlens_q),
-        _np_in("cu_seqlens_k", cu_seqlens_k), _np_in("seqlens_k", seqlens_k), _np_in("page_table", page_table),
-        max_seqlen_q, max_seqlen_k, scale, causal, window_left, window_right, softcap, 0, backend,
-        sinks=_np_in("sinks", sinks))
+    q_in, k_in, v_in, cu_q, cu_k, lens_k, table = inputs
+    last.name = _C.attention(q_in, k_in, v_in, _np_in("out", o), lse, cu_q, cu_k, lens_k, table, *scalars, 0, backend,
+                             sinks=sinks_in, check_inputs=check_inputs)
     return (o, lse) if return_lse else o
 
 
@@ -223,9 +219,11 @@ class DecodePlan:
     def __init__(self, batch: int, q_per_seq: int, heads_q: int, heads_kv: int, head_dim: int, head_dim_v: int,
                  max_seqlen_k: int, page_size: int = 0, dtype: Any = "bf16", device: Any = "cuda") -> None:
         kind, index = _device_pair(device)
-        self._plan = tuple(_C.plan_decode(int(batch), int(q_per_seq), int(heads_q), int(heads_kv), int(head_dim),
-                                          int(head_dim_v), int(max_seqlen_k), int(page_size), _dtype_name(dtype),
-                                          kind, index))
+        self._plan = tuple(_C.plan_decode(int32("batch", batch), int32("q_per_seq", q_per_seq),
+                                          int32("heads_q", heads_q), int32("heads_kv", heads_kv),
+                                          int32("head_dim", head_dim), int32("head_dim_v", head_dim_v),
+                                          int32("max_seqlen_k", max_seqlen_k), int32("page_size", page_size),
+                                          _dtype_name(dtype), kind, index))
         self._fields = dict(zip(PLAN_FIELDS, self._plan))
         self.device = f"{kind}:{index}" if kind == "cuda" else "cpu"
         # Never zero bytes, so that the operator always receives a tensor.
@@ -273,7 +271,8 @@ class DecodePlan:
 
     def run(self, q: Array, k: Array, v: Array, seqlens_k: Array, page_table: Array | None = None, *,
             causal: bool = False, window: Window | None = (-1, -1), softcap: float = 0.0, scale: float | None = None,
-            return_lse: bool = False, sinks: Array | None = None) -> Array | tuple[Array, Array]:
+            return_lse: bool = False, sinks: Array | None = None,
+            check_inputs: bool = False) -> Array | tuple[Array, Array]:
         """One decode step over the cache as it is (it appends nothing; flashbuf.flash_attn_with_kvcache
         writes new keys and values into the cache first).
 
@@ -285,6 +284,9 @@ class DecodePlan:
         they mean for attention(); causal and window are bottom-right aligned, so query i of a
         sequence sits at key position seqlens_k - q_per_seq + i. sinks: optional float32 (Hq,)
         sink logits, as in attention(); counted once per row, not once per split of the keys.
+        check_inputs=True also checks the entries of CUDA seqlens_k / page_table (a copy and a
+        stream synchronisation); unchecked, a bad entry gives wrong rows, never an
+        out-of-bounds access.
 
         Returns o (B, q_per_seq, Hq, Dv), or (o, lse) with return_lse, lse float32 (B, Hq,
         q_per_seq). Runs on the current CUDA stream without synchronising; the plan's workspace
@@ -293,27 +295,33 @@ class DecodePlan:
         """
         window_left, window_right = window_pair(window)
         scale = softmax_scale(scale)
-        softcap = float(softcap)
+        softcap = real("softcap", softcap)
         causal = bool(causal)
         return_lse = bool(return_lse)
+        check_inputs = bool(check_inputs)
+        scalars = (scale, causal, window_left, window_right, softcap)
         if _is_torch(q):
+            for name, t in (("q", q), ("k", k), ("v", v), ("seqlens_k", seqlens_k), ("page_table", page_table),
+                            ("sinks", sinks)):
+                _torch_ops._check(name, t)
             workspace = self._workspace_torch
             if workspace is None:  # a CPU plan used with torch CPU tensors: share the NumPy buffer
                 workspace = self._workspace_torch = torch.from_numpy(self.workspace)
-            o, lse = torch.ops.flashbuf.decode(q, k, v, seqlens_k, page_table, workspace, list(self._plan), scale,
-                                               causal, window_left, window_right, softcap, return_lse, sinks)
+            o, lse = torch.ops.flashbuf.decode(q, k, v, seqlens_k, page_table, workspace, list(self._plan), *scalars,
+                                               return_lse, sinks, check_inputs)
             return (o, lse) if return_lse else o
 
         if _is_torch(self.workspace):
             raise TypeError("q: a CUDA DecodePlan runs on torch CUDA tensors, got a NumPy array")
-        f = self._fields
-        o_shape, lse_shape = decode_output_shapes(f["batch"], f["q_per_seq"], f["heads_q"], f["head_dim_v"])
-        q_in = _np_in("q", q)
+        inputs = (_np_in("q", q), _np_in("k", k), _np_in("v", v), _np_in("seqlens_k", seqlens_k),
+                  _np_in("page_table", page_table))
+        sinks_in = _np_in("sinks", sinks)
+        o_shape, lse_shape = _C.decode_shapes(list(self._plan), *inputs, *scalars, sinks=sinks_in)
         o = _np_empty(o_shape, q.dtype)
         lse = _np_empty(lse_shape, np.float32) if return_lse else None
-        last.name = _C.decode(list(self._plan), q_in, _np_in("k", k), _np_in("v", v), _np_in("seqlens_k", seqlens_k),
-                              _np_in("page_table", page_table), _np_in("o", o), lse, self.workspace, scale, causal,
-                              window_left, window_right, softcap, 0, sinks=_np_in("sinks", sinks))
+        q_in, k_in, v_in, lens_k, table = inputs
+        last.name = _C.decode(list(self._plan), q_in, k_in, v_in, lens_k, table, _np_in("out", o), lse,
+                              self.workspace, *scalars, 0, sinks=sinks_in, check_inputs=check_inputs)
         return (o, lse) if return_lse else o
 
 
@@ -330,7 +338,9 @@ def merge_states(o_parts: Array, lse_parts: Array, *, return_lse: bool = False) 
             lse (B, H, S).
 
     o = sum_i exp(lse_i - lse) o_i with lse = log sum_i exp(lse_i); a part with lse = -inf
-    contributes nothing, and a row whose parts are all empty gets o = 0 and lse = -inf.
+    contributes nothing, and a row whose parts are all empty gets o = 0 and lse = -inf. A NaN
+    lse makes the row NaN (o and lse); parts with lse = +inf share all the weight equally
+    (lse = +inf).
     o has o_parts' dtype (bfloat16, float16 or float32). Returns o, or (o, lse) with
     return_lse, as attention does. Raises ValueError for mismatched shapes, TypeError for dtypes.
 
@@ -339,14 +349,19 @@ def merge_states(o_parts: Array, lse_parts: Array, *, return_lse: bool = False) 
     """
     return_lse = bool(return_lse)
     if _is_torch(o_parts):
+        _torch_ops._check("o_parts", o_parts)
+        _torch_ops._check("lse_parts", lse_parts)
         o, lse = torch.ops.flashbuf.merge_states(o_parts, lse_parts, return_lse)
         return (o, lse) if return_lse else o
-    op_in = _np_in("o_parts", o_parts)
-    o_shape, lse_shape = merge_output_shapes(op_in.shape, np.shape(lse_parts))
+    op_in, lp_in = _np_in("o_parts", o_parts), _np_in("lse_parts", lse_parts)
+    if op_in is None or lp_in is None:
+        _C.merge_shapes(op_in, lp_in)  # refuses the missing one, naming it
+    o_shape, lse_shape = merge_output_shapes(op_in.shape, lp_in.shape)
+    op_view, lp_view = merge_contract_inputs(op_in, lp_in)
+    _C.merge_shapes(op_view, lp_view)  # the library's checks, on the C++ contract's views, before o exists
     o = _np_empty(o_shape, o_parts.dtype)
     lse = _np_empty(lse_shape, np.float32) if return_lse else None
-    op_view, lp_view, o_view, lse_view, finish = merge_contract_views(op_in, _np_in("lse_parts", lse_parts),
-                                                                      _np_in("o", o), lse)
+    o_view, lse_view, finish = merge_contract_outputs(_np_in("out", o), lse)
     last.name = _C.merge_states(op_view, lp_view, o_view, lse_view, 0)
     finish()
     return (o, lse) if return_lse else o

@@ -6,7 +6,7 @@ and the tests must agree on them. The layouts are those of include/flashbuf/flas
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Callable, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -35,22 +35,43 @@ class _LastBackend:
 last = _LastBackend()
 
 
+INT32_MAX = 2**31 - 1
+
+
+def int32(name: str, value: Any) -> int:
+    """An int argument as the C++ API takes it (int), or a ValueError/TypeError naming it."""
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
+    value = int(value.__index__())
+    if not -INT32_MAX - 1 <= value <= INT32_MAX:
+        raise ValueError(f"{name}: {value} is outside the int32 range the library takes")
+    return value
+
+
+def real(name: str, value: Any) -> float:
+    """A float argument, or a TypeError naming it."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name}: expected a number, got {type(value).__name__}") from None
+
+
 def window_pair(window: Window | None) -> tuple[int, int]:
     """(left, right) with -1 for an unbounded side; None means no window."""
     if window is None:
         return -1, -1
     try:
         left, right = window
-        return int(left), int(right)
     except (TypeError, ValueError):
         raise ValueError(f"window: expected a pair (left, right) of ints, -1 for unbounded; got {window!r}") from None
+    return int32("window[0]", left), int32("window[1]", right)
 
 
 def softmax_scale(scale: float | None) -> float:
     """0.0 tells the library to use 1/sqrt(head_dim)."""
     if scale is None:
         return 0.0
-    scale = float(scale)
+    scale = real("scale", scale)
     if not math.isfinite(scale) or scale <= 0.0:
         raise ValueError(f"scale: expected a positive finite number, got {scale}")
     return scale
@@ -106,36 +127,40 @@ def merge_output_shapes(o_parts_shape: Sequence[int],
     return o_shape, lse_shape
 
 
-def merge_contract_views(o_parts: Array, lse_parts: Array, o: Array,
-                         lse: Array | None) -> tuple[Array, Array, Array, Array | None, Callable[[], None]]:
-    """merge_states' arguments (NumPy arrays or torch tensors, in attention's layouts; o and lse
-    freshly allocated) as the C++ contract takes them: o_parts (N, T, H, Dv), lse_parts
-    (N, T, H), o (T, H, Dv), lse (T, H), any strides for the LSEs.
+def merge_contract_inputs(o_parts: Array, lse_parts: Array) -> tuple[Array, Array]:
+    """merge_states' inputs (NumPy arrays or torch tensors, of the shapes merge_output_shapes
+    accepted) as the C++ contract takes them: o_parts (N, T, H, Dv), lse_parts (N, T, H) with
+    any strides. Varlen needs only a transposed view; the batch form flattens (B, S) into T,
+    which copies lse_parts (and o_parts if not contiguous) unless S or H is 1."""
+    if o_parts.ndim == 4:
+        return o_parts, lse_parts.swapaxes(1, 2)
+    n, b, s, h, dv = o_parts.shape
+    return o_parts.reshape(n, b * s, h, dv), lse_parts.swapaxes(2, 3).reshape(n, b * s, h)
 
-    Varlen needs only transposed views. The batch form flattens (B, S) into T, which copies
-    lse_parts (and o_parts if not contiguous) unless S or H is 1, and writes lse through a
-    scratch (T, H) buffer in that case. Returns the four views and a function to call after the
-    merge ran (it copies the scratch LSE back; otherwise it does nothing).
-    """
-    def nothing():
+
+def merge_contract_outputs(o: Array, lse: Array | None) -> tuple[Array, Array | None, Callable[[], None]]:
+    """merge_states' outputs (freshly allocated, in attention's layouts: o (T, H, Dv) or
+    (B, S, H, Dv), lse (H, T) or (B, H, S)) as the C++ contract takes them: o (T, H, Dv),
+    lse (T, H). The batch form writes lse through a scratch (B * S, H) buffer unless S or H
+    is 1. Returns the two views and a function to call after the merge ran (it copies the
+    scratch LSE back; otherwise it does nothing)."""
+    def nothing() -> None:
         return None
 
-    if o_parts.ndim == 4:
-        return o_parts, lse_parts.swapaxes(1, 2), o, None if lse is None else lse.swapaxes(0, 1), nothing
-    n, b, s, h, dv = o_parts.shape
-    op = o_parts.reshape(n, b * s, h, dv)
-    lp = lse_parts.swapaxes(2, 3).reshape(n, b * s, h)
+    if o.ndim == 3:
+        return o, None if lse is None else lse.swapaxes(0, 1), nothing
+    b, s, h, dv = o.shape
     ov = o.reshape(b * s, h, dv)
     if lse is None:
-        return op, lp, ov, None, nothing
+        return ov, None, nothing
     if s == 1 or h == 1:  # (B, H, S) transposed flattens to (B * S, H) without a copy
-        return op, lp, ov, lse.swapaxes(1, 2).reshape(b * s, h), nothing
+        return ov, lse.swapaxes(1, 2).reshape(b * s, h), nothing
     scratch = lse.new_empty((b * s, h)) if hasattr(lse, "new_empty") else np.empty((b * s, h), dtype=lse.dtype)
 
-    def copy_back():
+    def copy_back() -> None:
         lse[...] = scratch.reshape(b, s, h).swapaxes(1, 2)
 
-    return op, lp, ov, scratch, copy_back
+    return ov, scratch, copy_back
 
 
 # The order of the plan tuple returned by _C.plan_decode (python/src/flashbuf_ext.cpp).

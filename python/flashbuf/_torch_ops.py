@@ -7,6 +7,9 @@ capture record the launch: each operator runs on PyTorch's current stream and al
 outputs through PyTorch's allocator. Tensors reach the C++ library through DLPack without a
 copy. All operators are forward only (no autograd formula is registered).
 
+Every operator asks the library to check its inputs and to size its outputs before it
+allocates anything; the fake functions make the same checks on metadata alone.
+
   flashbuf::attention       (q, k, v, ..., sinks) -> (o, lse)     lse is empty unless return_lse
   flashbuf::attention_out   same, writing into caller-provided out (and lse)
   flashbuf::decode          (q, k, v, seqlens_k, page_table, workspace, plan, ...) -> (o, lse)
@@ -21,13 +24,36 @@ import torch
 from torch import Tensor
 
 from . import _C
-from ._common import (attention_output_shapes, decode_output_shapes, last, merge_contract_views, merge_output_shapes,
-                      PLAN_FIELDS)
+from ._common import last, merge_contract_inputs, merge_contract_outputs, merge_output_shapes
+
+# The dtypes the library takes; anything else is refused here, naming the argument, before
+# DLPack (which may not export it) is asked.
+_DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32", torch.int32: "int32"}
 
 
-def _arg(t: Optional[Tensor]):
+def _check(name: str, t: Optional[Tensor]) -> None:
+    if t is None:
+        return
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor (or None), got {type(t).__name__}")
+    if t.dtype not in _DTYPE_NAMES:
+        raise TypeError(f"{name}: unsupported dtype {t.dtype}; expected bfloat16, float16, float32 or int32")
+    if t.device.type not in ("cpu", "cuda"):
+        raise ValueError(f"{name}: tensors must live on the CPU or a CUDA device, got {t.device}")
+
+
+def _arg(name: str, t: Optional[Tensor]):
     # DLPack export refuses tensors that require grad; the operators are forward only.
+    _check(name, t)
     return None if t is None else t.detach()
+
+
+def _describe(name: str, t: Optional[Tensor]):
+    """A tensor's metadata for the library's checks without data (fake tensors)."""
+    _check(name, t)
+    if t is None:
+        return None
+    return (_DTYPE_NAMES[t.dtype], tuple(t.shape), tuple(t.stride()), t.device.type, t.device.index or 0)
 
 
 def _stream(t: Tensor) -> int:
@@ -38,40 +64,60 @@ def _on_device(t: Tensor):
     return torch.cuda.device(t.device) if t.is_cuda else contextlib.nullcontext()
 
 
-# ---- attention --------------------------------------------------------------------------------
-
-def _attention_outputs(q: Tensor, v: Tensor, return_lse: bool) -> tuple[Tensor, Tensor]:
-    o_shape, lse_shape = attention_output_shapes(tuple(q.shape), tuple(v.shape))
-    o = q.new_empty(o_shape)
-    lse = q.new_empty(lse_shape if return_lse else (0,), dtype=torch.float32)
+def _empty_outputs(like: Tensor, shapes, return_lse: bool) -> tuple[Tensor, Tensor]:
+    o_shape, lse_shape = shapes
+    o = like.new_empty(o_shape)
+    lse = like.new_empty(lse_shape if return_lse else (0,), dtype=torch.float32)
     return o, lse
 
 
+# ---- attention --------------------------------------------------------------------------------
+
+_ATTENTION_INPUTS = ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k", "seqlens_k", "page_table")
+
+
+def _attention_shapes(tensors, scalars, fake: bool, sinks=None):
+    """(o shape, lse shape), after the library checked every input: the operators allocate
+    only then. Fake tensors go as metadata descriptions (nothing is dereferenced)."""
+    convert = _describe if fake else _arg
+    inputs = [convert(name, t) for name, t in zip(_ATTENTION_INPUTS, tensors)]
+    return _C.attention_shapes(*inputs, *scalars, sinks=convert("sinks", sinks), metadata_only=fake)
+
+
 def _run_attention(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table, max_seqlen_q,
-                   max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap, backend, sinks=None):
+                   max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap, backend, sinks,
+                   check_inputs):
     with _on_device(q):
         last.name = _C.attention(
-            _arg(q), _arg(k), _arg(v), _arg(out), _arg(lse), _arg(cu_seqlens_q), _arg(cu_seqlens_k),
-            _arg(seqlens_k), _arg(page_table), max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
-            window_right, softcap, _stream(q), backend, sinks=_arg(sinks))
+            _arg("q", q), _arg("k", k), _arg("v", v), _arg("out", out), _arg("lse", lse),
+            _arg("cu_seqlens_q", cu_seqlens_q), _arg("cu_seqlens_k", cu_seqlens_k), _arg("seqlens_k", seqlens_k),
+            _arg("page_table", page_table), max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
+            window_right, softcap, _stream(q), backend, sinks=_arg("sinks", sinks), check_inputs=check_inputs)
 
 
 @torch.library.custom_op("flashbuf::attention", mutates_args=())
 def attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor],
               seqlens_k: Optional[Tensor], page_table: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int,
               softmax_scale: float, causal: bool, window_left: int, window_right: int, softcap: float,
-              return_lse: bool, backend: str = "auto", sinks: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
-    o, lse = _attention_outputs(q, v, return_lse)
+              return_lse: bool, backend: str = "auto", sinks: Optional[Tensor] = None,
+              check_inputs: bool = False) -> tuple[Tensor, Tensor]:
+    scalars = (max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap)
+    shapes = _attention_shapes((q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table), scalars, fake=False,
+                               sinks=sinks)
+    o, lse = _empty_outputs(q, shapes, return_lse)
     _run_attention(q, k, v, o, lse if return_lse else None, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table,
                    max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap, backend,
-                   sinks)
+                   sinks, check_inputs)
     return o, lse
 
 
 @attention.register_fake
 def _(q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table, max_seqlen_q, max_seqlen_k, softmax_scale,
-      causal, window_left, window_right, softcap, return_lse, backend="auto", sinks=None):
-    return _attention_outputs(q, v, return_lse)
+      causal, window_left, window_right, softcap, return_lse, backend="auto", sinks=None, check_inputs=False):
+    scalars = (max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap)
+    shapes = _attention_shapes((q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table), scalars, fake=True,
+                               sinks=sinks)
+    return _empty_outputs(q, shapes, return_lse)
 
 
 @torch.library.custom_op("flashbuf::attention_out", mutates_args=("out", "lse"))
@@ -79,60 +125,80 @@ def attention_out(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Optional[Te
                   cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor], seqlens_k: Optional[Tensor],
                   page_table: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int, softmax_scale: float,
                   causal: bool, window_left: int, window_right: int, softcap: float, backend: str = "auto",
-                  sinks: Optional[Tensor] = None) -> None:
+                  sinks: Optional[Tensor] = None, check_inputs: bool = False) -> None:
     _run_attention(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table, max_seqlen_q,
-                   max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap, backend, sinks)
+                   max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap, backend, sinks,
+                   check_inputs)
 
 
 @attention_out.register_fake
 def _(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table, max_seqlen_q, max_seqlen_k,
-      softmax_scale, causal, window_left, window_right, softcap, backend="auto", sinks=None):
+      softmax_scale, causal, window_left, window_right, softcap, backend="auto", sinks=None, check_inputs=False):
+    scalars = (max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap)
+    o_shape, lse_shape = _attention_shapes((q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table), scalars,
+                                           fake=True, sinks=sinks)
+    if tuple(out.shape) != tuple(o_shape):
+        raise ValueError(f"o: expected shape {tuple(o_shape)}, got {tuple(out.shape)}")
+    if lse is not None and tuple(lse.shape) != tuple(lse_shape):
+        raise ValueError(f"lse: expected shape {tuple(lse_shape)}, got {tuple(lse.shape)}")
     return None
 
 
 # ---- decode -----------------------------------------------------------------------------------
 
-def _decode_outputs(q: Tensor, plan: list[int], return_lse: bool) -> tuple[Tensor, Tensor]:
-    f = dict(zip(PLAN_FIELDS, plan))
-    o_shape, lse_shape = decode_output_shapes(f["batch"], f["q_per_seq"], f["heads_q"], f["head_dim_v"])
-    o = q.new_empty(o_shape)
-    lse = q.new_empty(lse_shape if return_lse else (0,), dtype=torch.float32)
-    return o, lse
+_DECODE_INPUTS = ("q", "k", "v", "seqlens_k", "page_table")
+
+
+def _decode_shapes(tensors, plan, scalars, fake: bool, sinks=None):
+    convert = _describe if fake else _arg
+    inputs = [convert(name, t) for name, t in zip(_DECODE_INPUTS, tensors)]
+    return _C.decode_shapes(plan, *inputs, *scalars, sinks=convert("sinks", sinks), metadata_only=fake)
 
 
 @torch.library.custom_op("flashbuf::decode", mutates_args=("workspace",))
-def decode(q: Tensor, k: Tensor, v: Tensor, seqlens_k: Tensor, page_table: Optional[Tensor], workspace: Tensor,
-           plan: list[int], softmax_scale: float, causal: bool, window_left: int, window_right: int,
-           softcap: float, return_lse: bool, sinks: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
-    o, lse = _decode_outputs(q, plan, return_lse)
+def decode(q: Tensor, k: Tensor, v: Tensor, seqlens_k: Optional[Tensor], page_table: Optional[Tensor],
+           workspace: Tensor, plan: list[int], softmax_scale: float, causal: bool, window_left: int,
+           window_right: int, softcap: float, return_lse: bool, sinks: Optional[Tensor] = None,
+           check_inputs: bool = False) -> tuple[Tensor, Tensor]:
+    scalars = (softmax_scale, causal, window_left, window_right, softcap)
+    shapes = _decode_shapes((q, k, v, seqlens_k, page_table), plan, scalars, fake=False, sinks=sinks)
+    o, lse = _empty_outputs(q, shapes, return_lse)
     with _on_device(q):
-        _C.decode(plan, _arg(q), _arg(k), _arg(v), _arg(seqlens_k), _arg(page_table), o,
-                  lse if return_lse else None, workspace, softmax_scale, causal, window_left, window_right,
-                  softcap, _stream(q), sinks=_arg(sinks))
+        _C.decode(plan, _arg("q", q), _arg("k", k), _arg("v", v), _arg("seqlens_k", seqlens_k),
+                  _arg("page_table", page_table), o, lse if return_lse else None, workspace, softmax_scale, causal,
+                  window_left, window_right, softcap, _stream(q), sinks=_arg("sinks", sinks), check_inputs=check_inputs)
     last.name = "decode" if q.is_cuda else "cpu"
     return o, lse
 
 
 @decode.register_fake
 def _(q, k, v, seqlens_k, page_table, workspace, plan, softmax_scale, causal, window_left, window_right, softcap,
-      return_lse, sinks=None):
-    return _decode_outputs(q, plan, return_lse)
+      return_lse, sinks=None, check_inputs=False):
+    scalars = (softmax_scale, causal, window_left, window_right, softcap)
+    shapes = _decode_shapes((q, k, v, seqlens_k, page_table), plan, scalars, fake=True, sinks=sinks)
+    return _empty_outputs(q, shapes, return_lse)
 
 
 # ---- merge_states -----------------------------------------------------------------------------
 
-def _merge_outputs(o_parts: Tensor, lse_parts: Tensor, return_lse: bool) -> tuple[Tensor, Tensor]:
-    o_shape, lse_shape = merge_output_shapes(tuple(o_parts.shape), tuple(lse_parts.shape))
-    o = o_parts.new_empty(o_shape)
-    lse = o_parts.new_empty(lse_shape if return_lse else (0,), dtype=torch.float32)
-    return o, lse
+def _merge_inputs(o_parts, lse_parts, fake: bool):
+    """(o shape, lse shape) in attention's layouts and the inputs as the C++ contract's views
+    (merge_contract_inputs), after the library checked those views: the operator allocates
+    only then. Fake tensors go as metadata descriptions."""
+    _check("o_parts", o_parts)
+    _check("lse_parts", lse_parts)
+    shapes = merge_output_shapes(tuple(o_parts.shape), tuple(lse_parts.shape))
+    op_view, lp_view = merge_contract_inputs(o_parts.detach(), lse_parts.detach())
+    convert = _describe if fake else _arg
+    _C.merge_shapes(convert("o_parts", op_view), convert("lse_parts", lp_view), metadata_only=fake)
+    return shapes, op_view, lp_view
 
 
 @torch.library.custom_op("flashbuf::merge_states", mutates_args=())
 def merge_states(o_parts: Tensor, lse_parts: Tensor, return_lse: bool) -> tuple[Tensor, Tensor]:
-    o, lse = _merge_outputs(o_parts, lse_parts, return_lse)
-    op_view, lp_view, o_view, lse_view, finish = merge_contract_views(
-        _arg(o_parts), _arg(lse_parts), o, lse if return_lse else None)
+    shapes, op_view, lp_view = _merge_inputs(o_parts, lse_parts, fake=False)
+    o, lse = _empty_outputs(o_parts, shapes, return_lse)
+    o_view, lse_view, finish = merge_contract_outputs(o, lse if return_lse else None)
     with _on_device(o_parts):
         last.name = _C.merge_states(op_view, lp_view, o_view, lse_view, _stream(o_parts))
     finish()
@@ -141,4 +207,4 @@ def merge_states(o_parts: Tensor, lse_parts: Tensor, return_lse: bool) -> tuple[
 
 @merge_states.register_fake
 def _(o_parts, lse_parts, return_lse):
-    return _merge_outputs(o_parts, lse_parts, return_lse)
+    return _empty_outputs(o_parts, _merge_inputs(o_parts, lse_parts, fake=True)[0], return_lse)

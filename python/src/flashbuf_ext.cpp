@@ -28,12 +28,11 @@ namespace nb = nanobind;
 
 namespace {
 
-using Array = nb::ndarray<>;
-using OptArray = std::optional<Array>;
+using InArray = nb::ndarray<nb::ro>;  // inputs: read-only arrays are fine
+using OutArray = nb::ndarray<>;       // outputs and the workspace: writable
 
-flashbuf::DType dtype_of(const std::string& name, const Array& a) {
+flashbuf::DType dtype_of(const std::string& name, nb::dlpack::dtype dt) {
   using Code = nb::dlpack::dtype_code;
-  const nb::dlpack::dtype dt = a.dtype();
   if (dt.lanes == 1 && dt.bits == 16 && dt.code == static_cast<std::uint8_t>(Code::Bfloat))
     return flashbuf::DType::bf16;
   if (dt.lanes == 1 && dt.bits == 16 && dt.code == static_cast<std::uint8_t>(Code::UInt))
@@ -55,40 +54,129 @@ flashbuf::DType dtype_of(const std::string& name, const Array& a) {
 // CPU and pinned host memory (kDLCUDAHost, readable by host code) are host memory; CUDA device
 // and managed memory are CUDA, so the library reads them only through a device-to-host copy.
 // Anything else (ROCm, Vulkan, meta, ...) is refused here, before a pointer is looked at.
-std::pair<flashbuf::DeviceKind, int> device_of(const std::string& name, const Array& a) {
-  switch (a.device_type()) {
+std::pair<flashbuf::DeviceKind, int> device_of(const std::string& name, int device_type, int device_id) {
+  switch (device_type) {
     case nb::device::cpu::value:
     case nb::device::cuda_host::value:
       return {flashbuf::DeviceKind::cpu, 0};
     case nb::device::cuda::value:
     case nb::device::cuda_managed::value:
-      return {flashbuf::DeviceKind::cuda, a.device_id()};
+      return {flashbuf::DeviceKind::cuda, device_id};
     default:
       throw flashbuf::ArgumentError(name, "tensors must live on the CPU or a CUDA device (DLPack device type " +
-                                              std::to_string(a.device_type()) + ")");
+                                              std::to_string(device_type) + ")");
   }
 }
 
-flashbuf::TensorView view_of(const std::string& name, const Array& a) {
-  if (a.ndim() == 0)
-    throw flashbuf::ArgumentError(name, "expected a tensor, got a 0-d scalar");
-  if (a.ndim() > static_cast<std::size_t>(flashbuf::kMaxRank))
-    throw flashbuf::ArgumentError(name, "rank " + std::to_string(a.ndim()) + " exceeds " +
+// The arrays of one call, kept alive until it returns.
+struct Arrays {
+  std::vector<InArray> inputs;
+  std::vector<OutArray> outputs;
+};
+
+void check_rank(const std::string& name, std::size_t rank) {
+  if (rank == 0) throw flashbuf::ArgumentError(name, "expected a tensor, got a 0-d scalar");
+  if (rank > static_cast<std::size_t>(flashbuf::kMaxRank))
+    throw flashbuf::ArgumentError(name, "rank " + std::to_string(rank) + " exceeds " +
                                             std::to_string(flashbuf::kMaxRank));
+}
+
+template <class A>
+flashbuf::TensorView view_of_array(const std::string& name, const A& a, const void* data) {
+  check_rank(name, a.ndim());
   flashbuf::TensorView v;
-  v.data = const_cast<void*>(a.data());
-  v.dtype = dtype_of(name, a);
+  v.data = const_cast<void*>(data);
+  v.dtype = dtype_of(name, a.dtype());
   v.rank = static_cast<int>(a.ndim());
   for (int i = 0; i < v.rank; ++i) {
     v.shape[i] = static_cast<std::int64_t>(a.shape(i));
     v.stride[i] = static_cast<std::int64_t>(a.stride(i));  // elements, as DLPack gives them
   }
-  std::tie(v.device, v.device_index) = device_of(name, a);
+  std::tie(v.device, v.device_index) = device_of(name, a.device_type(), a.device_id());
   return v;
 }
 
-flashbuf::TensorView optional_view(const std::string& name, const OptArray& a) {
-  return a ? view_of(name, *a) : flashbuf::TensorView{};
+flashbuf::DType dtype_from_name(const std::string& name, const std::string& dtype) {
+  if (dtype == "bf16") return flashbuf::DType::bf16;
+  if (dtype == "fp16") return flashbuf::DType::fp16;
+  if (dtype == "fp32") return flashbuf::DType::fp32;
+  if (dtype == "int32") return flashbuf::DType::int32;
+  throw flashbuf::ArgumentError(name, "unsupported dtype " + dtype + "; expected bfloat16, float16, float32 or int32",
+                                /*type_error=*/true);
+}
+
+// A tensor described by its metadata alone, (dtype, shape, strides, device type, device
+// index), as the operators' fake functions pass them: no data pointer (CheckScope::metadata).
+flashbuf::TensorView view_of_description(const std::string& name, const nb::tuple& d) {
+  if (d.size() != 5) throw flashbuf::ArgumentError(name, "a tensor description has 5 fields");
+  const auto shape = nb::cast<std::vector<std::int64_t>>(d[1]);
+  const auto strides = nb::cast<std::vector<std::int64_t>>(d[2]);
+  check_rank(name, shape.size());
+  if (strides.size() != shape.size()) throw flashbuf::ArgumentError(name, "shape and strides differ in rank");
+  flashbuf::TensorView v;
+  v.dtype = dtype_from_name(name, nb::cast<std::string>(d[0]));
+  v.rank = static_cast<int>(shape.size());
+  for (int i = 0; i < v.rank; ++i) {
+    v.shape[i] = shape[i];
+    v.stride[i] = strides[i];
+  }
+  const std::string kind = nb::cast<std::string>(d[3]);
+  if (kind == "cpu") {
+    v.device = flashbuf::DeviceKind::cpu;
+  } else if (kind == "cuda") {
+    v.device = flashbuf::DeviceKind::cuda;
+    v.device_index = nb::cast<int>(d[4]);
+  } else {
+    throw flashbuf::ArgumentError(name, "tensors must live on the CPU or a CUDA device, got " + kind);
+  }
+  return v;
+}
+
+std::string python_type_name(nb::handle h) { return nb::cast<std::string>(nb::type_name(h.type())); }
+
+// One tensor argument: None (absent), a description (metadata checks only), or an array
+// (NumPy, PyTorch or anything else DLPack speaks). Conversion failures name the argument
+// instead of nanobind's "incompatible function arguments".
+flashbuf::TensorView input_view(const std::string& name, nb::handle h, Arrays& keep) {
+  if (h.is_none()) return {};
+  if (nb::isinstance<nb::tuple>(h)) return view_of_description(name, nb::borrow<nb::tuple>(h));
+  InArray a;
+  if (!nb::try_cast<InArray>(h, a)) {
+    throw flashbuf::ArgumentError(name, "expected an array (a NumPy array or a torch.Tensor) of bfloat16, float16, "
+                                        "float32 or int32 that DLPack can export, got " + python_type_name(h),
+                                  /*type_error=*/true);
+  }
+  keep.inputs.push_back(a);
+  return view_of_array(name, a, a.data());
+}
+
+flashbuf::TensorView output_view(const std::string& name, nb::handle h, Arrays& keep) {
+  if (h.is_none()) return {};
+  OutArray a;
+  if (!nb::try_cast<OutArray>(h, a)) {
+    InArray ro;
+    const bool read_only = nb::try_cast<InArray>(h, ro);
+    throw flashbuf::ArgumentError(name, read_only ? std::string("is read-only; an output must be writable")
+                                                  : "expected a writable array (a NumPy array or a torch.Tensor), got " +
+                                                        python_type_name(h),
+                                  /*type_error=*/!read_only);
+  }
+  keep.outputs.push_back(a);
+  return view_of_array(name, a, a.data());
+}
+
+nb::tuple shape_tuple(int rank, const std::int64_t* extents) {
+  nb::list l;
+  for (int i = 0; i < rank; ++i) l.append(extents[i]);
+  return nb::tuple(l);
+}
+
+nb::tuple shapes_tuple(const flashbuf::OutputShapes& s) {
+  return nb::make_tuple(shape_tuple(s.o_rank, s.o), shape_tuple(s.lse_rank, s.lse));
+}
+
+flashbuf::CheckScope scope_of(bool metadata_only) {
+  return metadata_only ? flashbuf::CheckScope::metadata : flashbuf::CheckScope::full;
 }
 
 // causal == window (left, 0), as in FlashAttention: causal caps the right side of any window.
@@ -115,35 +203,69 @@ flashbuf::DType parse_dtype(const std::string& name) {
 
 void* stream_of(std::uintptr_t stream) { return reinterpret_cast<void*>(stream); }
 
-std::string attention(const Array& q, const Array& k, const Array& v, const Array& o, const OptArray& lse,
-                      const OptArray& cu_seqlens_q, const OptArray& cu_seqlens_k, const OptArray& seqlens_k,
-                      const OptArray& page_table, int max_seqlen_q, int max_seqlen_k, float softmax_scale,
-                      bool causal, int window_left, int window_right, float softcap, std::uintptr_t stream,
-                      const std::string& backend, const OptArray& sinks) {
+// The scalar and index arguments of an attention call, shared by attention and its shapes.
+struct AttentionScalars {
+  int max_seqlen_q, max_seqlen_k;
+  float softmax_scale;
+  bool causal;
+  int window_left, window_right;
+  float softcap;
+};
+
+flashbuf::AttentionArgs attention_args(nb::handle q, nb::handle k, nb::handle v, nb::handle cu_seqlens_q,
+                                       nb::handle cu_seqlens_k, nb::handle seqlens_k, nb::handle page_table,
+                                       const AttentionScalars& x, Arrays& keep) {
   flashbuf::AttentionArgs args;
-  args.q = view_of("q", q);
-  args.k = view_of("k", k);
-  args.v = view_of("v", v);
-  args.o = view_of("o", o);
-  args.lse = optional_view("lse", lse);
-  args.cu_seqlens_q = optional_view("cu_seqlens_q", cu_seqlens_q);
-  args.cu_seqlens_k = optional_view("cu_seqlens_k", cu_seqlens_k);
-  args.seqlens_k = optional_view("seqlens_k", seqlens_k);
-  args.page_table = optional_view("page_table", page_table);
-  args.max_seqlen_q = max_seqlen_q;
-  args.max_seqlen_k = max_seqlen_k;
-  args.softmax_scale = softmax_scale;
-  args.mask = make_mask(causal, window_left, window_right);
-  args.softcap = softcap;
-  args.sinks = optional_view("sinks", sinks);
+  args.q = input_view("q", q, keep);
+  args.k = input_view("k", k, keep);
+  args.v = input_view("v", v, keep);
+  args.cu_seqlens_q = input_view("cu_seqlens_q", cu_seqlens_q, keep);
+  args.cu_seqlens_k = input_view("cu_seqlens_k", cu_seqlens_k, keep);
+  args.seqlens_k = input_view("seqlens_k", seqlens_k, keep);
+  args.page_table = input_view("page_table", page_table, keep);
+  args.max_seqlen_q = x.max_seqlen_q;
+  args.max_seqlen_k = x.max_seqlen_k;
+  args.softmax_scale = x.softmax_scale;
+  args.mask = make_mask(x.causal, x.window_left, x.window_right);
+  args.softcap = x.softcap;
+  return args;
+}
+
+std::string attention(nb::handle q, nb::handle k, nb::handle v, nb::handle o, nb::handle lse, nb::handle cu_seqlens_q,
+                      nb::handle cu_seqlens_k, nb::handle seqlens_k, nb::handle page_table, int max_seqlen_q,
+                      int max_seqlen_k, float softmax_scale, bool causal, int window_left, int window_right,
+                      float softcap, std::uintptr_t stream, const std::string& backend, nb::handle sinks,
+                      bool check_inputs) {
+  Arrays keep;
+  flashbuf::AttentionArgs args =
+      attention_args(q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table,
+                     {max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap}, keep);
+  args.sinks = input_view("sinks", sinks, keep);
+  args.o = output_view("o", o, keep);
+  args.lse = output_view("lse", lse, keep);
   args.stream = stream_of(stream);
   args.backend = parse_backend(backend);
+  args.check_index_contents = check_inputs;
   flashbuf::Backend ran;
   {
     nb::gil_scoped_release release;  // the CPU backend computes here; CUDA only launches
     ran = flashbuf::attention(args);
   }
   return flashbuf::backend_name(ran);
+}
+
+// The shapes of o and lse for these inputs, after every input check (metadata_only: the
+// arguments may be descriptions, nothing is dereferenced).
+nb::tuple attention_shapes(nb::handle q, nb::handle k, nb::handle v, nb::handle cu_seqlens_q, nb::handle cu_seqlens_k,
+                           nb::handle seqlens_k, nb::handle page_table, int max_seqlen_q, int max_seqlen_k,
+                           float softmax_scale, bool causal, int window_left, int window_right, float softcap,
+                           nb::handle sinks, bool metadata_only) {
+  Arrays keep;
+  flashbuf::AttentionArgs args =
+      attention_args(q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table,
+                     {max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap}, keep);
+  args.sinks = input_view("sinks", sinks, keep);
+  return shapes_tuple(flashbuf::attention_output_shapes(args, scope_of(metadata_only)));
 }
 
 // The plan travels through Python (and through torch.library ops, whose arguments are plain
@@ -215,23 +337,42 @@ PlanTuple plan_decode(int batch, int q_per_seq, int heads_q, int heads_kv, int h
   return plan_to_tuple(flashbuf::plan_decode(p));
 }
 
-std::string decode(const std::vector<std::int64_t>& plan_fields, const Array& q, const Array& k, const Array& v,
-                   const Array& seqlens_k, const OptArray& page_table, const Array& o, const OptArray& lse,
-                   const OptArray& workspace, float softmax_scale, bool causal, int window_left,
-                   int window_right, float softcap, std::uintptr_t stream, const OptArray& sinks) {
-  const flashbuf::DecodePlan plan = plan_from_list(plan_fields);
+flashbuf::DecodeArgs decode_args(nb::handle q, nb::handle k, nb::handle v, nb::handle seqlens_k,
+                                 nb::handle page_table, float softmax_scale, bool causal, int window_left,
+                                 int window_right, float softcap, Arrays& keep) {
   flashbuf::DecodeArgs args;
-  args.q = view_of("q", q);
-  args.k = view_of("k", k);
-  args.v = view_of("v", v);
-  args.seqlens_k = view_of("seqlens_k", seqlens_k);
-  args.page_table = optional_view("page_table", page_table);
-  args.o = view_of("o", o);
-  args.lse = optional_view("lse", lse);
-  if (workspace) {
+  args.q = input_view("q", q, keep);
+  args.k = input_view("k", k, keep);
+  args.v = input_view("v", v, keep);
+  args.seqlens_k = input_view("seqlens_k", seqlens_k, keep);
+  args.page_table = input_view("page_table", page_table, keep);
+  args.softmax_scale = softmax_scale;
+  args.mask = make_mask(causal, window_left, window_right);
+  args.softcap = softcap;
+  return args;
+}
+
+std::string decode(const std::vector<std::int64_t>& plan_fields, nb::handle q, nb::handle k, nb::handle v,
+                   nb::handle seqlens_k, nb::handle page_table, nb::handle o, nb::handle lse, nb::handle workspace,
+                   float softmax_scale, bool causal, int window_left, int window_right, float softcap,
+                   std::uintptr_t stream, nb::handle sinks, bool check_inputs) {
+  const flashbuf::DecodePlan plan = plan_from_list(plan_fields);
+  Arrays keep;
+  flashbuf::DecodeArgs args =
+      decode_args(q, k, v, seqlens_k, page_table, softmax_scale, causal, window_left, window_right, softcap, keep);
+  args.sinks = input_view("sinks", sinks, keep);
+  args.o = output_view("o", o, keep);
+  args.lse = output_view("lse", lse, keep);
+  if (!workspace.is_none()) {
+    // Raw bytes of any dtype (the plan's DecodePlan allocates uint8).
+    OutArray ws;
+    if (!nb::try_cast<OutArray>(workspace, ws)) {
+      throw flashbuf::ArgumentError("workspace", "expected a writable array, got " + python_type_name(workspace), true);
+    }
+    keep.outputs.push_back(ws);
+    const auto [ws_device, ws_index] = device_of("workspace", ws.device_type(), ws.device_id());
     // The kernels write partial results into the workspace: it must be memory of the plan's
     // device (a host buffer under a CUDA plan, or the reverse, is refused, not dereferenced).
-    const auto [ws_device, ws_index] = device_of("workspace", *workspace);
     if (ws_device != plan.problem.device ||
         (ws_device == flashbuf::DeviceKind::cuda && ws_index != plan.problem.device_index)) {
       auto where = [](flashbuf::DeviceKind d, int i) {
@@ -240,17 +381,13 @@ std::string decode(const std::vector<std::int64_t>& plan_fields, const Array& q,
       throw flashbuf::ArgumentError("workspace", "is on " + where(ws_device, ws_index) + " but the plan is for " +
                                                      where(plan.problem.device, plan.problem.device_index));
     }
-    if (workspace->nbytes() < plan.workspace_bytes)
-      throw flashbuf::ArgumentError("workspace", "holds " + std::to_string(workspace->nbytes()) +
-                                                     " bytes, the plan needs " +
+    if (ws.nbytes() < plan.workspace_bytes)
+      throw flashbuf::ArgumentError("workspace", "holds " + std::to_string(ws.nbytes()) + " bytes, the plan needs " +
                                                      std::to_string(plan.workspace_bytes));
-    args.workspace = plan.workspace_bytes > 0 ? const_cast<void*>(workspace->data()) : nullptr;
+    args.workspace = plan.workspace_bytes > 0 ? ws.data() : nullptr;
   }
-  args.softmax_scale = softmax_scale;
-  args.mask = make_mask(causal, window_left, window_right);
-  args.softcap = softcap;
-  args.sinks = optional_view("sinks", sinks);
   args.stream = stream_of(stream);
+  args.check_index_contents = check_inputs;
   flashbuf::Backend ran;
   {
     nb::gil_scoped_release release;
@@ -259,13 +396,25 @@ std::string decode(const std::vector<std::int64_t>& plan_fields, const Array& q,
   return flashbuf::backend_name(ran);
 }
 
-std::string merge_states(const Array& o_parts, const Array& lse_parts, const Array& o, const OptArray& lse,
+nb::tuple decode_shapes(const std::vector<std::int64_t>& plan_fields, nb::handle q, nb::handle k, nb::handle v,
+                        nb::handle seqlens_k, nb::handle page_table, float softmax_scale, bool causal,
+                        int window_left, int window_right, float softcap, nb::handle sinks, bool metadata_only) {
+  const flashbuf::DecodePlan plan = plan_from_list(plan_fields);
+  Arrays keep;
+  flashbuf::DecodeArgs args =
+      decode_args(q, k, v, seqlens_k, page_table, softmax_scale, causal, window_left, window_right, softcap, keep);
+  args.sinks = input_view("sinks", sinks, keep);
+  return shapes_tuple(flashbuf::decode_output_shapes(plan, args, scope_of(metadata_only)));
+}
+
+std::string merge_states(nb::handle o_parts, nb::handle lse_parts, nb::handle o, nb::handle lse,
                          std::uintptr_t stream) {
+  Arrays keep;
   flashbuf::MergeStatesArgs args;
-  args.o_parts = view_of("o_parts", o_parts);
-  args.lse_parts = view_of("lse_parts", lse_parts);
-  args.o = view_of("o", o);
-  args.lse = optional_view("lse", lse);
+  args.o_parts = input_view("o_parts", o_parts, keep);
+  args.lse_parts = input_view("lse_parts", lse_parts, keep);
+  args.o = output_view("o", o, keep);
+  args.lse = output_view("lse", lse, keep);
   args.stream = stream_of(stream);
   flashbuf::Backend ran;
   {
@@ -273,6 +422,14 @@ std::string merge_states(const Array& o_parts, const Array& lse_parts, const Arr
     ran = flashbuf::merge_states(args);
   }
   return flashbuf::backend_name(ran);
+}
+
+nb::tuple merge_shapes(nb::handle o_parts, nb::handle lse_parts, bool metadata_only) {
+  Arrays keep;
+  flashbuf::MergeStatesArgs args;
+  args.o_parts = input_view("o_parts", o_parts, keep);
+  args.lse_parts = input_view("lse_parts", lse_parts, keep);
+  return shapes_tuple(flashbuf::merge_output_shapes(args, scope_of(metadata_only)));
 }
 
 }  // namespace
@@ -293,25 +450,39 @@ NB_MODULE(_C, m) {
     }
   });
 
-  m.def("attention", &attention, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"),
-        nb::arg("lse").none(), nb::arg("cu_seqlens_q").none(), nb::arg("cu_seqlens_k").none(),
-        nb::arg("seqlens_k").none(), nb::arg("page_table").none(), nb::arg("max_seqlen_q"),
-        nb::arg("max_seqlen_k"), nb::arg("softmax_scale"), nb::arg("causal"), nb::arg("window_left"),
-        nb::arg("window_right"), nb::arg("softcap"), nb::arg("stream"), nb::arg("backend") = "auto",
-        nb::arg("sinks").none() = nb::none(),
+  m.def("attention", &attention, nb::arg("q").none(), nb::arg("k").none(), nb::arg("v").none(),
+        nb::arg("out").none(), nb::arg("lse").none(), nb::arg("cu_seqlens_q").none(), nb::arg("cu_seqlens_k").none(),
+        nb::arg("seqlens_k").none(), nb::arg("page_table").none(), nb::arg("max_seqlen_q"), nb::arg("max_seqlen_k"),
+        nb::arg("softmax_scale"), nb::arg("causal"), nb::arg("window_left"), nb::arg("window_right"),
+        nb::arg("softcap"), nb::arg("stream"), nb::arg("backend") = "auto", nb::arg("sinks").none() = nb::none(),
+        nb::arg("check_inputs") = false,
         "Runs flashbuf::attention into preallocated out (and lse); returns the backend that ran.");
+  m.def("attention_shapes", &attention_shapes, nb::arg("q").none(), nb::arg("k").none(), nb::arg("v").none(),
+        nb::arg("cu_seqlens_q").none(), nb::arg("cu_seqlens_k").none(), nb::arg("seqlens_k").none(),
+        nb::arg("page_table").none(), nb::arg("max_seqlen_q"), nb::arg("max_seqlen_k"), nb::arg("softmax_scale"),
+        nb::arg("causal"), nb::arg("window_left"), nb::arg("window_right"), nb::arg("softcap"),
+        nb::arg("sinks").none() = nb::none(), nb::arg("metadata_only") = false,
+        "flashbuf::attention_output_shapes: checks the inputs, returns (o shape, lse shape). Tensors may be "
+        "(dtype, shape, strides, device, index) descriptions with metadata_only.");
   m.def("plan_decode", &plan_decode, nb::arg("batch"), nb::arg("q_per_seq"), nb::arg("heads_q"),
         nb::arg("heads_kv"), nb::arg("head_dim"), nb::arg("head_dim_v"), nb::arg("max_seqlen_k"),
         nb::arg("page_size"), nb::arg("dtype"), nb::arg("device"), nb::arg("device_index"),
         "flashbuf::plan_decode; returns the plan as a flat tuple (workspace bytes last).");
-  m.def("decode", &decode, nb::arg("plan"), nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("seqlens_k"),
-        nb::arg("page_table").none(), nb::arg("out"), nb::arg("lse").none(), nb::arg("workspace").none(),
-        nb::arg("softmax_scale"), nb::arg("causal"), nb::arg("window_left"), nb::arg("window_right"),
-        nb::arg("softcap"), nb::arg("stream"), nb::arg("sinks").none() = nb::none(),
+  m.def("decode", &decode, nb::arg("plan"), nb::arg("q").none(), nb::arg("k").none(), nb::arg("v").none(),
+        nb::arg("seqlens_k").none(), nb::arg("page_table").none(), nb::arg("out").none(), nb::arg("lse").none(),
+        nb::arg("workspace").none(), nb::arg("softmax_scale"), nb::arg("causal"), nb::arg("window_left"),
+        nb::arg("window_right"), nb::arg("softcap"), nb::arg("stream"), nb::arg("sinks").none() = nb::none(),
+        nb::arg("check_inputs") = false,
         "Runs flashbuf::decode with a plan tuple from plan_decode; returns the backend that ran.");
-  m.def("merge_states", &merge_states, nb::arg("o_parts"), nb::arg("lse_parts"), nb::arg("out"),
-        nb::arg("lse").none(), nb::arg("stream"),
+  m.def("decode_shapes", &decode_shapes, nb::arg("plan"), nb::arg("q").none(), nb::arg("k").none(),
+        nb::arg("v").none(), nb::arg("seqlens_k").none(), nb::arg("page_table").none(), nb::arg("softmax_scale"),
+        nb::arg("causal"), nb::arg("window_left"), nb::arg("window_right"), nb::arg("softcap"),
+        nb::arg("sinks").none() = nb::none(), nb::arg("metadata_only") = false, "flashbuf::decode_output_shapes: (o shape, lse shape).");
+  m.def("merge_states", &merge_states, nb::arg("o_parts").none(), nb::arg("lse_parts").none(),
+        nb::arg("out").none(), nb::arg("lse").none(), nb::arg("stream"),
         "Runs flashbuf::merge_states into preallocated out (and lse); returns the backend that ran.");
+  m.def("merge_shapes", &merge_shapes, nb::arg("o_parts").none(), nb::arg("lse_parts").none(),
+        nb::arg("metadata_only") = false, "flashbuf::merge_output_shapes: (o shape, lse shape).");
   m.def("cuda_available", &flashbuf::cuda_available);
   m.def(
       "cuda_device_info",

@@ -34,9 +34,10 @@ Backend choose_backend(Backend requested, const detail::AttentionProblem& p) {
   throw ArgumentError("backend", "unknown backend " + std::to_string(static_cast<int>(requested)));
 }
 
-// True when no output row exists (empty batch, or fixed-length queries of length 0).
+// True when no output row exists (empty batch, fixed-length queries of length 0, or varlen
+// queries that are all empty).
 bool no_query_rows(const detail::AttentionProblem& p) {
-  return p.batch == 0 || (!p.varlen_q() && p.seqlen_q == 0);
+  return p.batch == 0 || p.max_seqlen_q == 0 || p.total_q == 0;
 }
 
 }  // namespace
@@ -57,6 +58,23 @@ Backend attention(const AttentionArgs& args) {
     default: break;
   }
   return backend;
+}
+
+OutputShapes attention_output_shapes(const AttentionArgs& args, CheckScope scope) {
+  const detail::AttentionProblem p = detail::validate_attention(args, {/*outputs=*/false, scope});
+  OutputShapes shapes;
+  if (args.cu_seqlens_q.present()) {  // not p.varlen_q(): metadata-only views carry no pointer
+    shapes.o_rank = 3;
+    shapes.o[0] = p.total_q, shapes.o[1] = p.heads_q, shapes.o[2] = p.head_dim_v;
+    shapes.lse_rank = 2;
+    shapes.lse[0] = p.heads_q, shapes.lse[1] = p.total_q;
+  } else {
+    shapes.o_rank = 4;
+    shapes.o[0] = p.batch, shapes.o[1] = p.seqlen_q, shapes.o[2] = p.heads_q, shapes.o[3] = p.head_dim_v;
+    shapes.lse_rank = 3;
+    shapes.lse[0] = p.batch, shapes.lse[1] = p.heads_q, shapes.lse[2] = p.seqlen_q;
+  }
+  return shapes;
 }
 
 bool cuda_available() { return detail::cuda_runtime_available(); }

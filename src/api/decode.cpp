@@ -22,6 +22,16 @@ DecodePlan plan_decode(const DecodeProblem& problem) {
   return plan;
 }
 
+OutputShapes decode_output_shapes(const DecodePlan& plan, const DecodeArgs& args, CheckScope scope) {
+  const detail::AttentionProblem p = detail::validate_decode(plan, args, {/*outputs=*/false, scope});
+  OutputShapes shapes;
+  shapes.o_rank = 4;
+  shapes.o[0] = p.batch, shapes.o[1] = p.seqlen_q, shapes.o[2] = p.heads_q, shapes.o[3] = p.head_dim_v;
+  shapes.lse_rank = 3;
+  shapes.lse[0] = p.batch, shapes.lse[1] = p.heads_q, shapes.lse[2] = p.seqlen_q;
+  return shapes;
+}
+
 Backend decode(const DecodePlan& plan, const DecodeArgs& args) {
   const detail::AttentionProblem problem = detail::validate_decode(plan, args);
   if (problem.device == DeviceKind::cpu) {

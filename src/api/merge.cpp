@@ -6,6 +6,16 @@
 
 namespace flashbuf {
 
+OutputShapes merge_output_shapes(const MergeStatesArgs& args, CheckScope scope) {
+  const detail::MergeProblem p = detail::validate_merge(args, {/*outputs=*/false, scope});
+  OutputShapes shapes;
+  shapes.o_rank = 3;
+  shapes.o[0] = p.tokens, shapes.o[1] = p.heads, shapes.o[2] = p.head_dim_v;
+  shapes.lse_rank = 2;
+  shapes.lse[0] = p.tokens, shapes.lse[1] = p.heads;
+  return shapes;
+}
+
 Backend merge_states(const MergeStatesArgs& args) {
   const detail::MergeProblem problem = detail::validate_merge(args);
   if (problem.device == DeviceKind::cpu) {

@@ -15,6 +15,7 @@ struct AttentionProblem {
   int head_dim = 0, head_dim_v = 0;
   int max_seqlen_q = 0, max_seqlen_k = 0;  // upper bounds over the batch
   int seqlen_q = 0, seqlen_k = 0;          // fixed lengths in batch mode (0 in varlen)
+  std::int64_t total_q = 0;                // rows of q and o (varlen: the packed tokens)
   DType dtype = DType::bf16;
   DeviceKind device = DeviceKind::cpu;
   int device_index = 0;
@@ -33,8 +34,8 @@ struct AttentionProblem {
 
   const std::int32_t* cu_seqlens_q = nullptr;
   const std::int32_t* cu_seqlens_k = nullptr;
-  std::int64_t total_k = 0;  // varlen K/V: rows of the packed tensors
-  std::int64_t total_q = 0;  // varlen Q: rows of the packed tensor
+  std::int64_t total_k = 0;  // varlen K/V: rows of the packed tensors (kernels clamp cu_seqlens_k to it)
+  std::int64_t total_q = 0;  // varlen Q: rows of the packed tensor (kernels clamp cu_seqlens_q to it)
   const std::int32_t* seqlens_k = nullptr;
   const std::int32_t* page_table = nullptr;
   std::int64_t page_table_stride = 0;

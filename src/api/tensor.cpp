@@ -1,6 +1,6 @@
 // API layer: the small pieces of the public header that are not entry points — dtype and
 // backend names, TensorView helpers, make_view and build_info. Host C++ only.
-#include <sstream>
+#include <string>
 
 #include "flashbuf/flashbuf.hpp"
 
@@ -83,18 +83,18 @@ TensorView make_view(void* data, DType dtype, std::initializer_list<std::int64_t
 }
 
 std::string build_info() {
-  std::ostringstream out;
+  // std::string, not a stream: no dependence on the process's global C++ locale.
   const std::string archs = FLASHBUF_BUILD_ARCHS;
-  out << "flashbuf " << FLASHBUF_VERSION_STRING << "\n";
-  out << "  CPU backend: bf16, fp16, fp32; any head dims; every mask, paged and varlen\n";
+  std::string out = std::string("flashbuf ") + FLASHBUF_VERSION_STRING + "\n";
+  out += "  CPU backend: bf16, fp16, fp32; any head dims; every mask, paged and varlen\n";
   if (archs == "none" || archs.empty()) {
-    out << "  CUDA: not built (" << FLASHBUF_NO_CUDA_REASON << "); CUDA tensors are refused\n";
+    out += std::string("  CUDA: not built (") + FLASHBUF_NO_CUDA_REASON + "); CUDA tensors are refused\n";
   } else {
-    out << "  CUDA architectures: " << archs << "\n";
-    out << "  prefill instantiations (dtype_D_Dv): " << FLASHBUF_BUILD_INSTANTIATIONS << "\n";
-    out << "  decode instantiations (dtype_D): " << FLASHBUF_BUILD_DECODE_INSTANTIATIONS << "\n";
+    out += "  CUDA architectures: " + archs + "\n";
+    out += std::string("  prefill instantiations (dtype_D_Dv): ") + FLASHBUF_BUILD_INSTANTIATIONS + "\n";
+    out += std::string("  decode instantiations (dtype_D): ") + FLASHBUF_BUILD_DECODE_INSTANTIATIONS + "\n";
   }
-  return out.str();
+  return out;
 }
 
 }  // namespace flashbuf

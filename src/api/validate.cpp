@@ -1,16 +1,24 @@
 // API layer: validation of attention, decode and merge_states arguments (see validate.hpp).
 //
 // Order of the checks: presence and null pointers, dtypes, devices, ranks and shapes, strides,
-// alignment, what the chosen device can run, scalars, and last the contents of the index
-// tensors. Every failure is an ArgumentError naming the argument; nothing is ever written.
+// alignment, what the chosen device can run, derived sizes, scalars, memory overlap of the
+// outputs, and last the contents of the index tensors. Every failure is an ArgumentError
+// naming the argument; nothing is ever written. docs/errors.md lists the cases.
+//
+// Messages are built from std::string and std::to_string only, never iostreams: a host
+// process may install a global C++ locale (some CUDA libraries loaded by PyTorch do), and a
+// stream imbued with it formats numbers with that locale's grouping, or worse, runs facets of
+// another libstdc++ copy.
 #include "api/validate.hpp"
 
+#include <algorithm>
+#include <cinttypes>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <optional>
-#include <sstream>
 #include <vector>
 
 #include "api/backends.hpp"
@@ -26,6 +34,19 @@ constexpr std::size_t kGpuAlignmentBytes = 16;
 // Workspace alignment promised by DecodePlan (partial O / LSE arrays are carved out of it).
 constexpr std::size_t kWorkspaceAlignment = 256;
 constexpr int kMaxQueriesPerSequence = 16;
+// Every backend indexes rows, keys and packed (row, head) pairs in int and steps past them by
+// at most a tile (<= 256) or adds a window to a key position: the sizes those indices reach
+// must stay this far below INT32_MAX.
+constexpr std::int64_t kIndexSlack = 1024;
+constexpr std::int64_t kMaxIndex = std::numeric_limits<std::int32_t>::max() - kIndexSlack;
+// CUDA grids: y and z are at most 65535 (the prefill grid is (query blocks, heads, batch), the
+// decode grid (splits, kv heads x row chunks, batch)).
+constexpr std::int64_t kMaxGridYZ = 65535;
+// The combine runs one warp per (token, head), four warps a block, in a one-dimensional grid.
+constexpr std::int64_t kMaxCombineRows = 4 * static_cast<std::int64_t>(std::numeric_limits<std::int32_t>::max());
+// log2(e): the kernels multiply scale and softcap by it once, so it must not overflow.
+constexpr float kLog2eHost = 1.4426950408889634f;
+constexpr float kMaxScaleOrCap = std::numeric_limits<float>::max() / kLog2eHost;
 
 constexpr std::int64_t kAny = -1;  // a shape extent that is not constrained
 
@@ -39,6 +60,18 @@ std::string device_string(DeviceKind device, int index) {
 }
 std::string device_string(const TensorView& t) { return device_string(t.device, t.device_index); }
 
+std::string number(double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", x);
+  return buf;
+}
+
+std::string strides_string(const TensorView& t) {
+  std::string s = "(";
+  for (int i = 0; i < t.rank && i < kMaxRank; ++i) s += (i ? ", " : "") + std::to_string(t.stride[i]);
+  return s + ")";
+}
+
 [[noreturn]] void fail(const std::string& arg, const std::string& what, bool type_error = false) {
   throw ArgumentError(arg, what, type_error);
 }
@@ -47,9 +80,30 @@ void require_present(const char* arg, const TensorView& t) {
   if (!t.present()) fail(arg, "required tensor is missing (rank 0)");
 }
 
-// A present tensor with elements needs a pointer; an empty one (e.g. zero total tokens) may
-// come from an allocator that returns null for zero bytes.
-void check_pointer(const char* arg, const TensorView& t) {
+bool empty(const TensorView& t) { return t.present() && t.numel() == 0; }
+
+// Elements from a view's first to one past its last addressed element; 0 when empty. Every
+// product is checked so that no later offset computation can overflow int64.
+std::int64_t element_span(const char* arg, const TensorView& t) {
+  if (!t.present() || t.numel() == 0) return 0;
+  std::int64_t last = 0;
+  for (int i = 0; i < t.rank; ++i) {
+    std::int64_t reach = 0;
+    if (__builtin_mul_overflow(t.shape[i] - 1, t.stride[i], &reach) || __builtin_add_overflow(last, reach, &last)) {
+      fail(arg, "shape " + shape_string(t) + " with strides " + strides_string(t) + " spans more than 2^63 elements");
+    }
+  }
+  std::int64_t bytes = 0;
+  if (__builtin_mul_overflow(last + 1, static_cast<std::int64_t>(dtype_size(t.dtype)), &bytes)) {
+    fail(arg, "shape " + shape_string(t) + " with strides " + strides_string(t) + " spans more than 2^63 bytes");
+  }
+  return last + 1;
+}
+
+// Rank, extents, strides and the pointer. An empty tensor (e.g. zero total tokens) may have a
+// null pointer (allocators return one for zero bytes) and any strides (NumPy 2 gives empty
+// arrays zero strides): nothing is addressed through it.
+void check_pointer(const char* arg, const TensorView& t, bool metadata_only) {
   if (t.rank < 0 || t.rank > kMaxRank) {
     fail(arg, "rank " + std::to_string(t.rank) + " is outside 0.." + std::to_string(kMaxRank));
   }
@@ -65,7 +119,15 @@ void check_pointer(const char* arg, const TensorView& t) {
                     " exceeds the int32 range the kernels index with");
     }
   }
-  if (t.present() && t.data == nullptr && t.numel() > 0) {
+  if (t.present() && t.dtype != DType::bf16 && t.dtype != DType::fp16 && t.dtype != DType::fp32 &&
+      t.dtype != DType::int32) {
+    fail(arg, "unknown dtype code " + std::to_string(static_cast<int>(t.dtype)), /*type_error=*/true);
+  }
+  if (t.present() && t.device != DeviceKind::cpu && t.device != DeviceKind::cuda) {
+    fail(arg, "unknown device kind " + std::to_string(static_cast<int>(t.device)));
+  }
+  element_span(arg, t);
+  if (!metadata_only && t.present() && t.data == nullptr && t.numel() > 0) {
     fail(arg, "null data pointer for a tensor of shape " + shape_string(t));
   }
 }
@@ -104,58 +166,51 @@ void expect_shape(const char* arg, const TensorView& t, std::initializer_list<Di
     ++i;
   }
   if (ok) return;
-  std::ostringstream expected;
   // Free extents print as the tensor's own extent when the rank is right (so the expected
   // shape is concrete and differs from the actual one only where it must), else as names.
   const bool same_rank = t.rank == static_cast<int>(dims.size());
-  expected << "expected shape (";
+  std::string expected = "expected shape (";
   i = 0;
   for (const Dim& d : dims) {
-    if (i) expected << ", ";
+    if (i) expected += ", ";
     if (d.extent != kAny) {
-      expected << d.extent;
+      expected += std::to_string(d.extent);
     } else if (same_rank) {
-      expected << t.shape[i];
+      expected += std::to_string(t.shape[i]);
     } else {
-      expected << d.name;
+      expected += d.name;
     }
     ++i;
   }
-  expected << ") [";
+  expected += ") [";
   i = 0;
-  for (const Dim& d : dims) expected << (i++ ? ", " : "") << d.name;
-  expected << "], got " << (t.present() ? shape_string(t) : std::string("nothing (rank 0)"));
-  fail(arg, expected.str());
+  for (const Dim& d : dims) expected += std::string(i++ ? ", " : "") + d.name;
+  expected += "], got " + (t.present() ? shape_string(t) : std::string("nothing (rank 0)"));
+  fail(arg, expected);
 }
 
 // The last dimension must be dense: every kernel reads rows as contiguous vectors.
 void expect_unit_last_stride(const char* arg, const TensorView& t) {
   const int last = t.rank - 1;
-  if (last >= 0 && t.shape[last] > 1 && t.stride[last] != 1) {
+  if (last >= 0 && !empty(t) && t.shape[last] > 1 && t.stride[last] != 1) {
     fail(arg, "stride not supported: the last dimension must be contiguous (stride 1), got strides " +
-                  [&] {
-                    std::ostringstream s;
-                    s << "(";
-                    for (int i = 0; i < t.rank; ++i) s << (i ? ", " : "") << t.stride[i];
-                    s << ")";
-                    return s.str();
-                  }());
+                  strides_string(t));
   }
 }
 
 // CPU: element alignment. CUDA: 16-byte base pointers and, for tensors the kernels read with
 // vector accesses, strides that are multiples of 16 bytes (8 elements of bf16/fp16).
-void expect_aligned(const char* arg, const TensorView& t, bool vector_access) {
-  if (!t.present() || t.data == nullptr) return;
-  const auto address = reinterpret_cast<std::uintptr_t>(t.data);
+void expect_aligned(const char* arg, const TensorView& t, bool vector_access, bool metadata_only) {
+  if (!t.present() || empty(t)) return;
   const std::size_t elem = dtype_size(t.dtype);
   const bool gpu = t.device == DeviceKind::cuda && vector_access;
   const std::size_t align = gpu ? kGpuAlignmentBytes : elem;
-  if (address % align != 0) {
-    std::ostringstream s;
-    s << "unaligned data pointer 0x" << std::hex << address << std::dec << ": expected a multiple of "
-      << align << " bytes" << (gpu ? " on the GPU" : std::string(" (the ") + dtype_name(t.dtype) + " element size)");
-    fail(arg, s.str());
+  const auto address = reinterpret_cast<std::uintptr_t>(t.data);
+  if (!metadata_only && t.data != nullptr && address % align != 0) {
+    char hex[32];
+    std::snprintf(hex, sizeof hex, "0x%" PRIxPTR, address);
+    fail(arg, std::string("unaligned data pointer ") + hex + ": expected a multiple of " + std::to_string(align) +
+                  " bytes" + (gpu ? " on the GPU" : std::string(" (the ") + dtype_name(t.dtype) + " element size)"));
   }
   if (!gpu) return;
   const std::int64_t elems_per_vector = static_cast<std::int64_t>(kGpuAlignmentBytes / elem);
@@ -172,7 +227,8 @@ void expect_aligned(const char* arg, const TensorView& t, bool vector_access) {
 // runtime is present (cudaPointerGetAttributes does not synchronise, but it is skipped on
 // the decode path anyway to keep that path lean).
 void expect_pointer_on_device(const char* arg, const TensorView& t) {
-  if (!t.present() || t.data == nullptr || t.device != DeviceKind::cuda) return;
+  // An empty tensor is never read, and allocators hand out any pointer (or none) for it.
+  if (!t.present() || empty(t) || t.data == nullptr || t.device != DeviceKind::cuda) return;
   int found = -1;
   if (!cuda_pointer_on_device(t.data, &found)) {
     fail(arg, "is marked as a CUDA tensor on " + device_string(t) +
@@ -197,19 +253,77 @@ void expect_index_tensor(const char* arg, const TensorView& t, std::initializer_
   expect_unit_last_stride(arg, t);
 }
 
+// An output must hold one element per address: a broadcast (stride-0) or otherwise
+// self-overlapping view would have several rows written to one place. Sufficient test: with
+// the dimensions sorted by stride, each stride exceeds the reach of the smaller ones.
+void expect_no_internal_overlap(const char* arg, const TensorView& t) {
+  if (!t.present() || empty(t)) return;
+  int order[kMaxRank];
+  int n = 0;
+  for (int i = 0; i < t.rank; ++i) {
+    if (t.shape[i] > 1) order[n++] = i;
+  }
+  std::sort(order, order + n, [&](int a, int b) { return t.stride[a] < t.stride[b]; });
+  std::int64_t reach = 0;  // largest offset reachable through the dimensions so far
+  for (int j = 0; j < n; ++j) {
+    const int i = order[j];
+    if (t.stride[i] <= reach) {
+      fail(arg, "shape " + shape_string(t) + " with strides " + strides_string(t) +
+                    " addresses some elements more than once (a broadcast or stride-0 view); an output needs "
+                    "one element per address");
+    }
+    reach += (t.shape[i] - 1) * t.stride[i];
+  }
+}
+
+struct Named {
+  const char* name;
+  const TensorView* view;
+};
+
+// Outputs must not share memory with any input (or each other): the kernels read inputs while
+// outputs are written, so out=k gives wrong numbers. Byte ranges are compared, so two views
+// interleaved in one buffer count as overlapping too.
+void expect_disjoint(const Named& out, std::initializer_list<Named> others) {
+  const TensorView& o = *out.view;
+  if (!o.present() || empty(o) || o.data == nullptr) return;
+  const auto o_lo = reinterpret_cast<std::uintptr_t>(o.data);
+  const auto o_hi = o_lo + static_cast<std::uintptr_t>(element_span(out.name, o)) * dtype_size(o.dtype);
+  for (const Named& other : others) {
+    const TensorView& t = *other.view;
+    if (!t.present() || empty(t) || t.data == nullptr || t.device != o.device) continue;
+    const auto lo = reinterpret_cast<std::uintptr_t>(t.data);
+    const auto hi = lo + static_cast<std::uintptr_t>(element_span(other.name, t)) * dtype_size(t.dtype);
+    if (lo < o_hi && o_lo < hi) {
+      fail(out.name, std::string("shares memory with ") + other.name +
+                         " (an output may not overlap an input or another output: the kernels read " + other.name +
+                         " while " + out.name + " is written)");
+    }
+  }
+}
+
 // ---- reading index tensors -------------------------------------------------------------
 
-// The elements [0, span) of an int32 tensor, in host memory. nullopt when they cannot be read
-// without breaking the caller's contract: CUDA tensors when `device_reads` is off (decode), or
-// while the stream is capturing a CUDA graph. Validation then trusts the contents; the kernels
-// clamp every index they read to the tensor it indexes, so bad contents stay memory-safe on
-// the GPU (they give wrong rows, not out-of-bounds accesses).
+struct AttentionChecks {
+  bool outputs = true;                // check o and lse (off: the *_output_shapes functions)
+  bool metadata_only = false;         // CheckScope::metadata: no pointer is looked at
+  bool device_content_reads = false;  // read CUDA index tensors (check_index_contents)
+  bool prefill_instantiation = true;  // the GPU prefill kernels must exist for (dtype, D, Dv)
+  bool pointer_attributes = true;     // ask the CUDA runtime where pointers live
+  int max_seqlen_k_bound = -1;        // decode: the plan's bound on every seqlens_k entry
+};
+
+// The elements [0, span) of an int32 tensor, in host memory, or nullopt when they are not to
+// be read: metadata-only checks, and CUDA tensors unless the caller asked for the check (it
+// copies and synchronises) and the stream is not capturing a graph. Validation then trusts
+// the contents; the kernels clamp every offset, length and page index they read to the
+// tensors they index, so bad contents give wrong rows, never out-of-bounds accesses.
 //
 // Host code never dereferences t.data unless the tensor is marked as host memory: a CUDA
-// tensor's elements arrive only through cuda_copy_to_host_if_not_capturing, and a device kind
-// other than cpu/cuda is refused rather than read.
+// tensor's elements arrive only through cuda_copy_to_host_if_not_capturing.
 std::optional<std::vector<std::int32_t>> read_index(const char* arg, const TensorView& t, std::int64_t span,
-                                                    bool device_reads, void* stream) {
+                                                    const AttentionChecks& checks, void* stream) {
+  if (checks.metadata_only) return std::nullopt;
   if (span <= 0) return std::vector<std::int32_t>{};
   if (t.data == nullptr) fail(arg, "null data pointer for a tensor of shape " + shape_string(t));
   std::vector<std::int32_t> host(static_cast<std::size_t>(span));
@@ -217,8 +331,7 @@ std::optional<std::vector<std::int32_t>> read_index(const char* arg, const Tenso
     std::memcpy(host.data(), t.data, host.size() * sizeof(std::int32_t));
     return host;
   }
-  if (t.device != DeviceKind::cuda) fail(arg, "unknown device kind " + std::to_string(static_cast<int>(t.device)));
-  if (!device_reads) return std::nullopt;
+  if (!checks.device_content_reads) return std::nullopt;
   if (!cuda_copy_to_host_if_not_capturing(host.data(), t.data, host.size() * sizeof(std::int32_t),
                                           stream)) {
     return std::nullopt;
@@ -235,21 +348,26 @@ std::int64_t index_span(const TensorView& t) {
 
 std::string indexed(const char* arg, std::int64_t i) { return std::string(arg) + "[" + std::to_string(i) + "]"; }
 
-// cu_seqlens: non-negative, non-decreasing, the last entry equal to the rows of the tensor it
-// indexes, every length within max_seqlen (the bound the GPU grid is sized by).
-void check_cu_seqlens(const char* arg, const std::vector<std::int32_t>& cu, std::int64_t rows,
-                      const char* rows_of, int max_seqlen, const char* max_arg) {
-  for (std::size_t i = 0; i < cu.size(); ++i) {
-    if (cu[i] < 0) fail(indexed(arg, i), "negative offset " + std::to_string(cu[i]));
-    if (i > 0 && cu[i] < cu[i - 1]) {
+// cu_seqlens: starting at 0, non-decreasing, the last entry equal to the rows of the tensor it
+// indexes, every length within max_seqlen when one was given (the bound the GPU grid is sized
+// by; 0 = derived). Returns the longest sequence.
+std::int64_t check_cu_seqlens(const char* arg, const std::vector<std::int32_t>& cu, std::int64_t rows,
+                              const char* rows_of, int max_seqlen, const char* max_arg) {
+  if (cu[0] != 0) {
+    fail(indexed(arg, 0), "must be 0 (the offset of the first sequence), got " + std::to_string(cu[0]));
+  }
+  std::int64_t longest = 0;
+  for (std::size_t i = 1; i < cu.size(); ++i) {
+    if (cu[i] < cu[i - 1]) {
       fail(indexed(arg, i), "offsets must be non-decreasing, got " + std::to_string(cu[i - 1]) +
                                 " then " + std::to_string(cu[i]));
     }
-    if (i > 0 && cu[i] - cu[i - 1] > max_seqlen) {
-      fail(indexed(arg, i), "sequence " + std::to_string(i - 1) + " has " +
-                                std::to_string(cu[i] - cu[i - 1]) + " tokens, more than " + max_arg +
-                                " = " + std::to_string(max_seqlen));
+    const std::int64_t len = static_cast<std::int64_t>(cu[i]) - cu[i - 1];
+    if (max_seqlen > 0 && len > max_seqlen) {
+      fail(indexed(arg, i), "sequence " + std::to_string(i - 1) + " has " + std::to_string(len) +
+                                " tokens, more than " + max_arg + " = " + std::to_string(max_seqlen));
     }
+    longest = std::max(longest, len);
   }
   const std::int64_t last = cu.back();
   if (last != rows) {
@@ -257,26 +375,10 @@ void check_cu_seqlens(const char* arg, const std::vector<std::int32_t>& cu, std:
                                           " must equal the number of rows of " + rows_of + " (" +
                                           std::to_string(rows) + ")");
   }
+  return longest;
 }
 
 // ---- the shared attention validation ---------------------------------------------------
-
-struct AttentionChecks {
-  bool device_content_reads = true;  // read CUDA index tensors (off for decode)
-  bool prefill_instantiation = true; // the GPU prefill kernels must exist for (dtype, D, Dv)
-  bool pointer_attributes = true;    // ask the CUDA runtime where pointers live
-  int max_seqlen_k_bound = -1;       // decode: the plan's bound on every seqlens_k entry
-};
-
-// sinks: optional, one fp32 logit per query head, contiguous, on q's device.
-void check_sinks(const TensorView& sinks, std::int64_t heads_q, const TensorView& q) {
-  if (!sinks.present()) return;
-  check_pointer("sinks", sinks);
-  expect_dtype("sinks", sinks, DType::fp32);
-  expect_shape("sinks", sinks, {{heads_q, "heads_q"}});
-  if (heads_q > 1 && sinks.stride[0] != 1) fail("sinks", "must be contiguous (stride 1), got stride " + std::to_string(sinks.stride[0]));
-  expect_same_device("sinks", sinks, q, "q");
-}
 
 std::string instantiation_list() {
   const std::string archs = FLASHBUF_BUILD_ARCHS;
@@ -285,27 +387,67 @@ std::string instantiation_list() {
   return list.empty() ? "none" : list;
 }
 
+void check_num_threads(int num_threads) {
+  if (num_threads < 0) fail("num_threads", "must be >= 0 (0 = the library's default), got " + std::to_string(num_threads));
+}
+
+// softmax_scale > 0 (0 = default) and softcap 0 or in range: the kernels fold scale * log2 e
+// (or softcap * log2 e) into one fp32 factor and take the row maximum of the raw scores before
+// scaling, which is only right for a positive scale; softcap divides the scale.
+void check_scalars(float softmax_scale, float softcap, float effective_scale) {
+  if (!std::isfinite(softmax_scale) || softmax_scale < 0.0f || softmax_scale > kMaxScaleOrCap) {
+    fail("softmax_scale", "must be finite, > 0 and at most " + number(kMaxScaleOrCap) +
+                              " (0 means 1/sqrt(head_dim)), got " + number(softmax_scale));
+  }
+  if (softcap == 0.0f) return;
+  if (!std::isfinite(softcap) || softcap < std::numeric_limits<float>::min() || softcap > kMaxScaleOrCap) {
+    fail("softcap", "must be 0 (off) or in [" + number(std::numeric_limits<float>::min()) + ", " +
+                        number(kMaxScaleOrCap) + "], got " + number(softcap));
+  }
+  if (!std::isfinite(effective_scale / softcap)) {
+    fail("softcap", number(softcap) + " is too small for softmax_scale " + number(effective_scale) +
+                        ": softmax_scale / softcap overflows fp32");
+  }
+}
+
+void check_sinks(const TensorView& sinks, const TensorView& q, std::int64_t heads_q, bool metadata_only) {
+  if (!sinks.present()) return;
+  expect_dtype("sinks", sinks, DType::fp32);
+  expect_same_device("sinks", sinks, q, "q");
+  expect_shape("sinks", sinks, {{heads_q, "heads_q"}});
+  expect_unit_last_stride("sinks", sinks);
+  expect_aligned("sinks", sinks, false, metadata_only);
+}
+
 AttentionProblem validate_attention_impl(const AttentionArgs& a, const AttentionChecks& checks) {
+  const bool meta = checks.metadata_only;
+  const TensorView o = checks.outputs ? a.o : TensorView{};
+  const TensorView lse = checks.outputs ? a.lse : TensorView{};
   // Presence and pointers.
   require_present("q", a.q);
   require_present("k", a.k);
   require_present("v", a.v);
-  require_present("o", a.o);
-  const std::pair<const char*, const TensorView*> all[] = {
-      {"q", &a.q},     {"k", &a.k},
-      {"v", &a.v},     {"o", &a.o},
-      {"lse", &a.lse}, {"cu_seqlens_q", &a.cu_seqlens_q},
-      {"cu_seqlens_k", &a.cu_seqlens_k}, {"seqlens_k", &a.seqlens_k},
-      {"page_table", &a.page_table}};
-  for (const auto& [name, t] : all) check_pointer(name, *t);
+  if (checks.outputs) require_present("o", o);
+  const Named all[] = {{"q", &a.q},
+                       {"k", &a.k},
+                       {"v", &a.v},
+                       {"o", &o},
+                       {"lse", &lse},
+                       {"cu_seqlens_q", &a.cu_seqlens_q},
+                       {"cu_seqlens_k", &a.cu_seqlens_k},
+                       {"seqlens_k", &a.seqlens_k},
+                       {"page_table", &a.page_table},
+                       {"sinks", &a.sinks}};
+  for (const auto& [name, t] : all) check_pointer(name, *t, meta);
 
-  // Dtypes: one floating dtype for q, k, v, o; LSE fp32; indices int32 (checked with shapes).
+  // Dtypes: one floating dtype for q, k, v, o; LSE and sinks fp32; indices int32 (checked
+  // with their shapes).
   expect_float_dtype("q", a.q);
   const DType dtype = a.q.dtype;
   expect_same_dtype("k", a.k, "q", dtype);
   expect_same_dtype("v", a.v, "q", dtype);
-  expect_same_dtype("o", a.o, "q", dtype);
-  if (a.lse.present()) expect_dtype("lse", a.lse, DType::fp32);
+  if (o.present()) expect_same_dtype("o", o, "q", dtype);
+  if (lse.present()) expect_dtype("lse", lse, DType::fp32);
 
   // Devices.
   for (const auto& [name, t] : all) expect_same_device(name, *t, a.q, "q");
@@ -334,7 +476,6 @@ AttentionProblem validate_attention_impl(const AttentionArgs& a, const Attention
     }
     batch = a.cu_seqlens_q.shape[0] - 1;
     expect_index_tensor("cu_seqlens_q", a.cu_seqlens_q, {{batch + 1, "batch + 1"}});
-    if (a.max_seqlen_q <= 0) fail("max_seqlen_q", "required (> 0) with cu_seqlens_q: an upper bound on every query sequence's length");
   } else {
     if (a.q.rank != 4) {
       fail("q", "expected rank 4 (batch, seqlen_q, heads_q, head_dim), or rank 3 (total_q, heads_q, head_dim) with cu_seqlens_q; got shape " + shape_string(a.q));
@@ -365,11 +506,8 @@ AttentionProblem validate_attention_impl(const AttentionArgs& a, const Attention
     }
     expect_shape("v", a.v, {{num_pages, "num_pages"}, {page_size, "page_size"}, {heads_kv, "heads_kv"}, {kAny, "head_dim_v"}});
     head_dim_v = a.v.shape[3];
-    if (a.page_table.rank != 2) {
-      expect_index_tensor("page_table", a.page_table, {{batch, "batch"}, {kAny, "max_pages"}});
-    }
-    max_pages = a.page_table.shape[1];
     expect_index_tensor("page_table", a.page_table, {{batch, "batch"}, {kAny, "max_pages"}});
+    max_pages = a.page_table.shape[1];
     capacity_k = max_pages * page_size;
   } else if (varlen_k) {
     if (a.k.rank != 3) fail("k", "expected rank 3 (total_k, heads_kv, head_dim) with cu_seqlens_k, got shape " + shape_string(a.k));
@@ -378,7 +516,6 @@ AttentionProblem validate_attention_impl(const AttentionArgs& a, const Attention
     expect_shape("v", a.v, {{a.k.shape[0], "total_k"}, {heads_kv, "heads_kv"}, {kAny, "head_dim_v"}});
     head_dim_v = a.v.shape[2];
     expect_index_tensor("cu_seqlens_k", a.cu_seqlens_k, {{batch + 1, "batch + 1"}});
-    if (a.max_seqlen_k <= 0) fail("max_seqlen_k", "required (> 0) with cu_seqlens_k: an upper bound on every key sequence's length");
   } else {
     if (a.k.rank != 4) fail("k", "expected rank 4 (batch, seqlen_k, heads_kv, head_dim), rank 3 with cu_seqlens_k, or paged with page_table; got shape " + shape_string(a.k));
     heads_kv = a.k.shape[2];
@@ -394,29 +531,38 @@ AttentionProblem validate_attention_impl(const AttentionArgs& a, const Attention
     fail("q", "heads_q = " + std::to_string(heads_q) + " is not a multiple of heads_kv = " +
                   std::to_string(heads_kv) + " (GQA/MQA share each K/V head among a whole group)");
   }
+  check_sinks(a.sinks, a.q, heads_q, meta);
 
   // Outputs.
-  if (varlen_q) {
-    expect_shape("o", a.o, {{rows_q, "total_q"}, {heads_q, "heads_q"}, {head_dim_v, "head_dim_v"}});
-    if (a.lse.present()) expect_shape("lse", a.lse, {{heads_q, "heads_q"}, {rows_q, "total_q"}});
-  } else {
-    expect_shape("o", a.o, {{batch, "batch"}, {seqlen_q, "seqlen_q"}, {heads_q, "heads_q"}, {head_dim_v, "head_dim_v"}});
-    if (a.lse.present()) expect_shape("lse", a.lse, {{batch, "batch"}, {heads_q, "heads_q"}, {seqlen_q, "seqlen_q"}});
+  if (o.present()) {
+    if (varlen_q) {
+      expect_shape("o", o, {{rows_q, "total_q"}, {heads_q, "heads_q"}, {head_dim_v, "head_dim_v"}});
+    } else {
+      expect_shape("o", o, {{batch, "batch"}, {seqlen_q, "seqlen_q"}, {heads_q, "heads_q"}, {head_dim_v, "head_dim_v"}});
+    }
   }
-  check_sinks(a.sinks, heads_q, a.q);
+  if (lse.present()) {
+    if (varlen_q) {
+      expect_shape("lse", lse, {{heads_q, "heads_q"}, {rows_q, "total_q"}});
+    } else {
+      expect_shape("lse", lse, {{batch, "batch"}, {heads_q, "heads_q"}, {seqlen_q, "seqlen_q"}});
+    }
+  }
 
   // Strides and alignment.
   for (const auto& [name, t] : all) {
     if (t->present()) expect_unit_last_stride(name, *t);
   }
-  expect_aligned("q", a.q, true);
-  expect_aligned("k", a.k, true);
-  expect_aligned("v", a.v, true);
-  expect_aligned("o", a.o, true);
-  expect_aligned("lse", a.lse, false);
+  expect_aligned("q", a.q, true, meta);
+  expect_aligned("k", a.k, true, meta);
+  expect_aligned("v", a.v, true, meta);
+  expect_aligned("o", o, true, meta);
+  expect_aligned("lse", lse, false, meta);
   for (const auto& [name, t] : all) {
-    if (t->dtype == DType::int32) expect_aligned(name, *t, false);
+    if (t->present() && t->dtype == DType::int32) expect_aligned(name, *t, false, meta);
   }
+  expect_no_internal_overlap("o", o);
+  expect_no_internal_overlap("lse", lse);
 
   // What the device can run.
   if (gpu) {
@@ -428,14 +574,22 @@ AttentionProblem validate_attention_impl(const AttentionArgs& a, const Attention
       fail("q", "head_dim " + std::to_string(head_dim) + " with head_dim_v " + std::to_string(head_dim_v) +
                     " is not instantiated for " + dtype_name(dtype) + " on the GPU; built: " + instantiation_list());
     }
-    if (checks.pointer_attributes && cuda_runtime_available()) {
+    if (!meta && checks.pointer_attributes && cuda_runtime_available()) {
       for (const auto& [name, t] : all) expect_pointer_on_device(name, *t);
+    }
+    if (batch > kMaxGridYZ) {
+      fail(varlen_q ? "cu_seqlens_q" : "q", std::to_string(batch) + " sequences exceed the " +
+                                                std::to_string(kMaxGridYZ) + " the GPU grid holds (its z dimension)");
+    }
+    if (heads_q > kMaxGridYZ) {
+      fail("q", std::to_string(heads_q) + " heads exceed the " + std::to_string(kMaxGridYZ) +
+                    " the GPU grid holds (its y dimension)");
     }
   }
 
   // Scalars.
-  if (!std::isfinite(a.softmax_scale)) fail("softmax_scale", "must be finite, got " + std::to_string(a.softmax_scale));
-  if (!std::isfinite(a.softcap) || a.softcap < 0.0f) fail("softcap", "must be finite and >= 0 (0 = off), got " + std::to_string(a.softcap));
+  const float scale = a.softmax_scale != 0.0f ? a.softmax_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+  check_scalars(a.softmax_scale, a.softcap, scale);
   int window_left = -1, window_right = -1;
   switch (a.mask.kind) {
     case MaskKind::none: break;
@@ -448,28 +602,47 @@ AttentionProblem validate_attention_impl(const AttentionArgs& a, const Attention
       break;
     default: fail("mask.kind", "unknown mask kind " + std::to_string(static_cast<int>(a.mask.kind)));
   }
+  check_num_threads(a.num_threads);
+
+  // Memory: no output may share bytes with an input or the other output.
+  if (!meta) {
+    expect_disjoint({"o", &o}, {{"q", &a.q}, {"k", &a.k}, {"v", &a.v}, {"lse", &lse}, {"cu_seqlens_q", &a.cu_seqlens_q},
+                                {"cu_seqlens_k", &a.cu_seqlens_k}, {"seqlens_k", &a.seqlens_k},
+                                {"page_table", &a.page_table}, {"sinks", &a.sinks}});
+    expect_disjoint({"lse", &lse}, {{"q", &a.q}, {"k", &a.k}, {"v", &a.v}, {"cu_seqlens_q", &a.cu_seqlens_q},
+                                    {"cu_seqlens_k", &a.cu_seqlens_k}, {"seqlens_k", &a.seqlens_k},
+                                    {"page_table", &a.page_table}, {"sinks", &a.sinks}});
+  }
 
   // Bounds of the key lengths: the explicit max_seqlen_k may tighten the capacity (it sizes the
   // GPU grid); decode adds the plan's bound.
-  std::int64_t max_seqlen_k = varlen_k ? a.max_seqlen_k : capacity_k;
+  if (capacity_k > kMaxIndex) {
+    fail(paged ? "page_table" : "k", std::to_string(capacity_k) + " keys per sequence" +
+                                         (paged ? " (max_pages * page_size)" : "") + " exceed the " +
+                                         std::to_string(kMaxIndex) + " the kernels' int indices allow");
+  }
+  std::int64_t max_seqlen_k = varlen_k ? (a.max_seqlen_k > 0 ? a.max_seqlen_k : a.k.shape[0]) : capacity_k;
   if (!varlen_k && a.max_seqlen_k > 0 && a.seqlens_k.present()) max_seqlen_k = std::min<std::int64_t>(max_seqlen_k, a.max_seqlen_k);
   if (checks.max_seqlen_k_bound >= 0) max_seqlen_k = std::min<std::int64_t>(max_seqlen_k, checks.max_seqlen_k_bound);
-  if (capacity_k > std::numeric_limits<std::int32_t>::max()) fail("page_table", "max_pages * page_size exceeds the int32 range");
+  std::int64_t max_seqlen_q = varlen_q ? (a.max_seqlen_q > 0 ? a.max_seqlen_q : rows_q) : seqlen_q;
 
   // Contents of the index tensors.
   if (varlen_q) {
-    if (auto cu = read_index("cu_seqlens_q", a.cu_seqlens_q, batch + 1, checks.device_content_reads, a.stream)) {
-      check_cu_seqlens("cu_seqlens_q", *cu, rows_q, "q", a.max_seqlen_q, "max_seqlen_q");
+    if (auto cu = read_index("cu_seqlens_q", a.cu_seqlens_q, batch + 1, checks, a.stream)) {
+      const std::int64_t longest = check_cu_seqlens("cu_seqlens_q", *cu, rows_q, "q", a.max_seqlen_q, "max_seqlen_q");
+      if (a.max_seqlen_q == 0) max_seqlen_q = longest;
     }
   }
   if (varlen_k) {
-    if (auto cu = read_index("cu_seqlens_k", a.cu_seqlens_k, batch + 1, checks.device_content_reads, a.stream)) {
-      check_cu_seqlens("cu_seqlens_k", *cu, a.k.shape[0], "k", a.max_seqlen_k, "max_seqlen_k");
+    if (auto cu = read_index("cu_seqlens_k", a.cu_seqlens_k, batch + 1, checks, a.stream)) {
+      const std::int64_t longest =
+          check_cu_seqlens("cu_seqlens_k", *cu, a.k.shape[0], "k", a.max_seqlen_k, "max_seqlen_k");
+      if (a.max_seqlen_k == 0) max_seqlen_k = longest;
     }
   }
   std::optional<std::vector<std::int32_t>> seqlens;
   if (a.seqlens_k.present()) {
-    seqlens = read_index("seqlens_k", a.seqlens_k, batch, checks.device_content_reads, a.stream);
+    seqlens = read_index("seqlens_k", a.seqlens_k, batch, checks, a.stream);
     if (seqlens) {
       for (std::int64_t b = 0; b < batch; ++b) {
         const std::int32_t s = (*seqlens)[b];
@@ -486,7 +659,7 @@ AttentionProblem validate_attention_impl(const AttentionArgs& a, const Attention
     }
   }
   if (paged && seqlens) {
-    if (auto table = read_index("page_table", a.page_table, index_span(a.page_table), checks.device_content_reads, a.stream)) {
+    if (auto table = read_index("page_table", a.page_table, index_span(a.page_table), checks, a.stream)) {
       const std::int64_t row_stride = a.page_table.stride[0];
       for (std::int64_t b = 0; b < batch; ++b) {
         // Only the pages a sequence uses are read; the rest of its row may hold anything.
@@ -503,6 +676,23 @@ AttentionProblem validate_attention_impl(const AttentionArgs& a, const Attention
     }
   }
 
+  // Derived sizes against the kernels' int indices: packed (query, head) rows of a GQA group,
+  // and key positions diag = q + seqlen_k - seqlen_q with a window added.
+  if (rows_q > kMaxIndex || (varlen_k && a.k.shape[0] > kMaxIndex)) {
+    fail(rows_q > kMaxIndex ? "q" : "k", "more than " + std::to_string(kMaxIndex) +
+                                             " rows, beyond the kernels' int row indices");
+  }
+  const std::int64_t group = heads_q / heads_kv;
+  if (max_seqlen_q * group > kMaxIndex) {
+    fail("q", "seqlen_q " + std::to_string(max_seqlen_q) + " x group " + std::to_string(group) +
+                  " (heads_q / heads_kv) = " + std::to_string(max_seqlen_q * group) + " packed rows exceed the " +
+                  std::to_string(kMaxIndex) + " the kernels' int indices allow");
+  }
+  if (max_seqlen_q + max_seqlen_k > kMaxIndex) {
+    fail("k", "seqlen_q " + std::to_string(max_seqlen_q) + " + seqlen_k " + std::to_string(max_seqlen_k) +
+                  " exceed the " + std::to_string(kMaxIndex) + " the kernels' int key positions allow");
+  }
+
   // The normalised problem.
   AttentionProblem p;
   p.batch = static_cast<int>(batch);
@@ -510,10 +700,13 @@ AttentionProblem validate_attention_impl(const AttentionArgs& a, const Attention
   p.heads_kv = static_cast<int>(heads_kv);
   p.head_dim = static_cast<int>(head_dim);
   p.head_dim_v = static_cast<int>(head_dim_v);
-  p.max_seqlen_q = varlen_q ? a.max_seqlen_q : static_cast<int>(seqlen_q);
+  p.max_seqlen_q = static_cast<int>(max_seqlen_q);
   p.max_seqlen_k = static_cast<int>(max_seqlen_k);
   p.seqlen_q = static_cast<int>(seqlen_q);
-  p.seqlen_k = varlen_k ? 0 : static_cast<int>(capacity_k);  // with seqlens_k: the capacity
+  // With seqlens_k: the capacity, which the kernels clamp every length to. A pool of no pages
+  // holds no key whatever the table's width (the page clamp has no page to clamp to).
+  p.seqlen_k = varlen_k || (paged && num_pages == 0) ? 0 : static_cast<int>(capacity_k);
+  p.total_q = rows_q;
   p.dtype = dtype;
   p.device = a.q.device;
   p.device_index = a.q.device_index;
@@ -531,19 +724,20 @@ AttentionProblem validate_attention_impl(const AttentionArgs& a, const Attention
   p.v_batch_stride = varlen_k ? 0 : a.v.stride[0];
   p.v_row_stride = a.v.stride[kd];
   p.v_head_stride = a.v.stride[kd + 1];
-  p.o = a.o.data;
-  p.o_batch_stride = varlen_q ? 0 : a.o.stride[0];
-  p.o_row_stride = a.o.stride[qd];
-  p.o_head_stride = a.o.stride[qd + 1];
-  if (a.lse.present()) {
-    p.lse = static_cast<float*>(a.lse.data);
-    p.lse_batch_stride = varlen_q ? 0 : a.lse.stride[0];
-    p.lse_head_stride = a.lse.stride[varlen_q ? 0 : 1];
+  p.o = o.data;
+  if (o.present()) {
+    p.o_batch_stride = varlen_q ? 0 : o.stride[0];
+    p.o_row_stride = o.stride[qd];
+    p.o_head_stride = o.stride[qd + 1];
+  }
+  if (lse.present()) {
+    p.lse = static_cast<float*>(lse.data);
+    p.lse_batch_stride = varlen_q ? 0 : lse.stride[0];
+    p.lse_head_stride = lse.stride[varlen_q ? 0 : 1];
   }
   p.cu_seqlens_q = static_cast<const std::int32_t*>(a.cu_seqlens_q.data);
   p.cu_seqlens_k = static_cast<const std::int32_t*>(a.cu_seqlens_k.data);
   if (varlen_k) p.total_k = a.k.shape[0];
-  if (varlen_q) p.total_q = a.q.shape[0];
   p.seqlens_k = static_cast<const std::int32_t*>(a.seqlens_k.data);
   if (paged) {
     p.page_table = static_cast<const std::int32_t*>(a.page_table.data);
@@ -551,7 +745,7 @@ AttentionProblem validate_attention_impl(const AttentionArgs& a, const Attention
     p.page_size = static_cast<int>(page_size);
     p.num_pages = static_cast<int>(num_pages);
   }
-  p.softmax_scale = a.softmax_scale != 0.0f ? a.softmax_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+  p.softmax_scale = scale;
   p.softcap = a.softcap;
   if (a.sinks.present()) p.sinks = static_cast<const float*>(a.sinks.data);
   // A window at least as wide as every sequence binds nothing, and becomes unbounded (-1): the
@@ -564,54 +758,70 @@ AttentionProblem validate_attention_impl(const AttentionArgs& a, const Attention
   return p;
 }
 
+AttentionChecks checks_for(const ValidationOptions& options, bool check_index_contents) {
+  AttentionChecks checks;
+  checks.outputs = options.outputs;
+  checks.metadata_only = options.scope == CheckScope::metadata;
+  checks.device_content_reads = check_index_contents;
+  return checks;
+}
+
 }  // namespace
 
 std::string shape_string(const TensorView& view) {
-  std::ostringstream s;
-  s << "(";
-  for (int i = 0; i < view.rank && i < kMaxRank; ++i) s << (i ? ", " : "") << view.shape[i];
-  s << ")";
-  return s.str();
+  std::string s = "(";
+  for (int i = 0; i < view.rank && i < kMaxRank; ++i) s += (i ? ", " : "") + std::to_string(view.shape[i]);
+  return s + ")";
 }
 
-AttentionProblem validate_attention(const AttentionArgs& args) {
-  return validate_attention_impl(args, AttentionChecks{});
+AttentionProblem validate_attention(const AttentionArgs& args, const ValidationOptions& options) {
+  return validate_attention_impl(args, checks_for(options, args.check_index_contents));
 }
 
 void validate_decode_problem(const DecodeProblem& p) {
-  auto range = [](const char* arg, int value, int lo, int hi, const char* why) {
+  auto range = [](const char* arg, std::int64_t value, std::int64_t lo, std::int64_t hi, const char* why) {
     if (value < lo || value > hi) {
       fail(arg, "expected " + std::to_string(lo) + (hi == std::numeric_limits<int>::max() ? std::string(" or more") : ".." + std::to_string(hi)) +
                     " (" + why + "), got " + std::to_string(value));
     }
   };
   constexpr int kNoLimit = std::numeric_limits<int>::max();
-  range("problem.batch", p.batch, 0, kNoLimit, "sequences; 0 is allowed and does nothing");
+  const bool gpu = p.device == DeviceKind::cuda;
+  range("problem.batch", p.batch, 0, gpu ? kMaxGridYZ : kNoLimit, gpu ? "sequences, at most the GPU grid's z dimension; 0 is allowed and does nothing" : "sequences; 0 is allowed and does nothing");
   range("problem.q_per_seq", p.q_per_seq, 1, kMaxQueriesPerSequence, "query tokens per sequence");
   range("problem.heads_q", p.heads_q, 1, kNoLimit, "query heads");
   range("problem.heads_kv", p.heads_kv, 1, kNoLimit, "key/value heads");
   if (p.heads_q % p.heads_kv != 0) {
     fail("problem.heads_q", std::to_string(p.heads_q) + " is not a multiple of heads_kv = " + std::to_string(p.heads_kv));
   }
+  if (gpu && static_cast<std::int64_t>(p.heads_q) * p.q_per_seq > kMaxGridYZ) {
+    fail("problem.heads_q", std::to_string(p.heads_q) + " heads x " + std::to_string(p.q_per_seq) +
+                                " queries per sequence exceed the " + std::to_string(kMaxGridYZ) +
+                                " packed rows the GPU decode grid's y dimension holds");
+  }
   range("problem.head_dim", p.head_dim, 1, kNoLimit, "query/key head dimension");
   range("problem.head_dim_v", p.head_dim_v, 1, kNoLimit, "value head dimension");
-  range("problem.max_seqlen_k", p.max_seqlen_k, 0, kNoLimit, "bound on any sequence's key count");
+  range("problem.max_seqlen_k", p.max_seqlen_k, 0, kMaxIndex, "bound on any sequence's key count");
   if (p.page_size != 0) range("problem.page_size", p.page_size, 1, kMaxPageSize, "tokens per page; 0 = contiguous cache");
   if (p.dtype != DType::bf16 && p.dtype != DType::fp16 && p.dtype != DType::fp32) {
     fail("problem.dtype", std::string("expected bf16, fp16 or fp32, got ") + dtype_name(p.dtype), true);
   }
-  if (p.device == DeviceKind::cuda && p.dtype == DType::fp32) {
+  if (gpu && p.dtype == DType::fp32) {
     fail("problem.dtype", "fp32 is supported on the CPU only; the GPU decode takes bf16 or fp16", true);
   }
   if (p.device != DeviceKind::cpu && p.device != DeviceKind::cuda) fail("problem.device", "unknown device kind");
 }
 
-AttentionProblem validate_decode(const DecodePlan& plan, const DecodeArgs& d) {
+AttentionProblem validate_decode(const DecodePlan& plan, const DecodeArgs& d, const ValidationOptions& options) {
   const DecodeProblem& pr = plan.problem;
+  const bool meta = options.scope == CheckScope::metadata;
   validate_decode_problem(pr);
   require_present("q", d.q);
+  require_present("k", d.k);
+  require_present("v", d.v);
   require_present("seqlens_k", d.seqlens_k);
-  check_pointer("q", d.q);
+  check_pointer("q", d.q, meta);
+  check_pointer("k", d.k, meta);
   expect_float_dtype("q", d.q);
   if (d.q.dtype != pr.dtype) {
     fail("q", std::string("dtype ") + dtype_name(d.q.dtype) + " does not match the plan's " + dtype_name(pr.dtype), true);
@@ -631,10 +841,23 @@ AttentionProblem validate_decode(const DecodePlan& plan, const DecodeArgs& d) {
   }
   expect_shape("v", d.v, {{d.k.shape[0], d.page_table.present() ? "num_pages" : "batch"}, {d.k.shape[1], d.page_table.present() ? "page_size" : "max_seqlen_k"}, {pr.heads_kv, "heads_kv"}, {pr.head_dim_v, "head_dim_v"}});
   if (plan.num_splits < 1) fail("plan.num_splits", "expected >= 1, got " + std::to_string(plan.num_splits) + " (use plan_decode)");
-  if (plan.workspace_bytes > 0) {
+  if (!meta && plan.workspace_bytes > 0) {
     if (d.workspace == nullptr) fail("workspace", "null, but the plan needs " + std::to_string(plan.workspace_bytes) + " bytes");
     if (reinterpret_cast<std::uintptr_t>(d.workspace) % kWorkspaceAlignment != 0) {
       fail("workspace", "must be " + std::to_string(kWorkspaceAlignment) + "-byte aligned");
+    }
+  }
+  // The paged GPU decode addresses rows with 32-bit byte strides (one wide multiply-add each).
+  if (pr.device == DeviceKind::cuda && pr.page_size > 0) {
+    const Named kv[] = {{"k", &d.k}, {"v", &d.v}};
+    for (const auto& [name, t] : kv) {
+      for (int i = 0; i < 2; ++i) {
+        const std::int64_t bytes = t->stride[i] * static_cast<std::int64_t>(dtype_size(pr.dtype));
+        if (bytes > 0xffffffffLL) {
+          fail(name, "the paged GPU decode takes page and row strides below 4 GiB, got " + std::to_string(bytes) +
+                         " bytes (dimension " + std::to_string(i) + ")");
+        }
+      }
     }
   }
 
@@ -650,46 +873,71 @@ AttentionProblem validate_decode(const DecodePlan& plan, const DecodeArgs& d) {
   a.mask = d.mask;
   a.softcap = d.softcap;
   a.sinks = d.sinks;
+  a.num_threads = d.num_threads;
   a.stream = d.stream;
-  AttentionChecks checks;
-  checks.device_content_reads = false;   // no synchronisation on the decode path
+  AttentionChecks checks = checks_for(options, d.check_index_contents);
   checks.prefill_instantiation = false;  // the decode kernels have their own list (cuda_plan_decode)
   checks.pointer_attributes = false;
   checks.max_seqlen_k_bound = pr.max_seqlen_k;
   AttentionProblem p = validate_attention_impl(a, checks);
   p.max_seqlen_k = pr.max_seqlen_k;  // the launch shape comes from the plan
+
+  // The kernels write partial results into the workspace: it may overlap nothing else.
+  if (!meta && plan.workspace_bytes > 0 && d.workspace != nullptr) {
+    TensorView ws = make_view(d.workspace, DType::int32, {static_cast<std::int64_t>((plan.workspace_bytes + 3) / 4)},
+                              pr.device, pr.device_index);
+    const TensorView o = options.outputs ? d.o : TensorView{};
+    const TensorView lse = options.outputs ? d.lse : TensorView{};
+    expect_disjoint({"workspace", &ws}, {{"q", &d.q}, {"k", &d.k}, {"v", &d.v}, {"o", &o}, {"lse", &lse},
+                                         {"seqlens_k", &d.seqlens_k}, {"page_table", &d.page_table},
+                                         {"sinks", &d.sinks}});
+  }
   return p;
 }
 
-MergeProblem validate_merge(const MergeStatesArgs& a) {
+MergeProblem validate_merge(const MergeStatesArgs& a, const ValidationOptions& options) {
+  const bool meta = options.scope == CheckScope::metadata;
+  const TensorView o = options.outputs ? a.o : TensorView{};
+  const TensorView lse = options.outputs ? a.lse : TensorView{};
   require_present("o_parts", a.o_parts);
   require_present("lse_parts", a.lse_parts);
-  require_present("o", a.o);
-  const std::pair<const char*, const TensorView*> all[] = {
-      {"o_parts", &a.o_parts}, {"lse_parts", &a.lse_parts}, {"o", &a.o}, {"lse", &a.lse}};
-  for (const auto& [name, t] : all) check_pointer(name, *t);
+  if (options.outputs) require_present("o", o);
+  const Named all[] = {{"o_parts", &a.o_parts}, {"lse_parts", &a.lse_parts}, {"o", &o}, {"lse", &lse}};
+  for (const auto& [name, t] : all) check_pointer(name, *t, meta);
   expect_float_dtype("o_parts", a.o_parts);
-  expect_same_dtype("o", a.o, "o_parts", a.o_parts.dtype);
+  if (o.present()) expect_same_dtype("o", o, "o_parts", a.o_parts.dtype);
   expect_dtype("lse_parts", a.lse_parts, DType::fp32);
-  if (a.lse.present()) expect_dtype("lse", a.lse, DType::fp32);
+  if (lse.present()) expect_dtype("lse", lse, DType::fp32);
   for (const auto& [name, t] : all) expect_same_device(name, *t, a.o_parts, "o_parts");
 
   if (a.o_parts.rank != 4) fail("o_parts", "expected rank 4 (num_parts, tokens, heads, head_dim_v), got shape " + shape_string(a.o_parts));
   const std::int64_t n = a.o_parts.shape[0], t = a.o_parts.shape[1], h = a.o_parts.shape[2], dv = a.o_parts.shape[3];
   if (n < 1) fail("o_parts", "expected at least one part, got shape " + shape_string(a.o_parts));
   expect_shape("lse_parts", a.lse_parts, {{n, "num_parts"}, {t, "tokens"}, {h, "heads"}});
-  expect_shape("o", a.o, {{t, "tokens"}, {h, "heads"}, {dv, "head_dim_v"}});
-  if (a.lse.present()) expect_shape("lse", a.lse, {{t, "tokens"}, {h, "heads"}});
+  if (o.present()) expect_shape("o", o, {{t, "tokens"}, {h, "heads"}, {dv, "head_dim_v"}});
+  if (lse.present()) expect_shape("lse", lse, {{t, "tokens"}, {h, "heads"}});
   // O rows are read and written as vectors; the LSE views may have any strides, so that
   // attention's (N, H, T) LSE passes as its transposed view without a copy.
   expect_unit_last_stride("o_parts", a.o_parts);
-  expect_unit_last_stride("o", a.o);
-  expect_aligned("o_parts", a.o_parts, true);
-  expect_aligned("o", a.o, true);
-  expect_aligned("lse_parts", a.lse_parts, false);
-  expect_aligned("lse", a.lse, false);
-  if (a.o_parts.device == DeviceKind::cuda && cuda_runtime_available()) {
-    for (const auto& [name, tv] : all) expect_pointer_on_device(name, *tv);
+  if (o.present()) expect_unit_last_stride("o", o);
+  expect_aligned("o_parts", a.o_parts, true, meta);
+  expect_aligned("o", o, true, meta);
+  expect_aligned("lse_parts", a.lse_parts, false, meta);
+  expect_aligned("lse", lse, false, meta);
+  expect_no_internal_overlap("o", o);
+  expect_no_internal_overlap("lse", lse);
+  if (a.o_parts.device == DeviceKind::cuda) {
+    if (!meta && cuda_runtime_available()) {
+      for (const auto& [name, tv] : all) expect_pointer_on_device(name, *tv);
+    }
+    if (t * h > kMaxCombineRows) {
+      fail("o_parts", std::to_string(t) + " tokens x " + std::to_string(h) + " heads exceed the " +
+                          std::to_string(kMaxCombineRows) + " rows the GPU combine's grid holds");
+    }
+  }
+  if (!meta) {
+    expect_disjoint({"o", &o}, {{"o_parts", &a.o_parts}, {"lse_parts", &a.lse_parts}, {"lse", &lse}});
+    expect_disjoint({"lse", &lse}, {{"o_parts", &a.o_parts}, {"lse_parts", &a.lse_parts}});
   }
 
   MergeProblem p;
@@ -708,13 +956,15 @@ MergeProblem validate_merge(const MergeStatesArgs& a) {
   p.lp_part_stride = a.lse_parts.stride[0];
   p.lp_token_stride = a.lse_parts.stride[1];
   p.lp_head_stride = a.lse_parts.stride[2];
-  p.o = a.o.data;
-  p.o_token_stride = a.o.stride[0];
-  p.o_head_stride = a.o.stride[1];
-  if (a.lse.present()) {
-    p.lse = static_cast<float*>(a.lse.data);
-    p.lse_token_stride = a.lse.stride[0];
-    p.lse_head_stride = a.lse.stride[1];
+  p.o = o.data;
+  if (o.present()) {
+    p.o_token_stride = o.stride[0];
+    p.o_head_stride = o.stride[1];
+  }
+  if (lse.present()) {
+    p.lse = static_cast<float*>(lse.data);
+    p.lse_token_stride = lse.stride[0];
+    p.lse_head_stride = lse.stride[1];
   }
   p.stream = a.stream;
   return p;

@@ -10,20 +10,25 @@
 
 namespace flashbuf::detail {
 
+struct ValidationOptions {
+  bool outputs = true;                 // false: o and lse are not looked at (output shapes)
+  CheckScope scope = CheckScope::full;  // metadata: no pointer is read or compared
+};
+
 // Prefill / general attention. Reads the index tensors (cu_seqlens, seqlens_k, page_table) to
-// check their contents: CPU tensors directly, CUDA tensors through a copy that is skipped
-// while the stream is capturing a CUDA graph.
-AttentionProblem validate_attention(const AttentionArgs& args);
+// check their contents: CPU tensors always, CUDA tensors only with args.check_index_contents
+// (a copy and a stream synchronisation, skipped while the stream captures a CUDA graph).
+AttentionProblem validate_attention(const AttentionArgs& args, const ValidationOptions& options = {});
 
 // Decode: attention with q (B, q_per_seq, Hq, D), seqlens_k required, K/V contiguous
-// (B, Smax, Hkv, D) or paged, all consistent with the plan. Never reads CUDA memory (a
-// decode run must not synchronise), so only CPU index tensors get content checks.
-AttentionProblem validate_decode(const DecodePlan& plan, const DecodeArgs& args);
+// (B, Smax, Hkv, D) or paged, all consistent with the plan; index contents as above.
+AttentionProblem validate_decode(const DecodePlan& plan, const DecodeArgs& args,
+                                 const ValidationOptions& options = {});
 
 // The sizes plan_decode accepts (argument names are "problem.<field>").
 void validate_decode_problem(const DecodeProblem& problem);
 
-MergeProblem validate_merge(const MergeStatesArgs& args);
+MergeProblem validate_merge(const MergeStatesArgs& args, const ValidationOptions& options = {});
 
 // "(4, 512, 8, 128)"
 std::string shape_string(const TensorView& view);

@@ -1,8 +1,11 @@
 // CPU backend: merge_states. Each (token, head) folds its num_parts partial outputs with the
 // core layer's merge_partials (relative to the larger LSE, so nothing overflows; parts with
 // LSE = -inf are skipped, their O never read). Accumulation is fp32; the result is rounded
-// to the output dtype once.
+// to the output dtype once. Non-finite LSEs follow flashbuf.hpp's rule, as the GPU combine
+// does: a NaN LSE makes the row NaN; +inf parts share all the weight equally, LSE = +inf.
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "api/backends.hpp"
@@ -33,13 +36,38 @@ void run_merge(const MergeProblem& p) {
           const std::int64_t t = pair / p.heads, h = pair % p.heads;
           float lse = kNegInf;  // the empty merge: O = 0, LSE = -inf
           std::fill(sc.acc.begin(), sc.acc.end(), 0.0f);
-          for (int n = 0; n < p.num_parts; ++n) {
-            const float part_lse = p.lse_parts[n * p.lp_part_stride + t * p.lp_token_stride + h * p.lp_head_stride];
-            if (part_lse == kNegInf) continue;  // contributes nothing; its O may be garbage
+          auto part_lse_of = [&](int n) {
+            return p.lse_parts[n * p.lp_part_stride + t * p.lp_token_stride + h * p.lp_head_stride];
+          };
+          auto load_part = [&](int n) {
             const T* src = static_cast<const T*>(p.o_parts) + n * p.op_part_stride + t * p.op_token_stride +
                            h * p.op_head_stride;
             for (int d = 0; d < Dv; ++d) sc.part[d] = E::load(src[d]);
-            merge_partials(sc.acc.data(), lse, sc.part.data(), part_lse, Dv, sc.acc.data(), lse);
+          };
+          bool has_nan = false;
+          int infinite_parts = 0;
+          for (int n = 0; n < p.num_parts; ++n) {
+            const float l = part_lse_of(n);
+            has_nan |= std::isnan(l);
+            infinite_parts += l == kPosInf;
+          }
+          if (has_nan) {
+            lse = std::numeric_limits<float>::quiet_NaN();
+            std::fill(sc.acc.begin(), sc.acc.end(), lse);
+          } else if (infinite_parts > 0) {
+            lse = kPosInf;
+            for (int n = 0; n < p.num_parts; ++n) {
+              if (part_lse_of(n) != kPosInf) continue;
+              load_part(n);
+              for (int d = 0; d < Dv; ++d) sc.acc[d] += sc.part[d] / static_cast<float>(infinite_parts);
+            }
+          } else {
+            for (int n = 0; n < p.num_parts; ++n) {
+              const float part_lse = part_lse_of(n);
+              if (part_lse == kNegInf) continue;  // contributes nothing; its O may be garbage
+              load_part(n);
+              merge_partials(sc.acc.data(), lse, sc.part.data(), part_lse, Dv, sc.acc.data(), lse);
+            }
           }
           T* dst = static_cast<T*>(p.o) + t * p.o_token_stride + h * p.o_head_stride;
           for (int d = 0; d < Dv; ++d) dst[d] = E::store(sc.acc[d]);

@@ -319,7 +319,7 @@ void cuda_decode(const DecodePlan& plan, const AttentionProblem& p, void* worksp
   // Lengths are clamped on the device to what both the plan and the K/V tensors hold
   // (p.seqlen_k is the capacity: Smax, or max_pages * page_size).
   params.kv_capacity = pr.max_seqlen_k;
-  if (p.seqlen_k > 0 && p.seqlen_k < params.kv_capacity) params.kv_capacity = p.seqlen_k;
+  if (p.seqlen_k < params.kv_capacity) params.kv_capacity = p.seqlen_k;  // 0: no key (e.g. a pool of no pages)
   params.num_splits = num_splits;
   params.keys_per_split_static = dk::split_keys(params.kv_capacity, num_splits, shape.block_n);
   const float scale = p.softmax_scale != 0.0f ? p.softmax_scale : 1.0f / std::sqrt(static_cast<float>(pr.head_dim));

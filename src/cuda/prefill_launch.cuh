@@ -211,6 +211,8 @@ inline PrefillParams make_prefill_params(const AttentionProblem& pr, int block_m
   p.num_pages = pr.num_pages;
   p.seqlen_q = pr.seqlen_q;
   p.seqlen_k = pr.seqlen_k;
+  p.total_q = static_cast<int>(pr.total_q);  // < 2^31 (validate.cpp)
+  p.total_k = static_cast<int>(pr.total_k);
   p.heads_q = pr.heads_q;
   p.group = pr.heads_q / pr.heads_kv;
   p.num_m_blocks = (pr.max_seqlen_q + block_m - 1) / block_m;

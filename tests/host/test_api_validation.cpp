@@ -9,9 +9,11 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <locale>
 #include <string>
 #include <vector>
 
+#include "api/backends.hpp"
 #include "api/validate.hpp"
 #include "reference/spec.hpp"
 
@@ -161,15 +163,235 @@ TEST_F(Validation, GpuPathNeeds16ByteAlignmentAndInstantiatedHeadDims) {
 TEST_F(Validation, Scalars) {
   AttentionArgs a = args;
   a.softcap = -1.0f;
-  expect_attention_error(a, "softcap", ">= 0");
+  expect_attention_error(a, "softcap", "must be 0 (off) or in [");
   a = args; a.softcap = std::numeric_limits<float>::quiet_NaN();
-  expect_attention_error(a, "softcap", "finite");
+  expect_attention_error(a, "softcap", "got nan");
+  a = args; a.softcap = 1e-40f;  // denormal: softcap * log2(e) loses the scores
+  expect_attention_error(a, "softcap", "must be 0 (off) or in [");
+  a = args; a.softcap = 3e38f;  // softcap * log2(e) overflows
+  expect_attention_error(a, "softcap", "must be 0 (off) or in [");
+  a = args; a.softcap = 1e-37f; a.softmax_scale = 1e3f;  // scale / softcap overflows
+  expect_attention_error(a, "softcap", "softmax_scale / softcap overflows");
   a = args; a.softmax_scale = std::numeric_limits<float>::infinity();
   expect_attention_error(a, "softmax_scale", "finite");
+  a = args; a.softmax_scale = -0.5f;  // the kernels take the row max before scaling
+  expect_attention_error(a, "softmax_scale", "> 0");
+  a = args; a.softmax_scale = 3e38f;  // scale * log2(e) overflows
+  expect_attention_error(a, "softmax_scale", "at most");
+  a = args; a.num_threads = -1;
+  expect_attention_error(a, "num_threads", ">= 0");
   a = args; a.mask = Mask::window(-2, 0);
   expect_attention_error(a, "mask.window_left", ">= -1");
   a = args; a.mask = Mask::window(4, -7);
   expect_attention_error(a, "mask.window_right", ">= -1");
+}
+
+TEST_F(Validation, OutputsMayNotOverlapInputs) {
+  // out = k (same shape here: Sq = Sk would be needed for the shapes; alias the storage).
+  ProblemSpec s = default_spec();
+  s.seqlen_q = s.seqlen_k;
+  build(s);
+  AttentionArgs a = args;
+  a.o.data = a.k.data;
+  expect_attention_error(a, "o", "shares memory with k");
+  a = args; a.o.data = a.v.data;
+  expect_attention_error(a, "o", "shares memory with v");
+  a = args; a.o.data = a.q.data;
+  expect_attention_error(a, "o", "shares memory with q");
+  a = args; a.lse.data = a.q.data;
+  expect_attention_error(a, "lse", "shares memory with q");
+  a = args; a.lse.data = a.o.data;
+  expect_attention_error(a, "o", "shares memory with lse");
+  // A broadcast output would have several rows written to one address.
+  a = args; a.o.stride[1] = 0;
+  expect_attention_error(a, "o", "more than once");
+  // Inputs may share memory with each other (q = k = v of one buffer).
+  a = args; a.q.data = a.k.data;
+  EXPECT_EQ(attention(a), Backend::cpu);
+}
+
+TEST_F(Validation, ZeroSizeTensorsAreValidWithAnyStrides) {
+  for (int which = 0; which < 3; ++which) {
+    ProblemSpec s = default_spec();
+    if (which == 0) s.batch = 0;
+    if (which == 1) s.seqlen_q = 0;
+    if (which == 2) s.seqlen_k = 0;
+    build(s);
+    AttentionArgs a = args;
+    // NumPy 2 gives empty arrays all-zero strides; nothing is addressed through them.
+    for (TensorView* v : {&a.q, &a.k, &a.v, &a.o, &a.lse}) {
+      if (v->numel() == 0) {
+        for (int i = 0; i < v->rank; ++i) v->stride[i] = 0;
+      }
+    }
+    EXPECT_EQ(attention(a), Backend::cpu) << which;
+    if (which == 2) {  // no key: O = 0, LSE = -inf
+      EXPECT_EQ(static_cast<const float*>(t.lse.data())[0], -std::numeric_limits<float>::infinity());
+    }
+  }
+}
+
+TEST_F(Validation, Sinks) {
+  std::vector<float> sinks(spec.heads_q, 0.5f);
+  AttentionArgs a = args;
+  a.sinks = make_view(sinks.data(), DType::fp32, {spec.heads_q});
+  EXPECT_NO_THROW(detail::validate_attention(a));
+  a.sinks = make_view(sinks.data(), DType::fp32, {spec.heads_q - 1});
+  expect_attention_error(a, "sinks", "[heads_q]");
+  a.sinks = make_view(sinks.data(), DType::bf16, {spec.heads_q});
+  expect_attention_error(a, "sinks", "expected dtype fp32", true);
+  a.sinks = make_view(sinks.data(), DType::fp32, {1, spec.heads_q});
+  expect_attention_error(a, "sinks", "[heads_q]");
+  a.sinks = make_view(sinks.data(), DType::fp32, {spec.heads_q / 2});
+  a.sinks.shape[0] = spec.heads_q;
+  a.sinks.stride[0] = 2;
+  expect_attention_error(a, "sinks", "contiguous");
+  a.sinks = make_view(sinks.data(), DType::fp32, {spec.heads_q}, DeviceKind::cuda);
+  expect_attention_error(a, "sinks", "is on cuda:0 but q is on cpu");
+  a.sinks = make_view(t.o.data(), DType::fp32, {spec.heads_q});
+  expect_attention_error(a, "o", "shares memory with sinks");
+}
+
+// Derived sizes beyond the kernels' int indices are refused before anything runs; stride-0
+// views make the shapes cheap to build.
+TEST_F(Validation, DerivedSizesWithinTheKernelsIndexTypes) {
+  static std::uint16_t one[8] = {};
+  auto broadcast = [](std::initializer_list<std::int64_t> shape) {
+    TensorView v = make_view(one, DType::bf16, shape);
+    for (int i = 0; i + 1 < v.rank; ++i) v.stride[i] = 0;
+    return v;
+  };
+  std::vector<std::uint16_t> out(16 * 8, 0);
+  AttentionArgs a;
+  // Sq 2^24 x group 256: 2^32 packed rows.
+  a.q = broadcast({1, 1 << 24, 256, 8});
+  a.k = broadcast({1, 4, 1, 8});
+  a.v = broadcast({1, 4, 1, 8});
+  a.o = make_view(out.data(), DType::bf16, {1, 1 << 24, 256, 8});
+  expect_error([&] { detail::validate_attention(a, {false}); }, "q", "packed rows exceed");
+  // Sk = 2^31 - 1 with a window: key positions diag + window overflow int.
+  a.q = broadcast({1, 4, 1, 8});
+  a.k = broadcast({1, 2147483647, 1, 8});
+  a.v = broadcast({1, 2147483647, 1, 8});
+  a.mask = Mask::window(100, 0);
+  expect_error([&] { detail::validate_attention(a, {false}); }, "k", "allow");
+  // Paged capacity max_pages * page_size.
+  std::vector<std::int32_t> lens(1, 0);
+  a = AttentionArgs{};
+  a.q = broadcast({1, 4, 1, 8});
+  a.k = broadcast({2, 256, 1, 8});
+  a.v = broadcast({2, 256, 1, 8});
+  a.seqlens_k = make_view(lens.data(), DType::int32, {1});
+  a.page_table = make_view(lens.data(), DType::int32, {1, 1 << 23});
+  a.page_table.stride[0] = 0;
+  expect_error([&] { detail::validate_attention(a, {false}); }, "page_table", "max_pages * page_size");
+  // Strides whose reach overflows int64.
+  a = AttentionArgs{};
+  a.q = broadcast({2, 4, 1, 8});
+  a.q.stride[0] = std::numeric_limits<std::int64_t>::max() / 2;
+  a.k = broadcast({2, 4, 1, 8});
+  a.v = broadcast({2, 4, 1, 8});
+  expect_error([&] { detail::validate_attention(a, {false}); }, "q", "spans more than 2^63");
+}
+
+TEST_F(Validation, GpuGridLimits) {
+  AttentionArgs a = args;
+  static std::uint16_t one[8] = {};
+  auto broadcast = [](std::initializer_list<std::int64_t> shape) {
+    TensorView v = make_view(one, DType::bf16, shape, DeviceKind::cuda);
+    for (int i = 0; i + 1 < v.rank; ++i) v.stride[i] = 0;
+    return v;
+  };
+  a = AttentionArgs{};
+  a.q = broadcast({70000, 4, 1, 128});
+  a.k = broadcast({70000, 4, 1, 128});
+  a.v = broadcast({70000, 4, 1, 128});
+  if (detail::prefill_instantiated(DType::bf16, 128, 128)) {
+    expect_error([&] { detail::validate_attention(a, {false}); }, "q", "GPU grid holds");
+  }
+  DecodeProblem pr;
+  pr.batch = 70000; pr.heads_q = 8; pr.heads_kv = 8; pr.head_dim = 128; pr.head_dim_v = 128;
+  pr.max_seqlen_k = 64; pr.device = DeviceKind::cuda;
+  expect_error([&] { detail::validate_decode_problem(pr); }, "problem.batch", "GPU grid");
+}
+
+// The shapes the bindings allocate before a call come from the same checks, and the metadata
+// scope needs no pointers (torch.compile's fake tensors have none).
+TEST_F(Validation, OutputShapesWithoutOutputsAndWithoutPointers) {
+  AttentionArgs a = args;
+  a.o = TensorView{};
+  a.lse = TensorView{};
+  const OutputShapes shapes = attention_output_shapes(a);
+  EXPECT_EQ(shapes.o_rank, 4);
+  EXPECT_EQ(shapes.o[0], spec.batch);
+  EXPECT_EQ(shapes.o[1], spec.seqlen_q);
+  EXPECT_EQ(shapes.o[2], spec.heads_q);
+  EXPECT_EQ(shapes.o[3], spec.head_dim_v);
+  EXPECT_EQ(shapes.lse_rank, 3);
+  EXPECT_EQ(shapes.lse[2], spec.seqlen_q);
+  for (TensorView* v : {&a.q, &a.k, &a.v}) v->data = nullptr;
+  EXPECT_THROW(attention_output_shapes(a), ArgumentError);  // full scope: null pointers refused
+  EXPECT_EQ(attention_output_shapes(a, CheckScope::metadata).o[3], spec.head_dim_v);
+  a.k.shape[0] = spec.batch + 1;
+  expect_error([&] { attention_output_shapes(a, CheckScope::metadata); }, "k", "[batch, seqlen_k, heads_kv, head_dim]");
+}
+
+// Messages never go through iostreams, whose numbers follow the process's global C++ locale
+// (one with digit grouping would print 1,000,000; a locale from another libstdc++ can crash).
+TEST_F(Validation, MessagesIgnoreTheGlobalLocale) {
+  struct Grouping : std::numpunct<char> {
+    char do_thousands_sep() const override { return ','; }
+    std::string do_grouping() const override { return "\3"; }
+  };
+  const std::locale previous = std::locale::global(std::locale(std::locale::classic(), new Grouping));
+  AttentionArgs a = args;
+  a.k.shape[0] = 1000000;
+  std::string message;
+  try {
+    detail::validate_attention(a);
+  } catch (const ArgumentError& e) {
+    message = e.what();
+  }
+  std::locale::global(previous);
+  EXPECT_NE(message.find("1000000"), std::string::npos) << message;
+}
+
+TEST_F(Validation, MergeAndDecodeOutputsMayNotOverlap) {
+  std::vector<float> parts(3 * 5 * 4 * 8, 0.0f), lse_parts(3 * 5 * 4, 0.0f), o(5 * 4 * 8), lse(5 * 4);
+  MergeStatesArgs m;
+  m.o_parts = make_view(parts.data(), DType::fp32, {3, 5, 4, 8});
+  m.lse_parts = make_view(lse_parts.data(), DType::fp32, {3, 5, 4});
+  m.o = make_view(o.data(), DType::fp32, {5, 4, 8});
+  m.lse = make_view(lse.data(), DType::fp32, {5, 4});
+  EXPECT_EQ(merge_states(m), Backend::cpu);
+  MergeStatesArgs bad = m;
+  bad.o = make_view(parts.data(), DType::fp32, {5, 4, 8});
+  expect_error([&] { merge_states(bad); }, "o", "shares memory with o_parts");
+  bad = m;
+  bad.lse = make_view(lse_parts.data(), DType::fp32, {5, 4});
+  expect_error([&] { merge_states(bad); }, "lse", "shares memory with lse_parts");
+  const OutputShapes shapes = merge_output_shapes(m);
+  EXPECT_EQ(shapes.o_rank, 3);
+  EXPECT_EQ(shapes.lse[1], 4);
+
+  ProblemSpec s = default_spec();
+  s.seqlen_q = 1; s.use_seqlens_k = true; s.k_lens = {21, 3};
+  build(s);
+  DecodePlan plan = plan_decode(reference::decode_problem(s));
+  DecodeArgs d = reference::bind_decode(s, t);
+  plan.workspace_bytes = 256;  // as a split plan would have it
+  alignas(256) static unsigned char ws[512];
+  d.workspace = ws;
+  EXPECT_NO_THROW(detail::validate_decode(plan, d));
+  // o inside the workspace (both 256-byte aligned at one address).
+  std::vector<unsigned char> buffer(t.o.storage_bytes() + 512);
+  void* aligned = buffer.data() + (256 - reinterpret_cast<std::uintptr_t>(buffer.data()) % 256);
+  d.o.data = aligned;
+  d.workspace = aligned;
+  expect_error([&] { detail::validate_decode(plan, d); }, "workspace", "shares memory with o");
+  d = reference::bind_decode(s, t);
+  d.num_threads = -2;
+  expect_error([&] { decode(plan_decode(reference::decode_problem(s)), d); }, "num_threads", ">= 0");
 }
 
 TEST_F(Validation, CuSeqlens) {
@@ -183,8 +405,11 @@ TEST_F(Validation, CuSeqlens) {
   lse_before.assign(static_cast<const char*>(t.lse.data()), static_cast<const char*>(t.lse.data()) + t.lse.storage_bytes());
 
   std::int32_t* cu = t.cu_seqlens_q.i32();  // {0, 4, 4, 9}
+  cu[0] = 1;  // the rows before the first offset would never be written
+  expect_attention_error(args, "cu_seqlens_q[0]", "must be 0");
+  cu[0] = 0;
   cu[1] = -1;
-  expect_attention_error(args, "cu_seqlens_q[1]", "negative");
+  expect_attention_error(args, "cu_seqlens_q[1]", "non-decreasing");
   cu[1] = 5; cu[2] = 3;
   expect_attention_error(args, "cu_seqlens_q[2]", "non-decreasing");
   cu[1] = 4; cu[2] = 4; cu[3] = 8;
@@ -193,10 +418,11 @@ TEST_F(Validation, CuSeqlens) {
   AttentionArgs a = args;
   a.max_seqlen_q = 4;
   expect_attention_error(a, "cu_seqlens_q[3]", "more than max_seqlen_q = 4");
-  a = args; a.max_seqlen_q = 0;
-  expect_attention_error(a, "max_seqlen_q", "required");
-  a = args; a.max_seqlen_k = 0;
-  expect_attention_error(a, "max_seqlen_k", "required");
+  a = args; a.max_seqlen_q = -1;
+  expect_attention_error(a, "max_seqlen_q", "negative");
+  a = args; a.max_seqlen_q = 0; a.max_seqlen_k = 0;  // derived from the host offsets
+  EXPECT_EQ(detail::validate_attention(a).max_seqlen_q, 5);
+  EXPECT_EQ(detail::validate_attention(a).max_seqlen_k, 6);
   t.cu_seqlens_k.i32()[3] = 9;  // {0, 6, 8, 9}: one key more than k holds
   expect_attention_error(args, "cu_seqlens_k[3]", "number of rows of k (8)");
   t.cu_seqlens_k.i32()[3] = 8;

@@ -4,7 +4,9 @@
 //     o = sum_s w_s o_s, lse = M + ln sum_s exp(lse_s - M).
 // A part with lse = -inf is skipped without reading its o (it may be garbage: an empty
 // split never needs to write it); a row whose parts are all empty gives o = 0, lse = -inf.
-// A part with a NaN LSE (it read a NaN) makes the row NaN: o = NaN, lse = NaN.
+// A part with a NaN LSE (it read a NaN) makes the row NaN: o = NaN, lse = NaN. Parts with
+// lse = +inf (an overflowed denominator) share all the weight equally and lse = +inf (the
+// rule of flashbuf.hpp's merge_states; inf - inf would give NaN).
 //
 // Sinks (decode only; merge_states has none): after the parts are merged, the head's sink
 // joins the row once (apply_sink in core/softmax_state.hpp): one factor on the weights and
@@ -141,13 +143,17 @@ __global__ void __launch_bounds__(kThreads, 4) combine_kernel(const __grid_const
     if (lse_out != nullptr && lane == 0) *lse_out = nan_row ? fill[0] : sink;
     return;
   }
+  // exp(lse - mx), except with mx = +inf: the +inf parts get weight 1, the rest 0, and a sink
+  // (finite) adds nothing next to them. Warp-uniform: mx is the same in every lane.
+  const bool infinite = mx == kPosInf;
+  auto weight = [&](float l) { return infinite ? (l == kPosInf ? 1.0f : 0.0f) : __expf(l - mx); };
   // Pass 2: the denominator.
   float sum = 0.0f;
-  for (int s = lane; s < n; s += 32) sum += __expf(lse_row[s * p.lp_part_stride] - mx);
+  for (int s = lane; s < n; s += 32) sum += weight(lse_row[s * p.lp_part_stride]);
   sum = warp_sum(sum);
   float inv_sum = 1.0f / sum;  // >= 1 term equals 1, so sum >= 1
-  float lse = mx + __logf(sum);
-  if (p.sinks != nullptr) inv_sum *= apply_sink(lse, sink, lse);
+  float lse = infinite ? kPosInf : mx + __logf(sum);
+  if (p.sinks != nullptr && !infinite) inv_sum *= apply_sink(lse, sink, lse);
 
   // Pass 3: o = sum_s w_s o_s; lane k of each group of 32 parts holds w for part k.
   for (int base = 0; base < p.head_dim_v; base += 32 * kVec) {
@@ -157,7 +163,7 @@ __global__ void __launch_bounds__(kThreads, 4) combine_kernel(const __grid_const
 #pragma unroll
     for (int e = 0; e < kVec; ++e) acc[e] = 0.0f;
     for (int s0 = 0; s0 < n; s0 += 32) {
-      const float w_mine = s0 + lane < n ? __expf(lse_row[(s0 + lane) * p.lp_part_stride] - mx) * inv_sum : 0.0f;
+      const float w_mine = s0 + lane < n ? weight(lse_row[(s0 + lane) * p.lp_part_stride]) * inv_sum : 0.0f;
       const int count = min(32, n - s0);
       for (int k = 0; k < count; k += kPartsInFlight) {
         float w[kPartsInFlight];

@@ -60,11 +60,14 @@ struct PrefillBlock {
     b.head = head;
     b.batch = batch;
     b.head_kv = b.head / p.group;
-    b.q_begin = p.cu_seqlens_q ? p.cu_seqlens_q[b.batch] : 0;
-    b.seqlen_q = p.cu_seqlens_q ? p.cu_seqlens_q[b.batch + 1] - b.q_begin : p.seqlen_q;
-    b.k_begin = p.cu_seqlens_k ? p.cu_seqlens_k[b.batch] : 0;
-    b.seqlen_k = p.cu_seqlens_k ? p.cu_seqlens_k[b.batch + 1] - b.k_begin
-                                : (p.seqlens_k ? p.seqlens_k[b.batch] : p.seqlen_k);
+    // Offsets and lengths in device memory are unchecked unless the caller asked: each is
+    // clamped to the rows its tensor holds (one unsigned min takes negatives too), so a bad
+    // entry gives wrong rows, never an access outside q, k, v, o or lse.
+    b.q_begin = p.cu_seqlens_q ? clamp_index(p.cu_seqlens_q[b.batch], p.total_q) : 0;
+    b.seqlen_q = p.cu_seqlens_q ? max(clamp_index(p.cu_seqlens_q[b.batch + 1], p.total_q) - b.q_begin, 0) : p.seqlen_q;
+    b.k_begin = p.cu_seqlens_k ? clamp_index(p.cu_seqlens_k[b.batch], p.total_k) : 0;
+    b.seqlen_k = p.cu_seqlens_k ? max(clamp_index(p.cu_seqlens_k[b.batch + 1], p.total_k) - b.k_begin, 0)
+                                : (p.seqlens_k ? clamp_index(p.seqlens_k[b.batch], p.seqlen_k) : p.seqlen_k);
     b.m0 = b.m_block * block_m;
     b.rows_q = min(block_m, b.seqlen_q - b.m0);
     b.mask = MaskParams{b.seqlen_q, b.seqlen_k, p.window_left, p.window_right};
@@ -72,6 +75,10 @@ struct PrefillBlock {
     return b;
   }
   __device__ bool empty() const { return m0 >= seqlen_q; }
+  // x in [0, bound]; a negative x becomes bound.
+  __device__ static int clamp_index(int x, int bound) {
+    return static_cast<int>(min(static_cast<unsigned>(x), static_cast<unsigned>(bound)));
+  }
 
   template <class In>
   __device__ const In* q_ptr(const PrefillParams& p) const {

@@ -25,7 +25,8 @@ struct PrefillParams {
   const std::int32_t* page_table;
   std::int64_t page_table_stride;
   int page_size, num_pages;
-  int seqlen_q, seqlen_k;  // fixed lengths when not varlen
+  int seqlen_q, seqlen_k;  // fixed lengths when not varlen; seqlen_k bounds seqlens_k
+  int total_q, total_k;    // varlen: rows of q / o and of k / v, the bounds of cu_seqlens_*
   int heads_q, group;      // group = heads_q / heads_kv
   int num_m_blocks;
   int num_items;           // persistent grids: query blocks x heads x sequences (else unused)
