@@ -33,6 +33,11 @@ def _stream(t: Tensor) -> int:
     return torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else 0
 
 
+def _cpu_threads(t: Tensor) -> int:
+    # The CPU backend runs on as many threads as torch itself would use (0 = its default).
+    return 0 if t.is_cuda else torch.get_num_threads()
+
+
 def _on_device(t: Tensor):
     return torch.cuda.device(t.device) if t.is_cuda else contextlib.nullcontext()
 
@@ -52,7 +57,7 @@ def _run_attention(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqlens_k, pag
         last.name = _C.attention(
             _arg(q), _arg(k), _arg(v), _arg(out), _arg(lse), _arg(cu_seqlens_q), _arg(cu_seqlens_k),
             _arg(seqlens_k), _arg(page_table), max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
-            window_right, softcap, _stream(q), backend)
+            window_right, softcap, _stream(q), backend, _cpu_threads(q))
 
 
 @torch.library.custom_op("flashbuf::attention", mutates_args=())
@@ -105,7 +110,7 @@ def decode(q: Tensor, k: Tensor, v: Tensor, seqlens_k: Tensor, page_table: Optio
     with _on_device(q):
         _C.decode(plan, _arg(q), _arg(k), _arg(v), _arg(seqlens_k), _arg(page_table), o,
                   lse if return_lse else None, workspace, softmax_scale, causal, window_left, window_right,
-                  softcap, _stream(q))
+                  softcap, _stream(q), _cpu_threads(q))
     last.name = "decode" if q.is_cuda else "cpu"
     return o, lse
 

@@ -118,7 +118,7 @@ std::string attention(const Array& q, const Array& k, const Array& v, const Arra
                       const OptArray& cu_seqlens_q, const OptArray& cu_seqlens_k, const OptArray& seqlens_k,
                       const OptArray& page_table, int max_seqlen_q, int max_seqlen_k, float softmax_scale,
                       bool causal, int window_left, int window_right, float softcap, std::uintptr_t stream,
-                      const std::string& backend) {
+                      const std::string& backend, int num_threads) {
   flashbuf::AttentionArgs args;
   args.q = view_of("q", q);
   args.k = view_of("k", k);
@@ -136,6 +136,7 @@ std::string attention(const Array& q, const Array& k, const Array& v, const Arra
   args.softcap = softcap;
   args.stream = stream_of(stream);
   args.backend = parse_backend(backend);
+  args.num_threads = num_threads;
   flashbuf::Backend ran;
   {
     nb::gil_scoped_release release;  // the CPU backend computes here; CUDA only launches
@@ -216,7 +217,7 @@ PlanTuple plan_decode(int batch, int q_per_seq, int heads_q, int heads_kv, int h
 std::string decode(const std::vector<std::int64_t>& plan_fields, const Array& q, const Array& k, const Array& v,
                    const Array& seqlens_k, const OptArray& page_table, const Array& o, const OptArray& lse,
                    const OptArray& workspace, float softmax_scale, bool causal, int window_left,
-                   int window_right, float softcap, std::uintptr_t stream) {
+                   int window_right, float softcap, std::uintptr_t stream, int num_threads) {
   const flashbuf::DecodePlan plan = plan_from_list(plan_fields);
   flashbuf::DecodeArgs args;
   args.q = view_of("q", q);
@@ -248,6 +249,7 @@ std::string decode(const std::vector<std::int64_t>& plan_fields, const Array& q,
   args.mask = make_mask(causal, window_left, window_right);
   args.softcap = softcap;
   args.stream = stream_of(stream);
+  args.num_threads = num_threads;
   flashbuf::Backend ran;
   {
     nb::gil_scoped_release release;
@@ -293,6 +295,7 @@ NB_MODULE(_C, m) {
         nb::arg("seqlens_k").none(), nb::arg("page_table").none(), nb::arg("max_seqlen_q"),
         nb::arg("max_seqlen_k"), nb::arg("softmax_scale"), nb::arg("causal"), nb::arg("window_left"),
         nb::arg("window_right"), nb::arg("softcap"), nb::arg("stream"), nb::arg("backend") = "auto",
+        nb::arg("num_threads") = 0,
         "Runs flashbuf::attention into preallocated out (and lse); returns the backend that ran.");
   m.def("plan_decode", &plan_decode, nb::arg("batch"), nb::arg("q_per_seq"), nb::arg("heads_q"),
         nb::arg("heads_kv"), nb::arg("head_dim"), nb::arg("head_dim_v"), nb::arg("max_seqlen_k"),
@@ -301,7 +304,7 @@ NB_MODULE(_C, m) {
   m.def("decode", &decode, nb::arg("plan"), nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("seqlens_k"),
         nb::arg("page_table").none(), nb::arg("out"), nb::arg("lse").none(), nb::arg("workspace").none(),
         nb::arg("softmax_scale"), nb::arg("causal"), nb::arg("window_left"), nb::arg("window_right"),
-        nb::arg("softcap"), nb::arg("stream"),
+        nb::arg("softcap"), nb::arg("stream"), nb::arg("num_threads") = 0,
         "Runs flashbuf::decode with a plan tuple from plan_decode; returns the backend that ran.");
   m.def("merge_states", &merge_states, nb::arg("o_parts"), nb::arg("lse_parts"), nb::arg("out"),
         nb::arg("lse").none(), nb::arg("stream"),
