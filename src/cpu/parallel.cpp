@@ -11,6 +11,8 @@ std::atomic<int> g_last_team_size{0};
 
 int omp_team_size() { return omp_get_num_threads(); }
 int omp_max_threads() { return omp_get_max_threads(); }
+// The ICV lives in the worker's implicit task: it ends with the region, the caller's is untouched.
+void set_nested_threads_to_one() { omp_set_num_threads(1); }
 
 int resolve_thread_count(int requested, std::int64_t items) {
   const int threads = requested > 0 ? requested : omp_get_max_threads();

@@ -1,5 +1,5 @@
 // CPU backend: the work distribution, on OpenMP's persistent thread team (the runtime keeps its
-// workers between calls, so a call pays no thread start-up). Workers take item indices from
+// workers between calls, so a call pays no thread start-up; a team of one is the calling thread). Workers take item indices from
 // one atomic counter, so a slow item (a long causal tile) never holds up a worker's queue.
 // Each worker owns its scratch memory: `make_scratch()` runs once per worker, on its thread.
 #pragma once
@@ -23,6 +23,7 @@ void record_team_size(int threads);
 
 int omp_team_size();      // inside a parallel region: its size
 int omp_max_threads();
+void set_nested_threads_to_one();  // inside a parallel region: this worker's nested teams
 
 template <class MakeScratch, class Work>
 void parallel_for_team(int team, std::int64_t items, MakeScratch& make_scratch, Work& work);
@@ -54,16 +55,15 @@ void parallel_for_team(int team, std::int64_t items, MakeScratch& make_scratch, 
       next.store(items);  // stop the others early
     }
   };
-  if (team <= 1) {
-    record_team_size(1);
-    worker();  // no team for small problems (decode steps, tests)
-  } else {
+  // Always inside a parallel region, even for a team of one, and each worker's own nested
+  // team size set to 1: the oneDNN products a worker calls then run on that worker's thread
+  // instead of opening a team of their own per tile product.
 #pragma omp parallel num_threads(team)
-    {
+  {
+    set_nested_threads_to_one();
 #pragma omp master
-      record_team_size(omp_team_size());
-      worker();
-    }
+    record_team_size(omp_team_size());
+    worker();
   }
   if (error) std::rethrow_exception(error);
 }
