@@ -98,6 +98,17 @@ class BlockedAttention {
       beta_ = cpu::exponent_scale(std::fabs(scale) * double(kLog2e));
       negate_q_ = scale < 0;  // max of scale·S is scale·min S: run on -S with |scale|
     }
+    // Full key tiles of contiguous caches are read in place when the products can read the
+    // storage type: no copy of K and V per query tile.
+    direct_kv_ = std::is_same_v<T, C> && !p.paged() && p.k_row_stride > 0 && p.v_row_stride > 0;
+    if (direct_kv_) {
+      try {
+        cpu::tile_gemm(kTileRows, kTileKeys, p.head_dim, kInput, BLayout::n_by_k, p.k_row_stride);
+        cpu::tile_gemm(kTileRows, p.head_dim_v, kTileKeys, kInput, BLayout::k_by_n, p.v_row_stride);
+      } catch (const RuntimeError&) {
+        direct_kv_ = false;
+      }
+    }
   }
 
   Scratch make_scratch() const {
@@ -135,7 +146,14 @@ class BlockedAttention {
     const int q_first = sc.query[0], q_last = sc.query[rows - 1];
     const cpu::TileGemm& qk = cpu::tile_gemm(rows, kTileKeys, D, kInput, BLayout::n_by_k);
     const cpu::TileGemm& pv = cpu::tile_gemm(rows, Dv, kTileKeys, kInput, BLayout::k_by_n);
-    const std::size_t pad = std::max(qk.scratchpad_bytes(), pv.scratchpad_bytes());
+    const cpu::TileGemm* qk_direct = nullptr;
+    const cpu::TileGemm* pv_direct = nullptr;
+    std::size_t pad = std::max(qk.scratchpad_bytes(), pv.scratchpad_bytes());
+    if (direct_kv_) {
+      qk_direct = &cpu::tile_gemm(rows, kTileKeys, D, kInput, BLayout::n_by_k, p_.k_row_stride);
+      pv_direct = &cpu::tile_gemm(rows, Dv, kTileKeys, kInput, BLayout::k_by_n, p_.v_row_stride);
+      pad = std::max({pad, qk_direct->scratchpad_bytes(), pv_direct->scratchpad_bytes()});
+    }
     if (sc.gemm_scratchpad.size() < pad) sc.gemm_scratchpad.resize(pad);
 
     load_q_tile(sc, b, rows);
@@ -147,8 +165,21 @@ class BlockedAttention {
     const KeyRange keys = key_range(mask, q_first, q_last + 1);
     for (int k0 = keys.begin; k0 < keys.end; k0 += kTileKeys) {
       const int n = std::min(kTileKeys, keys.end - k0);
-      load_kv_tile(sc, b, kv_head, k0, n);
-      qk.run(sc.q.data(), sc.k.data(), sc.s.data(), sc.gemm_scratchpad.data());
+      const bool in_place = direct_kv_ && n == kTileKeys;
+      const C* k_tile = sc.k.data();
+      const C* v_tile = sc.v.data();
+      std::int64_t v_stride = Dv;
+      if (in_place) {
+        k_tile = static_cast<const C*>(p_.k) +
+                 kv_offset(p_, b, k0, kv_head, p_.k_batch_stride, p_.k_row_stride, p_.k_head_stride);
+        v_tile = static_cast<const C*>(p_.v) +
+                 kv_offset(p_, b, k0, kv_head, p_.v_batch_stride, p_.v_row_stride, p_.v_head_stride);
+        v_stride = p_.v_row_stride;
+        qk_direct->run(sc.q.data(), k_tile, sc.s.data(), sc.gemm_scratchpad.data());
+      } else {
+        load_kv_tile(sc, b, kv_head, k0, n);
+        qk.run(sc.q.data(), k_tile, sc.s.data(), sc.gemm_scratchpad.data());
+      }
       const bool full = tile_fully_visible(mask, q_first, q_last + 1, k0, k0 + n);
       for (int r = 0; r < rows; ++r) {
         int vb = 0, ve = n;
@@ -159,10 +190,10 @@ class BlockedAttention {
         if (p_.softcap > 0.0f) soft_cap(s, vb, ve);
         sc.rescale[r] = cpu::online_softmax_row(s, kTileKeys, vb, ve, beta_, sc.row[r], &sc.p[std::size_t(r) * kTileKeys]);
       }
-      if (!full && v_tile_non_finite(sc, n)) {
-        visible_only_pv(sc, rows);
+      if (!full && v_tile_non_finite(v_tile, v_stride, n)) {
+        visible_only_pv(sc, v_tile, v_stride, rows);
       } else {
-        pv.run(sc.p.data(), sc.v.data(), sc.o_tile.data(), sc.gemm_scratchpad.data());
+        (in_place ? pv_direct : &pv)->run(sc.p.data(), v_tile, sc.o_tile.data(), sc.gemm_scratchpad.data());
       }
       for (int r = 0; r < rows; ++r) {
         cpu::accumulate_tile(&sc.acc[std::size_t(r) * Dv], &sc.acc_comp[std::size_t(r) * Dv],
@@ -251,22 +282,30 @@ class BlockedAttention {
     for (int j = vb; j < ve; ++j) s[j] = static_cast<float>(cap * std::tanh(double(s[j]) * scale / cap));
   }
 
-  bool v_tile_non_finite(const Scratch& sc, int n) const {
-    const int count = n * p_.head_dim_v;
-    if constexpr (kBf16Products) return cpu::any_non_finite_bf16(sc.v.data(), count);
-    else return cpu::any_non_finite(sc.v.data(), count);
+  // True when any of the n V rows (`stride` elements apart) holds inf or NaN.
+  bool v_tile_non_finite(const C* v, std::int64_t stride, int n) const {
+    const int Dv = p_.head_dim_v;
+    for (int j = 0; j < n; ++j) {
+      const C* row = v + j * stride;
+      if constexpr (kBf16Products) {
+        if (cpu::any_non_finite_bf16(row, Dv)) return true;
+      } else {
+        if (cpu::any_non_finite(row, Dv)) return true;
+      }
+    }
+    return false;
   }
 
   // P · V reading only the keys each row sees (a masked key's V may be NaN or inf, and
   // 0 · NaN would leak it into the product).
-  void visible_only_pv(Scratch& sc, int rows) const {
+  void visible_only_pv(Scratch& sc, const C* v, std::int64_t v_stride, int rows) const {
     const int Dv = p_.head_dim_v;
     for (int r = 0; r < rows; ++r) {
       float* out = &sc.o_tile[std::size_t(r) * Dv];
       std::fill(out, out + Dv, 0.0f);
       for (int j = sc.visible_begin[r]; j < sc.visible_end[r]; ++j) {
         const float pj = compute_to_float(sc.p[std::size_t(r) * kTileKeys + j]);
-        const C* vrow = &sc.v[std::size_t(j) * Dv];
+        const C* vrow = v + j * v_stride;
         for (int d = 0; d < Dv; ++d) out[d] += pj * compute_to_float(vrow[d]);
       }
     }
@@ -322,6 +361,7 @@ class BlockedAttention {
   int group_;
   cpu::ExponentScale beta_{1.0f};
   bool negate_q_ = false;
+  bool direct_kv_ = false;
 };
 
 template <class E, class C>

@@ -55,32 +55,44 @@ FLASHBUF_FORCEINLINE float exp2_nonpositive(float y) {
 }
 
 FLASHBUF_FORCEINLINE void store_p(float* p, int j, float value) { p[j] = value; }
-FLASHBUF_FORCEINLINE void store_p(std::uint16_t* p, int j, float value) { p[j] = float_to_bf16(value); }
+// Round to nearest even, branch-free so the loop stays vectorised; P is never NaN unless the
+// whole row is, and a NaN keeps its top bits plus the quiet bit.
+FLASHBUF_FORCEINLINE void store_p(std::uint16_t* p, int j, float value) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  const std::uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
+  const std::uint32_t nan = (bits >> 16) | 0x0040u;
+  p[j] = static_cast<std::uint16_t>(value != value ? nan : rounded);
+}
 
 template <class P>
-FLASHBUF_FORCEINLINE float online_softmax_row_impl(const float* x, int width, int vb, int ve, ExponentScale beta,
+FLASHBUF_FORCEINLINE float online_softmax_row_impl(float* x, int width, int vb, int ve, ExponentScale beta,
                                                    RowSoftmax& row, P* p) {
-  // Pass 1: the tile's largest visible score, and whether a visible score is NaN.
-  float lane_max[L], lane_nan[L];
+  // Masked columns become -inf in place (the scores are scratch): both passes below then run
+  // over whole vectors with no per-column test. Whatever a masked column held is gone.
+  for (int j = 0; j < vb; ++j) x[j] = -kInf;
+  for (int j = ve; j < width; ++j) x[j] = -kInf;
+
+  // Pass 1: the tile's largest score, and whether a visible score is NaN (the max drops NaN:
+  // x < NaN is false).
+  float lane_max[L];
+  std::int32_t lane_nan[L];
   for (int l = 0; l < L; ++l) {
     lane_max[l] = -kInf;
-    lane_nan[l] = 0.0f;
+    lane_nan[l] = 0;
   }
   for (int j0 = 0; j0 < width; j0 += L) {
     for (int l = 0; l < L; ++l) {
-      const int j = j0 + l;
-      const bool vis = j >= vb && j < ve;
-      const float v = x[j];
-      const float xv = vis ? v : -kInf;
-      lane_max[l] = xv > lane_max[l] ? xv : lane_max[l];
-      lane_nan[l] = (vis && v != v) ? 1.0f : lane_nan[l];
+      const float v = x[j0 + l];
+      lane_max[l] = lane_max[l] < v ? v : lane_max[l];
+      lane_nan[l] |= v != v;
     }
   }
   float tile_max = -kInf;
-  bool tile_nan = false;
+  std::int32_t tile_nan = 0;
   for (int l = 0; l < L; ++l) {
-    tile_max = lane_max[l] > tile_max ? lane_max[l] : tile_max;
-    tile_nan = tile_nan || lane_nan[l] != 0.0f;
+    tile_max = tile_max < lane_max[l] ? lane_max[l] : tile_max;
+    tile_nan |= lane_nan[l];
   }
 
   const float old_max = row.max;
@@ -97,17 +109,15 @@ FLASHBUF_FORCEINLINE float online_softmax_row_impl(const float* x, int width, in
   // exp2(-inf) = 0 for a row's first visible tile; NaN stays NaN.
   const float rescale = old_max == new_max ? 1.0f : exp2_nonpositive((old_max - new_max) * beta.first * beta.second);
 
-  // Pass 2: P and its sum.
+  // Pass 2: P and its sum. Masked columns: (-inf - max) · beta = -inf, exp2 = 0.
   float lane_sum[L];
   for (int l = 0; l < L; ++l) lane_sum[l] = 0.0f;
+  const float b1 = beta.first, b2 = beta.second;
   for (int j0 = 0; j0 < width; j0 += L) {
     for (int l = 0; l < L; ++l) {
-      const int j = j0 + l;
-      const bool vis = j >= vb && j < ve;
-      const float e = exp2_nonpositive((x[j] - new_max) * beta.first * beta.second);
-      const float pj = vis ? e : 0.0f;
-      store_p(p, j, pj);
-      lane_sum[l] += pj;
+      const float e = exp2_nonpositive((x[j0 + l] - new_max) * b1 * b2);
+      store_p(p, j0 + l, e);
+      lane_sum[l] += e;
     }
   }
   float tile_sum = 0.0f;
@@ -132,12 +142,12 @@ ExponentScale exponent_scale(double beta) {
   return {static_cast<float>(root), static_cast<float>(beta / double(static_cast<float>(root)))};
 }
 
-FLASHBUF_CPU_CLONES float online_softmax_row(const float* x, int width, int vb, int ve, ExponentScale beta, RowSoftmax& row,
+FLASHBUF_CPU_CLONES float online_softmax_row(float* x, int width, int vb, int ve, ExponentScale beta, RowSoftmax& row,
                                              float* p) {
   return online_softmax_row_impl(x, width, vb, ve, beta, row, p);
 }
 
-FLASHBUF_CPU_CLONES float online_softmax_row(const float* x, int width, int vb, int ve, ExponentScale beta, RowSoftmax& row,
+FLASHBUF_CPU_CLONES float online_softmax_row(float* x, int width, int vb, int ve, ExponentScale beta, RowSoftmax& row,
                                              std::uint16_t* p) {
   return online_softmax_row_impl(x, width, vb, ve, beta, row, p);
 }

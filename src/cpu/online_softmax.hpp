@@ -33,12 +33,12 @@ struct ExponentScale {
 ExponentScale exponent_scale(double beta);
 
 // Folds columns [visible_begin, visible_end) of x (width `width`, a multiple of
-// kSoftmaxLanes) into `row`; writes P (exp2 of the shifted scores, 0 at masked columns) as fp32
+// kSoftmaxLanes) into `row` (the other columns of x are overwritten with -inf); writes P (exp2 of the shifted scores, 0 at masked columns) as fp32
 // or as bf16 bits, and returns the factor the row's earlier output accumulators are
 // multiplied by (0 when the row had seen nothing, 1 when the max did not move).
-float online_softmax_row(const float* x, int width, int visible_begin, int visible_end, ExponentScale beta,
+float online_softmax_row(float* x, int width, int visible_begin, int visible_end, ExponentScale beta,
                          RowSoftmax& row, float* p);
-float online_softmax_row(const float* x, int width, int visible_begin, int visible_end, ExponentScale beta,
+float online_softmax_row(float* x, int width, int visible_begin, int visible_end, ExponentScale beta,
                          RowSoftmax& row, std::uint16_t* p_bf16);
 
 // acc = acc * rescale + tile, Kahan-compensated (acc_compensation carries the lost low bits),

@@ -30,13 +30,19 @@ dnnl::stream& thread_stream() {
 
 class OneDnnTileGemm final : public TileGemm {
  public:
-  OneDnnTileGemm(int m, int n, int k, GemmInput input, BLayout b_layout) {
+  OneDnnTileGemm(int m, int n, int k, GemmInput input, BLayout b_layout, std::int64_t ldb) {
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
     const dt in = input == GemmInput::bf16 ? dt::bf16 : dt::f32;
     a_md_ = dnnl::memory::desc({m, k}, in, tag::ab);
     // B is logically K x N; `ba` stores it as N x K row-major (the K tile as it lies).
-    b_md_ = dnnl::memory::desc({k, n}, in, b_layout == BLayout::n_by_k ? tag::ba : tag::ab);
+    if (ldb > 0) {
+      const dnnl::memory::dims strides = b_layout == BLayout::n_by_k ? dnnl::memory::dims{1, ldb}
+                                                                     : dnnl::memory::dims{ldb, 1};
+      b_md_ = dnnl::memory::desc({k, n}, in, strides);
+    } else {
+      b_md_ = dnnl::memory::desc({k, n}, in, b_layout == BLayout::n_by_k ? tag::ba : tag::ab);
+    }
     c_md_ = dnnl::memory::desc({m, n}, dt::f32, tag::ab);
     dnnl::primitive_attr attr;
     // The caller owns the scratchpad, so one primitive serves every worker thread at once.
@@ -72,14 +78,14 @@ class OneDnnTileGemm final : public TileGemm {
 
 }  // namespace
 
-const TileGemm& tile_gemm(int m, int n, int k, GemmInput input, BLayout b_layout) {
-  using Key = std::tuple<int, int, int, int, int>;
+const TileGemm& tile_gemm(int m, int n, int k, GemmInput input, BLayout b_layout, std::int64_t ldb) {
+  using Key = std::tuple<int, int, int, int, int, std::int64_t>;
   static std::mutex mutex;
   static std::map<Key, std::unique_ptr<TileGemm>> cache;
-  const Key key{m, n, k, static_cast<int>(input), static_cast<int>(b_layout)};
+  const Key key{m, n, k, static_cast<int>(input), static_cast<int>(b_layout), ldb};
   std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(key);
-  if (it == cache.end()) it = cache.emplace(key, std::make_unique<OneDnnTileGemm>(m, n, k, input, b_layout)).first;
+  if (it == cache.end()) it = cache.emplace(key, std::make_unique<OneDnnTileGemm>(m, n, k, input, b_layout, ldb)).first;
   return *it->second;
 }
 

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace flashbuf::detail::cpu {
 
@@ -25,8 +26,9 @@ class TileGemm {
 };
 
 // The cached primitive for this shape; throws flashbuf::RuntimeError when oneDNN cannot run
-// it on this CPU (see bf16_gemm_supported()).
-const TileGemm& tile_gemm(int m, int n, int k, GemmInput input, BLayout b_layout);
+// it on this CPU (see bf16_gemm_supported()). `ldb` is the distance in elements between B's
+// stored rows (0 = dense): with it the products read K and V tiles where they lie in the cache.
+const TileGemm& tile_gemm(int m, int n, int k, GemmInput input, BLayout b_layout, std::int64_t ldb = 0);
 
 // True when this CPU runs bf16 x bf16 -> fp32 products natively (AVX-512 BF16 or AMX). Where
 // it does not, the bf16 backend converts tiles to fp32 instead (exact) and runs fp32 products.
