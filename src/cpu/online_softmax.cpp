@@ -1,8 +1,9 @@
 // CPU backend: the vectorised online softmax (see online_softmax.hpp). Each entry point is
 // compiled for several instruction sets (GCC target_clones: AVX-512, AVX2 + FMA, baseline)
 // and the loader picks the best this CPU has, so the distributed build needs no -march.
-// The loops keep their reductions in kSoftmaxLanes explicit partial results: the compiler
-// may then vectorise them without -ffast-math, and NaN and infinity keep IEEE meaning.
+// The loops are written on 16-lane vectors (GCC/Clang vector extensions) with their
+// reductions kept per lane: vector code without -ffast-math, and NaN and infinity keep IEEE
+// meaning.
 // Built with -ffp-contract=off (CMakeLists.txt): the Kahan updates must not be fused.
 #include "cpu/online_softmax.hpp"
 
@@ -25,18 +26,41 @@ namespace {
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr int L = kSoftmaxLanes;
 
+// Sixteen lanes as one GCC/Clang vector: each target clone lowers it to what it has (one zmm,
+// two ymm, four xmm), so the arithmetic is written once and is vector code on every target.
+using FloatVec = float __attribute__((vector_size(L * sizeof(float))));
+using IntVec = std::int32_t __attribute__((vector_size(L * sizeof(float))));
+using UintVec = std::uint32_t __attribute__((vector_size(L * sizeof(float))));
+using HalfVec = std::uint16_t __attribute__((vector_size(L * sizeof(std::uint16_t))));
+
+FLASHBUF_FORCEINLINE FloatVec splat(float x) { return FloatVec{} + x; }
+FLASHBUF_FORCEINLINE FloatVec load(const float* p) {
+  FloatVec v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+FLASHBUF_FORCEINLINE void store(float* p, FloatVec v) { std::memcpy(p, &v, sizeof v); }
+// Round to nearest even; a NaN keeps its top bits plus the quiet bit (as float_to_bf16).
+FLASHBUF_FORCEINLINE void store(std::uint16_t* p, FloatVec v) {
+  const UintVec bits = reinterpret_cast<UintVec>(v);
+  const UintVec rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
+  const UintVec nan = (bits >> 16) | 0x0040u;
+  const HalfVec out = __builtin_convertvector(v != v ? nan : rounded, HalfVec);
+  std::memcpy(p, &out, sizeof out);
+}
+
 // 2^y for y <= 0 (and NaN, which it returns): 2^y = 2^r · 2^f with r = round(y) and
 // f in [-1/2, 1/2], 2^f from its Taylor series to degree 7 (truncation error below 1e-8
 // relative, under half an fp32 ulp). Below -126 the result is flushed to 0: such a
 // probability is under 2^-126 of the row's largest and cannot change an fp32 sum.
-FLASHBUF_FORCEINLINE float exp2_nonpositive(float y) {
-  constexpr float kMinExponent = -126.0f;
-  constexpr float kRoundMagic = 12582912.0f;  // 1.5 · 2^23: adding it rounds to an integer
-  const float yc = y < kMinExponent ? kMinExponent : y;  // NaN compares false and stays
-  const float r = (yc + kRoundMagic) - kRoundMagic;
-  const float f = yc - r;
+FLASHBUF_FORCEINLINE FloatVec exp2_nonpositive(FloatVec y) {
+  const FloatVec min_exponent = splat(-126.0f);
+  const FloatVec round_magic = splat(12582912.0f);  // 1.5 · 2^23: adding it rounds to an integer
+  const FloatVec yc = y < min_exponent ? min_exponent : y;  // NaN compares false and stays
+  const FloatVec r = (yc + round_magic) - round_magic;
+  const FloatVec f = yc - r;
   // c_k = ln(2)^k / k!
-  float p = 1.5252733804059841e-05f;
+  FloatVec p = splat(1.5252733804059841e-05f);
   p = p * f + 1.5403530393381610e-04f;
   p = p * f + 1.3333558146428443e-03f;
   p = p * f + 9.6181291076284772e-03f;
@@ -44,26 +68,14 @@ FLASHBUF_FORCEINLINE float exp2_nonpositive(float y) {
   p = p * f + 2.4022650695910071e-01f;
   p = p * f + 6.9314718055994531e-01f;
   p = p * f + 1.0f;
-  const std::int32_t e = static_cast<std::int32_t>(r);  // exact: r is an integer in [-126, 0]
-  std::uint32_t bits;
-  std::memcpy(&bits, &p, sizeof bits);
-  bits += static_cast<std::uint32_t>(e) << float32_fields::kMantissaBits;  // p · 2^r
-  float out;
-  std::memcpy(&out, &bits, sizeof out);
-  out = y < kMinExponent ? 0.0f : out;
+  const IntVec e = __builtin_convertvector(r, IntVec);  // exact: r is an integer in [-126, 0]
+  const UintVec bits = reinterpret_cast<UintVec>(p) + (reinterpret_cast<UintVec>(e) << float32_fields::kMantissaBits);
+  FloatVec out = reinterpret_cast<FloatVec>(bits);  // p · 2^r
+  out = y < min_exponent ? splat(0.0f) : out;
   return y != y ? y : out;
 }
 
-FLASHBUF_FORCEINLINE void store_p(float* p, int j, float value) { p[j] = value; }
-// Round to nearest even, branch-free so the loop stays vectorised; P is never NaN unless the
-// whole row is, and a NaN keeps its top bits plus the quiet bit.
-FLASHBUF_FORCEINLINE void store_p(std::uint16_t* p, int j, float value) {
-  std::uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  const std::uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
-  const std::uint32_t nan = (bits >> 16) | 0x0040u;
-  p[j] = static_cast<std::uint16_t>(value != value ? nan : rounded);
-}
+FLASHBUF_FORCEINLINE float exp2_nonpositive(float y) { return exp2_nonpositive(splat(y))[0]; }
 
 template <class P>
 FLASHBUF_FORCEINLINE float online_softmax_row_impl(float* x, int width, int vb, int ve, ExponentScale beta,
@@ -73,55 +85,44 @@ FLASHBUF_FORCEINLINE float online_softmax_row_impl(float* x, int width, int vb, 
   for (int j = 0; j < vb; ++j) x[j] = -kInf;
   for (int j = ve; j < width; ++j) x[j] = -kInf;
 
-  // Pass 1: the tile's largest score, and whether a visible score is NaN (the max drops NaN:
-  // x < NaN is false).
-  float lane_max[L];
-  std::int32_t lane_nan[L];
-  for (int l = 0; l < L; ++l) {
-    lane_max[l] = -kInf;
-    lane_nan[l] = 0;
-  }
-  for (int j0 = 0; j0 < width; j0 += L) {
-    for (int l = 0; l < L; ++l) {
-      const float v = x[j0 + l];
-      lane_max[l] = lane_max[l] < v ? v : lane_max[l];
-      lane_nan[l] |= v != v;
-    }
+  // Pass 1: the tile's largest score. NaN drops out here (v < NaN and NaN < v are false);
+  // it is caught by the sum of pass 2, whose terms it makes NaN.
+  FloatVec lane_max = splat(-kInf);
+  for (int j = 0; j < width; j += L) {
+    const FloatVec v = load(x + j);
+    lane_max = lane_max < v ? v : lane_max;
   }
   float tile_max = -kInf;
-  std::int32_t tile_nan = 0;
-  for (int l = 0; l < L; ++l) {
-    tile_max = tile_max < lane_max[l] ? lane_max[l] : tile_max;
-    tile_nan |= lane_nan[l];
-  }
+  for (int l = 0; l < L; ++l) tile_max = tile_max < lane_max[l] ? lane_max[l] : tile_max;
 
   const float old_max = row.max;
-  float new_max = old_max;
-  if (tile_nan) {
-    new_max = std::numeric_limits<float>::quiet_NaN();
-  } else if (tile_max > old_max) {
-    new_max = tile_max;
-  }
-  if (new_max == -kInf) {  // nothing visible yet, here or before: P = 0, nothing to rescale
-    for (int j = 0; j < width; ++j) store_p(p, j, 0.0f);
-    return 1.0f;
+  const float new_max = tile_max > old_max ? tile_max : old_max;  // a NaN old max stays
+  if (new_max == -kInf) {
+    // Nothing finite visible yet, here or before. Either no key at all (P = 0, nothing to
+    // rescale), or only NaN scores: then the row is NaN from here on.
+    bool nan = false;
+    for (int j = 0; j < width; ++j) nan = nan || x[j] != x[j];
+    const float fill = nan ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
+    for (int j = 0; j < width; j += L) store(p + j, splat(fill));
+    if (nan) row = {fill, fill, 0.0f};
+    return nan ? fill : 1.0f;
   }
   // exp2(-inf) = 0 for a row's first visible tile; NaN stays NaN.
   const float rescale = old_max == new_max ? 1.0f : exp2_nonpositive((old_max - new_max) * beta.first * beta.second);
 
   // Pass 2: P and its sum. Masked columns: (-inf - max) · beta = -inf, exp2 = 0.
-  float lane_sum[L];
-  for (int l = 0; l < L; ++l) lane_sum[l] = 0.0f;
-  const float b1 = beta.first, b2 = beta.second;
-  for (int j0 = 0; j0 < width; j0 += L) {
-    for (int l = 0; l < L; ++l) {
-      const float e = exp2_nonpositive((x[j0 + l] - new_max) * b1 * b2);
-      store_p(p, j0 + l, e);
-      lane_sum[l] += e;
-    }
+  FloatVec lane_sum = splat(0.0f);
+  const FloatVec m = splat(new_max), b1 = splat(beta.first), b2 = splat(beta.second);
+  for (int j = 0; j < width; j += L) {
+    const FloatVec e = exp2_nonpositive((load(x + j) - m) * b1 * b2);
+    store(p + j, e);
+    lane_sum += e;
   }
   float tile_sum = 0.0f;
   for (int l = 0; l < L; ++l) tile_sum += lane_sum[l];
+  // A NaN score made its p, and so the sum, NaN: the row's max becomes NaN, which keeps every
+  // later tile of the row NaN too (its P·V row is NaN already: NaN · v = NaN).
+  const float kept_max = tile_sum != tile_sum ? tile_sum : new_max;
 
   // sum = sum * rescale + tile_sum, compensated.
   const float scaled = row.sum * rescale;
@@ -129,7 +130,7 @@ FLASHBUF_FORCEINLINE float online_softmax_row_impl(float* x, int width, int vb, 
   const float t = scaled + y;
   row.sum_compensation = (t - scaled) - y;
   row.sum = t;
-  row.max = new_max;
+  row.max = kept_max;
   return rescale;
 }
 
