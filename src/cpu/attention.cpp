@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -148,7 +149,12 @@ class BlockedAttention {
     const cpu::TileGemm& pv = cpu::tile_gemm(rows, Dv, kTileKeys, kInput, BLayout::k_by_n);
     const cpu::TileGemm* qk_direct = nullptr;
     const cpu::TileGemm* pv_direct = nullptr;
+    const cpu::TileGemm* qk_packed = nullptr;
     std::size_t pad = std::max(qk.scratchpad_bytes(), pv.scratchpad_bytes());
+    if (packed_.k) {
+      qk_packed = &cpu::tile_gemm(rows, kTileKeys, D, kInput, BLayout::k_by_n);
+      pad = std::max(pad, qk_packed->scratchpad_bytes());
+    }
     if (direct_kv_) {
       qk_direct = &cpu::tile_gemm(rows, kTileKeys, D, kInput, BLayout::n_by_k, p_.k_row_stride);
       pv_direct = &cpu::tile_gemm(rows, Dv, kTileKeys, kInput, BLayout::k_by_n, p_.v_row_stride);
@@ -163,22 +169,39 @@ class BlockedAttention {
 
     const MaskParams mask{seq_q, seq_k, p_.window_left, p_.window_right};
     const KeyRange keys = key_range(mask, q_first, q_last + 1);
-    for (int k0 = keys.begin; k0 < keys.end; k0 += kTileKeys) {
-      const int n = std::min(kTileKeys, keys.end - k0);
+    // Key tiles aligned to multiples of kTileKeys (the packed tiles' grid); columns outside
+    // the range a row sees are masked below.
+    const int tile_end = keys.empty() ? 0 : (keys.end + kTileKeys - 1) / kTileKeys;
+    for (int t = keys.empty() ? 0 : keys.begin / kTileKeys; t < tile_end; ++t) {
+      const int k0 = t * kTileKeys;
+      const int n = std::min(kTileKeys, seq_k - k0);
       const bool in_place = direct_kv_ && n == kTileKeys;
+      // K: packed once per call, read in place, or copied here, in that order of preference.
       const C* k_tile = sc.k.data();
-      const C* v_tile = sc.v.data();
-      std::int64_t v_stride = Dv;
-      if (in_place) {
+      const cpu::TileGemm* qk_use = &qk;
+      if (packed_.k) {
+        k_tile = packed_k_tile(b, kv_head, t);
+        qk_use = qk_packed;
+      } else if (in_place) {
         k_tile = static_cast<const C*>(p_.k) +
                  kv_offset(p_, b, k0, kv_head, p_.k_batch_stride, p_.k_row_stride, p_.k_head_stride);
+        qk_use = qk_direct;
+      } else {
+        load_k_tile(sc, b, kv_head, k0, n);
+      }
+      qk_use->run(sc.q.data(), k_tile, sc.s.data(), sc.gemm_scratchpad.data());
+      const C* v_tile = sc.v.data();
+      std::int64_t v_stride = Dv;
+      const cpu::TileGemm* pv_use = &pv;
+      if (packed_.v) {
+        v_tile = packed_v_tile(b, kv_head, t);
+      } else if (in_place) {
         v_tile = static_cast<const C*>(p_.v) +
                  kv_offset(p_, b, k0, kv_head, p_.v_batch_stride, p_.v_row_stride, p_.v_head_stride);
         v_stride = p_.v_row_stride;
-        qk_direct->run(sc.q.data(), k_tile, sc.s.data(), sc.gemm_scratchpad.data());
+        pv_use = pv_direct;
       } else {
-        load_kv_tile(sc, b, kv_head, k0, n);
-        qk.run(sc.q.data(), k_tile, sc.s.data(), sc.gemm_scratchpad.data());
+        load_v_tile(sc, b, kv_head, k0, n);
       }
       const bool full = tile_fully_visible(mask, q_first, q_last + 1, k0, k0 + n);
       for (int r = 0; r < rows; ++r) {
@@ -193,7 +216,7 @@ class BlockedAttention {
       if (!full && v_tile_non_finite(v_tile, v_stride, n)) {
         visible_only_pv(sc, v_tile, v_stride, rows);
       } else {
-        (in_place ? pv_direct : &pv)->run(sc.p.data(), v_tile, sc.o_tile.data(), sc.gemm_scratchpad.data());
+        pv_use->run(sc.p.data(), v_tile, sc.o_tile.data(), sc.gemm_scratchpad.data());
       }
       for (int r = 0; r < rows; ++r) {
         cpu::accumulate_tile(&sc.acc[std::size_t(r) * Dv], &sc.acc_comp[std::size_t(r) * Dv],
@@ -245,22 +268,85 @@ class BlockedAttention {
     }
   }
 
-  void load_kv_tile(Scratch& sc, int b, int kv_head, int k0, int n) const {
-    const int D = p_.head_dim, Dv = p_.head_dim_v;
+  // Rows past n of a partial tile are zeros, so the products read defined, finite values
+  // (their scores are masked and their P is 0).
+  void load_k_tile(Scratch& sc, int b, int kv_head, int k0, int n) const {
+    const int D = p_.head_dim;
     const T* k = static_cast<const T*>(p_.k);
-    const T* v = static_cast<const T*>(p_.v);
     for (int j = 0; j < n; ++j) {
       copy_row(k + kv_offset(p_, b, k0 + j, kv_head, p_.k_batch_stride, p_.k_row_stride, p_.k_head_stride),
                &sc.k[std::size_t(j) * D], D);
+    }
+    if (n < kTileKeys) std::fill(sc.k.begin() + std::size_t(n) * D, sc.k.end(), C(0));
+  }
+
+  void load_v_tile(Scratch& sc, int b, int kv_head, int k0, int n) const {
+    const int Dv = p_.head_dim_v;
+    const T* v = static_cast<const T*>(p_.v);
+    for (int j = 0; j < n; ++j) {
       copy_row(v + kv_offset(p_, b, k0 + j, kv_head, p_.v_batch_stride, p_.v_row_stride, p_.v_head_stride),
                &sc.v[std::size_t(j) * Dv], Dv);
     }
-    // Rows past n of a partial tile: zeros, so the products read defined, finite values (their
-    // scores are masked and their P is 0).
-    if (n < kTileKeys) {
-      std::fill(sc.k.begin() + std::size_t(n) * D, sc.k.end(), C(0));
-      std::fill(sc.v.begin() + std::size_t(n) * Dv, sc.v.end(), C(0));
+    if (n < kTileKeys) std::fill(sc.v.begin() + std::size_t(n) * Dv, sc.v.end(), C(0));
+  }
+
+ public:
+  // Prefill: every key tile is read by many query tiles, so K is packed once per call as Kᵀ
+  // tiles (D x kTileKeys, the layout oneDNN's products read without a copy of their own), and V
+  // too where it cannot be read in place (paged caches, widened dtypes). Decode steps (one
+  // query tile per KV head) read each tile once and skip this.
+  template <class Parallel>
+  void pack_kv(Parallel&& parallel) {
+    const int heads = p_.heads_kv;
+    packed_.first_tile.assign(p_.batch + 1, 0);
+    for (int b = 0; b < p_.batch; ++b) {
+      packed_.first_tile[b + 1] = packed_.first_tile[b] + std::int64_t(heads) * ((k_len(p_, b) + kTileKeys - 1) / kTileKeys);
     }
+    const std::int64_t tiles = packed_.first_tile.back();
+    if (tiles == 0) return;
+    const std::size_t k_elems = std::size_t(p_.head_dim) * kTileKeys, v_elems = std::size_t(kTileKeys) * p_.head_dim_v;
+    packed_.k.reset(new C[std::size_t(tiles) * k_elems]);
+    if (!direct_kv_) packed_.v.reset(new C[std::size_t(tiles) * v_elems]);
+    parallel(tiles, [&](std::int64_t g) {
+      const auto it = std::upper_bound(packed_.first_tile.begin(), packed_.first_tile.end(), g);
+      const int b = static_cast<int>(it - packed_.first_tile.begin()) - 1;
+      const std::int64_t per_head = (packed_.first_tile[b + 1] - packed_.first_tile[b]) / heads;
+      const std::int64_t local = g - packed_.first_tile[b];
+      pack_tile(b, static_cast<int>(local / per_head), static_cast<int>(local % per_head), g);
+    });
+  }
+
+ private:
+  void pack_tile(int b, int h, int t, std::int64_t g) const {
+    const int D = p_.head_dim, Dv = p_.head_dim_v;
+    const int k0 = t * kTileKeys;
+    const int n = std::min(kTileKeys, k_len(p_, b) - k0);
+    C* kt = packed_.k.get() + std::size_t(g) * D * kTileKeys;
+    const T* k = static_cast<const T*>(p_.k);
+    for (int j = 0; j < n; ++j) {
+      const T* row = k + kv_offset(p_, b, k0 + j, h, p_.k_batch_stride, p_.k_row_stride, p_.k_head_stride);
+      for (int d = 0; d < D; ++d) kt[std::size_t(d) * kTileKeys + j] = to_compute(row[d]);
+    }
+    for (int d = 0; d < D; ++d) std::fill(kt + std::size_t(d) * kTileKeys + n, kt + std::size_t(d + 1) * kTileKeys, C(0));
+    if (!packed_.v) return;
+    C* vt = packed_.v.get() + std::size_t(g) * kTileKeys * Dv;
+    const T* v = static_cast<const T*>(p_.v);
+    for (int j = 0; j < n; ++j) {
+      copy_row(v + kv_offset(p_, b, k0 + j, h, p_.v_batch_stride, p_.v_row_stride, p_.v_head_stride),
+               vt + std::size_t(j) * Dv, Dv);
+    }
+    std::fill(vt + std::size_t(n) * Dv, vt + std::size_t(kTileKeys) * Dv, C(0));
+  }
+
+  std::int64_t packed_tile(int b, int h, int t) const {
+    const std::int64_t per_head = (packed_.first_tile[b + 1] - packed_.first_tile[b]) / p_.heads_kv;
+    return packed_.first_tile[b] + h * per_head + t;
+  }
+  const C* packed_k_tile(int b, int h, int t) const {
+    return packed_.k.get() + std::size_t(packed_tile(b, h, t)) * p_.head_dim * kTileKeys;
+  }
+  const C* packed_v_tile(int b, int h, int t) const {
+    return packed_.v.get() + std::size_t(packed_tile(b, h, t)) * kTileKeys * p_.head_dim_v;
   }
 
   // The columns [vb, ve) of key tile [k0, k0 + n) that query i sees (one interval: DESIGN.md's
@@ -362,12 +448,22 @@ class BlockedAttention {
   cpu::ExponentScale beta_{1.0f};
   bool negate_q_ = false;
   bool direct_kv_ = false;
+  struct PackedKv {
+    std::vector<std::int64_t> first_tile;  // per sequence: its first packed tile (all KV heads)
+    std::unique_ptr<C[]> k;                // per tile: Kᵀ, D x kTileKeys, zero past the keys
+    std::unique_ptr<C[]> v;                // per tile: kTileKeys x Dv, zero past the keys; or none
+  } packed_;
 };
 
 template <class E, class C>
 void run_attention(const AttentionProblem& p, const CpuExtras& extras) {
   const ItemMap items(p);
-  const BlockedAttention<E, C> runner(p, extras);
+  BlockedAttention<E, C> runner(p, extras);
+  if (items.total() >= 2 * std::int64_t(p.batch) * p.heads_kv) {
+    runner.pack_kv([&](std::int64_t tiles, auto&& pack) {
+      cpu::parallel_for(tiles, extras.num_threads, [] { return 0; }, [&](int&, std::int64_t g) { pack(g); });
+    });
+  }
   using Scratch = typename BlockedAttention<E, C>::Scratch;
   cpu::parallel_for(
       items.total(), extras.num_threads, [&] { return runner.make_scratch(); },
