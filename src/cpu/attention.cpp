@@ -48,12 +48,14 @@ using cpu::BLayout;
 using cpu::GemmInput;
 using cpu::RowSoftmax;
 
-// 128 x 128 key tiles: oneDNN's bf16 and fp32 products reach their single-core peak at
+// 128 rows x 128 keys: oneDNN's bf16 and fp32 products reach their single-core peak at
 // M, N >= 128 with K = 128 (64 x 64 runs ~25% slower per FLOP), and the Kᵀ, V, S and P tiles of
-// head dim 128 (32-64 KiB each) still sit in L2 beside the Q tile.
+// head dim 128 (32-64 KiB each) still sit in L2 beside the Q tile. At head dims up to 64 the
+// products are half as long per score, so 256-key tiles keep each call as large.
 constexpr int kTileRows = 128;
-constexpr int kTileKeys = 128;
-static_assert(kTileKeys % cpu::kSoftmaxLanes == 0, "score rows are walked in whole vectors");
+constexpr int key_tile_for(int head_dim) { return head_dim <= 64 ? 256 : 128; }
+static_assert(key_tile_for(64) % cpu::kSoftmaxLanes == 0 && key_tile_for(128) % cpu::kSoftmaxLanes == 0,
+              "score rows are walked in whole vectors");
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
@@ -91,7 +93,7 @@ class BlockedAttention {
   };
 
   BlockedAttention(const AttentionProblem& p, const CpuExtras& extras)
-      : p_(p), extras_(extras), group_(p.heads_q / p.heads_kv) {
+      : p_(p), extras_(extras), group_(p.heads_q / p.heads_kv), tile_keys_(key_tile_for(p.head_dim)) {
     const double scale = p.softmax_scale;
     if (p.softcap > 0.0f) {
       beta_ = cpu::exponent_scale(kLog2e);  // capped scores are in natural-log units
@@ -104,8 +106,8 @@ class BlockedAttention {
     direct_kv_ = std::is_same_v<T, C> && !p.paged() && p.k_row_stride > 0 && p.v_row_stride > 0;
     if (direct_kv_) {
       try {
-        cpu::tile_gemm(kTileRows, kTileKeys, p.head_dim, kInput, BLayout::n_by_k, p.k_row_stride);
-        cpu::tile_gemm(kTileRows, p.head_dim_v, kTileKeys, kInput, BLayout::k_by_n, p.v_row_stride);
+        cpu::tile_gemm(kTileRows, tile_keys_, p.head_dim, kInput, BLayout::n_by_k, p.k_row_stride);
+        cpu::tile_gemm(kTileRows, p.head_dim_v, tile_keys_, kInput, BLayout::k_by_n, p.v_row_stride);
       } catch (const RuntimeError&) {
         direct_kv_ = false;
       }
@@ -116,10 +118,10 @@ class BlockedAttention {
     const int D = p_.head_dim, Dv = p_.head_dim_v;
     Scratch s;
     s.q.resize(std::size_t(kTileRows) * D);
-    s.k.resize(std::size_t(kTileKeys) * D);
-    s.v.resize(std::size_t(kTileKeys) * Dv);
-    s.p.resize(std::size_t(kTileRows) * kTileKeys);
-    s.s.resize(std::size_t(kTileRows) * kTileKeys);
+    s.k.resize(std::size_t(tile_keys_) * D);
+    s.v.resize(std::size_t(tile_keys_) * Dv);
+    s.p.resize(std::size_t(kTileRows) * tile_keys_);
+    s.s.resize(std::size_t(kTileRows) * tile_keys_);
     s.o_tile.resize(std::size_t(kTileRows) * Dv);
     s.acc.resize(std::size_t(kTileRows) * Dv);
     s.acc_comp.resize(std::size_t(kTileRows) * Dv);
@@ -145,19 +147,19 @@ class BlockedAttention {
       sc.head[r] = kv_head * group_ + (row_begin + r) % group_;
     }
     const int q_first = sc.query[0], q_last = sc.query[rows - 1];
-    const cpu::TileGemm& qk = cpu::tile_gemm(rows, kTileKeys, D, kInput, BLayout::n_by_k);
-    const cpu::TileGemm& pv = cpu::tile_gemm(rows, Dv, kTileKeys, kInput, BLayout::k_by_n);
+    const cpu::TileGemm& qk = cpu::tile_gemm(rows, tile_keys_, D, kInput, BLayout::n_by_k);
+    const cpu::TileGemm& pv = cpu::tile_gemm(rows, Dv, tile_keys_, kInput, BLayout::k_by_n);
     const cpu::TileGemm* qk_direct = nullptr;
     const cpu::TileGemm* pv_direct = nullptr;
     const cpu::TileGemm* qk_packed = nullptr;
     std::size_t pad = std::max(qk.scratchpad_bytes(), pv.scratchpad_bytes());
     if (packed_.k) {
-      qk_packed = &cpu::tile_gemm(rows, kTileKeys, D, kInput, BLayout::k_by_n);
+      qk_packed = &cpu::tile_gemm(rows, tile_keys_, D, kInput, BLayout::k_by_n);
       pad = std::max(pad, qk_packed->scratchpad_bytes());
     }
     if (direct_kv_) {
-      qk_direct = &cpu::tile_gemm(rows, kTileKeys, D, kInput, BLayout::n_by_k, p_.k_row_stride);
-      pv_direct = &cpu::tile_gemm(rows, Dv, kTileKeys, kInput, BLayout::k_by_n, p_.v_row_stride);
+      qk_direct = &cpu::tile_gemm(rows, tile_keys_, D, kInput, BLayout::n_by_k, p_.k_row_stride);
+      pv_direct = &cpu::tile_gemm(rows, Dv, tile_keys_, kInput, BLayout::k_by_n, p_.v_row_stride);
       pad = std::max({pad, qk_direct->scratchpad_bytes(), pv_direct->scratchpad_bytes()});
     }
     if (sc.gemm_scratchpad.size() < pad) sc.gemm_scratchpad.resize(pad);
@@ -169,13 +171,13 @@ class BlockedAttention {
 
     const MaskParams mask{seq_q, seq_k, p_.window_left, p_.window_right};
     const KeyRange keys = key_range(mask, q_first, q_last + 1);
-    // Key tiles aligned to multiples of kTileKeys (the packed tiles' grid); columns outside
+    // Key tiles aligned to multiples of tile_keys_ (the packed tiles' grid); columns outside
     // the range a row sees are masked below.
-    const int tile_end = keys.empty() ? 0 : (keys.end + kTileKeys - 1) / kTileKeys;
-    for (int t = keys.empty() ? 0 : keys.begin / kTileKeys; t < tile_end; ++t) {
-      const int k0 = t * kTileKeys;
-      const int n = std::min(kTileKeys, seq_k - k0);
-      const bool in_place = direct_kv_ && n == kTileKeys;
+    const int tile_end = keys.empty() ? 0 : (keys.end + tile_keys_ - 1) / tile_keys_;
+    for (int t = keys.empty() ? 0 : keys.begin / tile_keys_; t < tile_end; ++t) {
+      const int k0 = t * tile_keys_;
+      const int n = std::min(tile_keys_, seq_k - k0);
+      const bool in_place = direct_kv_ && n == tile_keys_;
       // K: packed once per call, read in place, or copied here, in that order of preference.
       const C* k_tile = sc.k.data();
       const cpu::TileGemm* qk_use = &qk;
@@ -209,9 +211,9 @@ class BlockedAttention {
         if (!full) visible_columns(mask, sc.query[r], k0, n, vb, ve);
         sc.visible_begin[r] = vb;
         sc.visible_end[r] = ve;
-        float* s = &sc.s[std::size_t(r) * kTileKeys];
+        float* s = &sc.s[std::size_t(r) * tile_keys_];
         if (p_.softcap > 0.0f) soft_cap(s, vb, ve);
-        sc.rescale[r] = cpu::online_softmax_row(s, kTileKeys, vb, ve, beta_, sc.row[r], &sc.p[std::size_t(r) * kTileKeys]);
+        sc.rescale[r] = cpu::online_softmax_row(s, tile_keys_, vb, ve, beta_, sc.row[r], &sc.p[std::size_t(r) * tile_keys_]);
       }
       if (!full && v_tile_non_finite(v_tile, v_stride, n)) {
         visible_only_pv(sc, v_tile, v_stride, rows);
@@ -277,7 +279,7 @@ class BlockedAttention {
       copy_row(k + kv_offset(p_, b, k0 + j, kv_head, p_.k_batch_stride, p_.k_row_stride, p_.k_head_stride),
                &sc.k[std::size_t(j) * D], D);
     }
-    if (n < kTileKeys) std::fill(sc.k.begin() + std::size_t(n) * D, sc.k.end(), C(0));
+    if (n < tile_keys_) std::fill(sc.k.begin() + std::size_t(n) * D, sc.k.end(), C(0));
   }
 
   void load_v_tile(Scratch& sc, int b, int kv_head, int k0, int n) const {
@@ -287,12 +289,12 @@ class BlockedAttention {
       copy_row(v + kv_offset(p_, b, k0 + j, kv_head, p_.v_batch_stride, p_.v_row_stride, p_.v_head_stride),
                &sc.v[std::size_t(j) * Dv], Dv);
     }
-    if (n < kTileKeys) std::fill(sc.v.begin() + std::size_t(n) * Dv, sc.v.end(), C(0));
+    if (n < tile_keys_) std::fill(sc.v.begin() + std::size_t(n) * Dv, sc.v.end(), C(0));
   }
 
  public:
   // Prefill: every key tile is read by many query tiles, so K is packed once per call as Kᵀ
-  // tiles (D x kTileKeys, the layout oneDNN's products read without a copy of their own), and V
+  // tiles (D x tile_keys_, the layout oneDNN's products read without a copy of their own), and V
   // too where it cannot be read in place (paged caches, widened dtypes). Decode steps (one
   // query tile per KV head) read each tile once and skip this.
   template <class Parallel>
@@ -300,11 +302,11 @@ class BlockedAttention {
     const int heads = p_.heads_kv;
     packed_.first_tile.assign(p_.batch + 1, 0);
     for (int b = 0; b < p_.batch; ++b) {
-      packed_.first_tile[b + 1] = packed_.first_tile[b] + std::int64_t(heads) * ((k_len(p_, b) + kTileKeys - 1) / kTileKeys);
+      packed_.first_tile[b + 1] = packed_.first_tile[b] + std::int64_t(heads) * ((k_len(p_, b) + tile_keys_ - 1) / tile_keys_);
     }
     const std::int64_t tiles = packed_.first_tile.back();
     if (tiles == 0) return;
-    const std::size_t k_elems = std::size_t(p_.head_dim) * kTileKeys, v_elems = std::size_t(kTileKeys) * p_.head_dim_v;
+    const std::size_t k_elems = std::size_t(p_.head_dim) * tile_keys_, v_elems = std::size_t(tile_keys_) * p_.head_dim_v;
     packed_.k.reset(new C[std::size_t(tiles) * k_elems]);
     if (!direct_kv_) packed_.v.reset(new C[std::size_t(tiles) * v_elems]);
     parallel(tiles, [&](std::int64_t g) {
@@ -319,23 +321,23 @@ class BlockedAttention {
  private:
   void pack_tile(int b, int h, int t, std::int64_t g) const {
     const int D = p_.head_dim, Dv = p_.head_dim_v;
-    const int k0 = t * kTileKeys;
-    const int n = std::min(kTileKeys, k_len(p_, b) - k0);
-    C* kt = packed_.k.get() + std::size_t(g) * D * kTileKeys;
+    const int k0 = t * tile_keys_;
+    const int n = std::min(tile_keys_, k_len(p_, b) - k0);
+    C* kt = packed_.k.get() + std::size_t(g) * D * tile_keys_;
     const T* k = static_cast<const T*>(p_.k);
     for (int j = 0; j < n; ++j) {
       const T* row = k + kv_offset(p_, b, k0 + j, h, p_.k_batch_stride, p_.k_row_stride, p_.k_head_stride);
-      for (int d = 0; d < D; ++d) kt[std::size_t(d) * kTileKeys + j] = to_compute(row[d]);
+      for (int d = 0; d < D; ++d) kt[std::size_t(d) * tile_keys_ + j] = to_compute(row[d]);
     }
-    for (int d = 0; d < D; ++d) std::fill(kt + std::size_t(d) * kTileKeys + n, kt + std::size_t(d + 1) * kTileKeys, C(0));
+    for (int d = 0; d < D; ++d) std::fill(kt + std::size_t(d) * tile_keys_ + n, kt + std::size_t(d + 1) * tile_keys_, C(0));
     if (!packed_.v) return;
-    C* vt = packed_.v.get() + std::size_t(g) * kTileKeys * Dv;
+    C* vt = packed_.v.get() + std::size_t(g) * tile_keys_ * Dv;
     const T* v = static_cast<const T*>(p_.v);
     for (int j = 0; j < n; ++j) {
       copy_row(v + kv_offset(p_, b, k0 + j, h, p_.v_batch_stride, p_.v_row_stride, p_.v_head_stride),
                vt + std::size_t(j) * Dv, Dv);
     }
-    std::fill(vt + std::size_t(n) * Dv, vt + std::size_t(kTileKeys) * Dv, C(0));
+    std::fill(vt + std::size_t(n) * Dv, vt + std::size_t(tile_keys_) * Dv, C(0));
   }
 
   std::int64_t packed_tile(int b, int h, int t) const {
@@ -343,10 +345,10 @@ class BlockedAttention {
     return packed_.first_tile[b] + h * per_head + t;
   }
   const C* packed_k_tile(int b, int h, int t) const {
-    return packed_.k.get() + std::size_t(packed_tile(b, h, t)) * p_.head_dim * kTileKeys;
+    return packed_.k.get() + std::size_t(packed_tile(b, h, t)) * p_.head_dim * tile_keys_;
   }
   const C* packed_v_tile(int b, int h, int t) const {
-    return packed_.v.get() + std::size_t(packed_tile(b, h, t)) * kTileKeys * p_.head_dim_v;
+    return packed_.v.get() + std::size_t(packed_tile(b, h, t)) * tile_keys_ * p_.head_dim_v;
   }
 
   // The columns [vb, ve) of key tile [k0, k0 + n) that query i sees (one interval: DESIGN.md's
@@ -390,7 +392,7 @@ class BlockedAttention {
       float* out = &sc.o_tile[std::size_t(r) * Dv];
       std::fill(out, out + Dv, 0.0f);
       for (int j = sc.visible_begin[r]; j < sc.visible_end[r]; ++j) {
-        const float pj = compute_to_float(sc.p[std::size_t(r) * kTileKeys + j]);
+        const float pj = compute_to_float(sc.p[std::size_t(r) * tile_keys_ + j]);
         const C* vrow = v + j * v_stride;
         for (int d = 0; d < Dv; ++d) out[d] += pj * compute_to_float(vrow[d]);
       }
@@ -445,13 +447,14 @@ class BlockedAttention {
   const AttentionProblem& p_;
   const CpuExtras& extras_;
   int group_;
+  int tile_keys_;  // keys per tile: key_tile_for(head_dim)
   cpu::ExponentScale beta_{1.0f};
   bool negate_q_ = false;
   bool direct_kv_ = false;
   struct PackedKv {
     std::vector<std::int64_t> first_tile;  // per sequence: its first packed tile (all KV heads)
-    std::unique_ptr<C[]> k;                // per tile: Kᵀ, D x kTileKeys, zero past the keys
-    std::unique_ptr<C[]> v;                // per tile: kTileKeys x Dv, zero past the keys; or none
+    std::unique_ptr<C[]> k;                // per tile: Kᵀ, D x tile_keys_, zero past the keys
+    std::unique_ptr<C[]> v;                // per tile: tile_keys_ x Dv, zero past the keys; or none
   } packed_;
 };
 
