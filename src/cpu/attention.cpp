@@ -5,8 +5,9 @@
 // Work item = one tile of up to kTileRows "packed rows" of one (sequence, KV head). Packed row
 // r is (query r / G, head r % G) with G = heads_q / heads_kv: the whole GQA group of a query
 // sits in one tile, as the GPU decode packs it into the MMA's M dimension, so each K/V tile
-// is gathered once for G heads and a decode step is a single tile per KV head. For each key
-// tile of the tile's key range:
+// is read once for G heads and a decode step is a single tile per KV head. K/V tiles are
+// packed once per call for prefill, read in place from contiguous caches, or gathered per tile
+// (paged decode). For each key tile of the tile's key range:
 //     S = Q · Kᵀ                 tile product on oneDNN (cpu/tile_gemm.hpp), fp32 out
 //     softcap, mask              per row: the visible columns are one interval
 //     online softmax in base 2   cpu/online_softmax.hpp: running max, compensated sum
@@ -25,11 +26,13 @@
 // tile mix all its keys, so a tile that is masked for some rows and holds a non-finite value
 // takes an exact per-row path for P · V that reads only each row's visible keys.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -82,10 +85,11 @@ class BlockedAttention {
   using T = typename E::Storage;
   static constexpr bool kBf16Products = std::is_same_v<C, std::uint16_t>;
   static constexpr GemmInput kInput = kBf16Products ? GemmInput::bf16 : GemmInput::f32;
+  static constexpr std::uint8_t kUnpacked = 0, kPacking = 1, kPacked = 2;  // a packed tile's state
 
   struct Scratch {
     std::vector<C> q, k, v, p;
-    std::vector<float> s, o_tile, acc, acc_comp, v_row;
+    std::vector<float> s, o_tile, acc, acc_comp;
     std::vector<RowSoftmax> row;
     std::vector<float> rescale;
     std::vector<int> query, head, visible_begin, visible_end;
@@ -125,7 +129,6 @@ class BlockedAttention {
     s.o_tile.resize(std::size_t(kTileRows) * Dv);
     s.acc.resize(std::size_t(kTileRows) * Dv);
     s.acc_comp.resize(std::size_t(kTileRows) * Dv);
-    s.v_row.resize(Dv);
     s.row.resize(kTileRows);
     s.rescale.resize(kTileRows);
     s.query.resize(kTileRows);
@@ -182,6 +185,7 @@ class BlockedAttention {
       const C* k_tile = sc.k.data();
       const cpu::TileGemm* qk_use = &qk;
       if (packed_.k) {
+        ensure_packed(b, kv_head, t);
         k_tile = packed_k_tile(b, kv_head, t);
         qk_use = qk_packed;
       } else if (in_place) {
@@ -297,25 +301,22 @@ class BlockedAttention {
   // tiles (D x tile_keys_, the layout oneDNN's products read without a copy of their own), and V
   // too where it cannot be read in place (paged caches, widened dtypes). Decode steps (one
   // query tile per KV head) read each tile once and skip this.
-  template <class Parallel>
-  void pack_kv(Parallel&& parallel) {
+  // Sizes the packed tiles; each is filled by the first worker that needs it (ensure_packed),
+  // so packing needs no pass of its own and no barrier before the work starts.
+  void plan_packing() {
     const int heads = p_.heads_kv;
     packed_.first_tile.assign(p_.batch + 1, 0);
     for (int b = 0; b < p_.batch; ++b) {
-      packed_.first_tile[b + 1] = packed_.first_tile[b] + std::int64_t(heads) * ((k_len(p_, b) + tile_keys_ - 1) / tile_keys_);
+      packed_.first_tile[b + 1] =
+          packed_.first_tile[b] + std::int64_t(heads) * ((k_len(p_, b) + tile_keys_ - 1) / tile_keys_);
     }
     const std::int64_t tiles = packed_.first_tile.back();
     if (tiles == 0) return;
     const std::size_t k_elems = std::size_t(p_.head_dim) * tile_keys_, v_elems = std::size_t(tile_keys_) * p_.head_dim_v;
     packed_.k.reset(new C[std::size_t(tiles) * k_elems]);
     if (!direct_kv_) packed_.v.reset(new C[std::size_t(tiles) * v_elems]);
-    parallel(tiles, [&](std::int64_t g) {
-      const auto it = std::upper_bound(packed_.first_tile.begin(), packed_.first_tile.end(), g);
-      const int b = static_cast<int>(it - packed_.first_tile.begin()) - 1;
-      const std::int64_t per_head = (packed_.first_tile[b + 1] - packed_.first_tile[b]) / heads;
-      const std::int64_t local = g - packed_.first_tile[b];
-      pack_tile(b, static_cast<int>(local / per_head), static_cast<int>(local % per_head), g);
-    });
+    packed_.state.reset(new std::atomic<std::uint8_t>[std::size_t(tiles)]);
+    for (std::int64_t g = 0; g < tiles; ++g) packed_.state[g].store(kUnpacked, std::memory_order_relaxed);
   }
 
  private:
@@ -344,6 +345,22 @@ class BlockedAttention {
     const std::int64_t per_head = (packed_.first_tile[b + 1] - packed_.first_tile[b]) / p_.heads_kv;
     return packed_.first_tile[b] + h * per_head + t;
   }
+
+  // Packs tile t of (b, h) unless done: one worker packs, one that arrives meanwhile waits the
+  // few microseconds that takes.
+  void ensure_packed(int b, int h, int t) const {
+    const std::int64_t g = packed_tile(b, h, t);
+    std::atomic<std::uint8_t>& state = packed_.state[g];
+    if (state.load(std::memory_order_acquire) == kPacked) return;
+    std::uint8_t expected = kUnpacked;
+    if (state.compare_exchange_strong(expected, kPacking, std::memory_order_acq_rel)) {
+      pack_tile(b, h, t, g);
+      state.store(kPacked, std::memory_order_release);
+      return;
+    }
+    while (state.load(std::memory_order_acquire) != kPacked) std::this_thread::yield();
+  }
+
   const C* packed_k_tile(int b, int h, int t) const {
     return packed_.k.get() + std::size_t(packed_tile(b, h, t)) * p_.head_dim * tile_keys_;
   }
@@ -455,6 +472,7 @@ class BlockedAttention {
     std::vector<std::int64_t> first_tile;  // per sequence: its first packed tile (all KV heads)
     std::unique_ptr<C[]> k;                // per tile: Kᵀ, D x tile_keys_, zero past the keys
     std::unique_ptr<C[]> v;                // per tile: tile_keys_ x Dv, zero past the keys; or none
+    std::unique_ptr<std::atomic<std::uint8_t>[]> state;  // per tile: kUnpacked, kPacking, kPacked
   } packed_;
 };
 
@@ -463,9 +481,7 @@ void run_attention(const AttentionProblem& p, const CpuExtras& extras) {
   const ItemMap items(p);
   BlockedAttention<E, C> runner(p, extras);
   if (items.total() >= 2 * std::int64_t(p.batch) * p.heads_kv) {
-    runner.pack_kv([&](std::int64_t tiles, auto&& pack) {
-      cpu::parallel_for(tiles, extras.num_threads, [] { return 0; }, [&](int&, std::int64_t g) { pack(g); });
-    });
+    runner.plan_packing();
   }
   using Scratch = typename BlockedAttention<E, C>::Scratch;
   cpu::parallel_for(
