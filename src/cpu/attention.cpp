@@ -61,6 +61,7 @@ static_assert(key_tile_for(64) % cpu::kSoftmaxLanes == 0 && key_tile_for(128) % 
               "score rows are walked in whole vectors");
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr double kMaxPackedBytes = double(1u << 30);  // packed K/V of one call, at most
 
 // Items of one sequence: heads_kv x ceil(Sq * G / kTileRows). Varlen batches differ per
 // sequence, so items are numbered through a prefix sum over the batch.
@@ -480,7 +481,10 @@ template <class E, class C>
 void run_attention(const AttentionProblem& p, const CpuExtras& extras) {
   const ItemMap items(p);
   BlockedAttention<E, C> runner(p, extras);
-  if (items.total() >= 2 * std::int64_t(p.batch) * p.heads_kv) {
+  // Packing costs a copy of K (and V) for the call; above kMaxPackedBytes the tiles are
+  // gathered per query tile instead, with memory of one tile per worker.
+  const double kv_bytes = double(p.batch) * p.max_seqlen_k * p.heads_kv * (p.head_dim + p.head_dim_v) * sizeof(C);
+  if (items.total() >= 2 * std::int64_t(p.batch) * p.heads_kv && kv_bytes <= kMaxPackedBytes) {
     runner.plan_packing();
   }
   using Scratch = typename BlockedAttention<E, C>::Scratch;

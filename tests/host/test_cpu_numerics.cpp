@@ -277,6 +277,26 @@ TEST(CpuNumerics, ExtremeSoftcapAndScale) {
   }
 }
 
+// Prefill packs K (and V where it cannot be read in place) once per call: paged caches with
+// page sizes that do not divide the key tile, widened fp16, windows, several query tiles.
+TEST(CpuNumerics, PackedKeyTilesAcrossLayouts) {
+  Rng rng(41);
+  for (DType dtype : {DType::fp16, DType::bf16, DType::fp32}) {
+    for (KvLayout kv : {KvLayout::paged, KvLayout::varlen, KvLayout::batch}) {
+      ProblemSpec s = small_spec(dtype, 300, 333);
+      s.batch = 2; s.heads_q = 4; s.heads_kv = 2; s.head_dim = 64; s.head_dim_v = 48;
+      s.kv = kv; s.page_size = 24; s.varlen_q = kv == KvLayout::varlen;
+      s.use_seqlens_k = kv == KvLayout::batch;
+      reference::randomize_lengths(s, rng, s.varlen_q ? 150 : 300, 300, 100, 333);
+      s.mask = kv == KvLayout::batch ? Mask::window(90, 7) : Mask::causal();
+      AttentionTensors t = reference::make_tensors(s, rng);
+      ASSERT_EQ(attention(reference::bind(s, t)), Backend::cpu);
+      const auto check = reference::check_attention(s, t);
+      EXPECT_TRUE(check.ok) << s.describe() << ": " << check.summary();
+    }
+  }
+}
+
 TEST(CpuNumerics, ThreadCountIsHonoured) {
   ProblemSpec s = small_spec(DType::bf16, 300, 300);
   s.batch = 2; s.heads_q = 4; s.heads_kv = 2;  // 2 x 2 x ceil(600 / 128) = 20 items
