@@ -54,10 +54,12 @@ using cpu::RowSoftmax;
 // 128 rows x 128 keys: oneDNN's bf16 and fp32 products reach their single-core peak at
 // M, N >= 128 with K = 128 (64 x 64 runs ~25% slower per FLOP), and the Kᵀ, V, S and P tiles of
 // head dim 128 (32-64 KiB each) still sit in L2 beside the Q tile. At head dims up to 64 the
-// products are half as long per score, so 256-key tiles keep each call as large.
+// products are half as long per score, so 256-key tiles keep each call as large, except where
+// a right window bound (causal) makes diagonal tiles: there the wider tile computes more
+// masked scores than it saves.
 constexpr int kTileRows = 128;
-constexpr int key_tile_for(int head_dim) { return head_dim <= 64 ? 256 : 128; }
-static_assert(key_tile_for(64) % cpu::kSoftmaxLanes == 0 && key_tile_for(128) % cpu::kSoftmaxLanes == 0,
+constexpr int key_tile_for(int head_dim, bool right_bounded) { return head_dim <= 64 && !right_bounded ? 256 : 128; }
+static_assert(key_tile_for(64, false) % cpu::kSoftmaxLanes == 0 && key_tile_for(128, true) % cpu::kSoftmaxLanes == 0,
               "score rows are walked in whole vectors");
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -98,7 +100,7 @@ class BlockedAttention {
   };
 
   BlockedAttention(const AttentionProblem& p, const CpuExtras& extras)
-      : p_(p), extras_(extras), group_(p.heads_q / p.heads_kv), tile_keys_(key_tile_for(p.head_dim)) {
+      : p_(p), extras_(extras), group_(p.heads_q / p.heads_kv), tile_keys_(key_tile_for(p.head_dim, p.window_right >= 0)) {
     const double scale = p.softmax_scale;
     if (p.softcap > 0.0f) {
       beta_ = cpu::exponent_scale(kLog2e);  // capped scores are in natural-log units
@@ -465,7 +467,7 @@ class BlockedAttention {
   const AttentionProblem& p_;
   const CpuExtras& extras_;
   int group_;
-  int tile_keys_;  // keys per tile: key_tile_for(head_dim)
+  int tile_keys_;  // keys per tile: key_tile_for(head_dim, right bound)
   cpu::ExponentScale beta_{1.0f};
   bool negate_q_ = false;
   bool direct_kv_ = false;

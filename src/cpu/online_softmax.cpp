@@ -4,7 +4,8 @@
 // The loops are written on 16-lane vectors (GCC/Clang vector extensions) with their
 // reductions kept per lane: vector code without -ffast-math, and NaN and infinity keep IEEE
 // meaning.
-// Built with -ffp-contract=off (CMakeLists.txt): the Kahan updates must not be fused.
+// The compensated (Kahan) updates live in compensated.cpp, built without multiply-add
+// contraction; here the compiler may fuse the polynomial's multiply-adds.
 #include "cpu/online_softmax.hpp"
 
 #include <cmath>
@@ -124,12 +125,7 @@ FLASHBUF_FORCEINLINE float online_softmax_row_impl(float* x, int width, int vb, 
   // later tile of the row NaN too (its P·V row is NaN already: NaN · v = NaN).
   const float kept_max = tile_sum != tile_sum ? tile_sum : new_max;
 
-  // sum = sum * rescale + tile_sum, compensated.
-  const float scaled = row.sum * rescale;
-  const float y = tile_sum - row.sum_compensation * rescale;
-  const float t = scaled + y;
-  row.sum_compensation = (t - scaled) - y;
-  row.sum = t;
+  compensated_fold(row.sum, row.sum_compensation, tile_sum, rescale);
   row.max = kept_max;
   return rescale;
 }
@@ -151,25 +147,6 @@ FLASHBUF_CPU_CLONES float online_softmax_row(float* x, int width, int vb, int ve
 FLASHBUF_CPU_CLONES float online_softmax_row(float* x, int width, int vb, int ve, ExponentScale beta, RowSoftmax& row,
                                              std::uint16_t* p) {
   return online_softmax_row_impl(x, width, vb, ve, beta, row, p);
-}
-
-FLASHBUF_CPU_CLONES void accumulate_tile(float* acc, float* comp, const float* tile, float rescale, int n) {
-  if (rescale == 1.0f) {
-    for (int d = 0; d < n; ++d) {
-      const float y = tile[d] - comp[d];
-      const float t = acc[d] + y;
-      comp[d] = (t - acc[d]) - y;
-      acc[d] = t;
-    }
-    return;
-  }
-  for (int d = 0; d < n; ++d) {
-    const float a = acc[d] * rescale;
-    const float y = tile[d] - comp[d] * rescale;
-    const float t = a + y;
-    comp[d] = (t - a) - y;
-    acc[d] = t;
-  }
 }
 
 FLASHBUF_CPU_CLONES bool any_non_finite(const float* x, int n) {

@@ -42,8 +42,10 @@ float online_softmax_row(float* x, int width, int visible_begin, int visible_end
                          RowSoftmax& row, std::uint16_t* p_bf16);
 
 // acc = acc * rescale + tile, Kahan-compensated (acc_compensation carries the lost low bits),
-// so a row's output over millions of keys keeps fp32 accuracy. n values.
+// so a row's output over millions of keys keeps fp32 accuracy. n values. (compensated.cpp)
 void accumulate_tile(float* acc, float* acc_compensation, const float* tile, float rescale, int n);
+// The same for one value: sum = sum * rescale + add.
+void compensated_fold(float& sum, float& compensation, float add, float rescale);
 
 // True when any of the n values is NaN or infinite.
 bool any_non_finite(const float* x, int n);
