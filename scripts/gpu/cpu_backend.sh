@@ -4,13 +4,14 @@
 # benchmark against torch SDPA on that machine's CPU (quieter than the 2-core development
 # machine), at torch's default thread count and at 2 threads. Logs and results under $OUT.
 #
-# Before `run`, here:  scripts/gpu/onednn_deps.sh download      then carry [".deps/debs"]
+# Before `run`, here:  scripts/gpu/device_deps.sh download      then carry [".deps/debs"]
+# (device_deps.sh is main's: oneDNN, its OpenCL loader and the CLI's header libraries.)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 OUT=${OUT:-$ROOT/out}
 mkdir -p "$OUT"
-source scripts/gpu/onednn_deps.sh unpack
+source scripts/gpu/device_deps.sh unpack
 SITE=/tmp/flashbuf-cpu-site
 CMAKE_ARGS="-DFLASHBUF_INSTANTIATIONS=bf16_128_128 -DFLASHBUF_DECODE_INSTANTIATIONS=bf16_128 -DFLASHBUF_CUDA_ARCHS=90a" \
   CMAKE_BUILD_PARALLEL_LEVEL=16 python3 -m pip install --no-build-isolation --no-deps --target "$SITE" . \
