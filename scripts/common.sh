@@ -5,12 +5,12 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
 need_apt=()
+# The CPU backend's tile products (a required dependency; docs/cpu-backend.md).
+[ -f /usr/include/oneapi/dnnl/dnnl.hpp ] || need_apt+=(libdnnl-dev)
 command -v cmake >/dev/null || need_apt+=(cmake)
 command -v ninja >/dev/null || need_apt+=(ninja-build)
 [ -f /usr/include/gtest/gtest.h ] || need_apt+=(libgtest-dev)
 command -v ccache >/dev/null || need_apt+=(ccache)
-# The CPU backend's tile products (a required dependency; docs/cpu-backend.md).
-[ -f /usr/include/oneapi/dnnl/dnnl.hpp ] || need_apt+=(libdnnl-dev)
 if [ ${#need_apt[@]} -gt 0 ] && command -v apt-get >/dev/null; then
   SUDO=$([ "$(id -u)" = 0 ] && echo "" || echo sudo)
   $SUDO apt-get update -qq >/dev/null && $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null || \
