@@ -60,6 +60,11 @@ def _stream(t: Tensor) -> int:
     return torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else 0
 
 
+def _cpu_threads(t: Tensor) -> int:
+    # The CPU backend runs on as many threads as torch itself would use (0 = its default).
+    return 0 if t.is_cuda else torch.get_num_threads()
+
+
 def _on_device(t: Tensor):
     return torch.cuda.device(t.device) if t.is_cuda else contextlib.nullcontext()
 
@@ -92,7 +97,8 @@ def _run_attention(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqlens_k, pag
             _arg("q", q), _arg("k", k), _arg("v", v), _arg("out", out), _arg("lse", lse),
             _arg("cu_seqlens_q", cu_seqlens_q), _arg("cu_seqlens_k", cu_seqlens_k), _arg("seqlens_k", seqlens_k),
             _arg("page_table", page_table), max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
-            window_right, softcap, _stream(q), backend, sinks=_arg("sinks", sinks), check_inputs=check_inputs)
+            window_right, softcap, _stream(q), backend, sinks=_arg("sinks", sinks), check_inputs=check_inputs,
+            num_threads=_cpu_threads(q))
 
 
 @torch.library.custom_op("flashbuf::attention", mutates_args=())
@@ -166,7 +172,8 @@ def decode(q: Tensor, k: Tensor, v: Tensor, seqlens_k: Optional[Tensor], page_ta
     with _on_device(q):
         _C.decode(plan, _arg("q", q), _arg("k", k), _arg("v", v), _arg("seqlens_k", seqlens_k),
                   _arg("page_table", page_table), o, lse if return_lse else None, workspace, softmax_scale, causal,
-                  window_left, window_right, softcap, _stream(q), sinks=_arg("sinks", sinks), check_inputs=check_inputs)
+                  window_left, window_right, softcap, _stream(q), sinks=_arg("sinks", sinks), check_inputs=check_inputs,
+            num_threads=_cpu_threads(q))
     last.name = "decode" if q.is_cuda else "cpu"
     return o, lse
 

@@ -235,7 +235,7 @@ std::string attention(nb::handle q, nb::handle k, nb::handle v, nb::handle o, nb
                       nb::handle cu_seqlens_k, nb::handle seqlens_k, nb::handle page_table, int max_seqlen_q,
                       int max_seqlen_k, float softmax_scale, bool causal, int window_left, int window_right,
                       float softcap, std::uintptr_t stream, const std::string& backend, nb::handle sinks,
-                      bool check_inputs) {
+                      bool check_inputs, int num_threads) {
   Arrays keep;
   flashbuf::AttentionArgs args =
       attention_args(q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table,
@@ -246,6 +246,7 @@ std::string attention(nb::handle q, nb::handle k, nb::handle v, nb::handle o, nb
   args.stream = stream_of(stream);
   args.backend = parse_backend(backend);
   args.check_index_contents = check_inputs;
+  args.num_threads = num_threads;
   flashbuf::Backend ran;
   {
     nb::gil_scoped_release release;  // the CPU backend computes here; CUDA only launches
@@ -355,7 +356,7 @@ flashbuf::DecodeArgs decode_args(nb::handle q, nb::handle k, nb::handle v, nb::h
 std::string decode(const std::vector<std::int64_t>& plan_fields, nb::handle q, nb::handle k, nb::handle v,
                    nb::handle seqlens_k, nb::handle page_table, nb::handle o, nb::handle lse, nb::handle workspace,
                    float softmax_scale, bool causal, int window_left, int window_right, float softcap,
-                   std::uintptr_t stream, nb::handle sinks, bool check_inputs) {
+                   std::uintptr_t stream, nb::handle sinks, bool check_inputs, int num_threads) {
   const flashbuf::DecodePlan plan = plan_from_list(plan_fields);
   Arrays keep;
   flashbuf::DecodeArgs args =
@@ -388,6 +389,7 @@ std::string decode(const std::vector<std::int64_t>& plan_fields, nb::handle q, n
   }
   args.stream = stream_of(stream);
   args.check_index_contents = check_inputs;
+  args.num_threads = num_threads;
   flashbuf::Backend ran;
   {
     nb::gil_scoped_release release;
@@ -455,7 +457,7 @@ NB_MODULE(_C, m) {
         nb::arg("seqlens_k").none(), nb::arg("page_table").none(), nb::arg("max_seqlen_q"), nb::arg("max_seqlen_k"),
         nb::arg("softmax_scale"), nb::arg("causal"), nb::arg("window_left"), nb::arg("window_right"),
         nb::arg("softcap"), nb::arg("stream"), nb::arg("backend") = "auto", nb::arg("sinks").none() = nb::none(),
-        nb::arg("check_inputs") = false,
+        nb::arg("check_inputs") = false, nb::arg("num_threads") = 0,
         "Runs flashbuf::attention into preallocated out (and lse); returns the backend that ran.");
   m.def("attention_shapes", &attention_shapes, nb::arg("q").none(), nb::arg("k").none(), nb::arg("v").none(),
         nb::arg("cu_seqlens_q").none(), nb::arg("cu_seqlens_k").none(), nb::arg("seqlens_k").none(),
@@ -472,7 +474,7 @@ NB_MODULE(_C, m) {
         nb::arg("seqlens_k").none(), nb::arg("page_table").none(), nb::arg("out").none(), nb::arg("lse").none(),
         nb::arg("workspace").none(), nb::arg("softmax_scale"), nb::arg("causal"), nb::arg("window_left"),
         nb::arg("window_right"), nb::arg("softcap"), nb::arg("stream"), nb::arg("sinks").none() = nb::none(),
-        nb::arg("check_inputs") = false,
+        nb::arg("check_inputs") = false, nb::arg("num_threads") = 0,
         "Runs flashbuf::decode with a plan tuple from plan_decode; returns the backend that ran.");
   m.def("decode_shapes", &decode_shapes, nb::arg("plan"), nb::arg("q").none(), nb::arg("k").none(),
         nb::arg("v").none(), nb::arg("seqlens_k").none(), nb::arg("page_table").none(), nb::arg("softmax_scale"),

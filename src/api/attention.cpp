@@ -52,7 +52,7 @@ Backend attention(const AttentionArgs& args) {
   const Backend backend = choose_backend(args.backend, problem);
   if (no_query_rows(problem)) return backend;  // nothing to write
   switch (backend) {
-    case Backend::cpu: detail::cpu_attention(problem); break;
+    case Backend::cpu: detail::cpu_attention(problem, detail::cpu_extras(args.sinks, args.num_threads)); break;
     case Backend::sm80: detail::sm80_attention(problem); break;
     case Backend::sm90: detail::sm90_attention(problem); break;
     default: break;

@@ -4,13 +4,22 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "api/problem.hpp"
 
 namespace flashbuf::detail {
 
-// CPU (src/cpu/): tiled flash-style, fp32 accumulation, multi-threaded.
-void cpu_attention(const AttentionProblem& p);
+// CPU (src/cpu/): blocked flash-attention on oneDNN tile products, fp32 accumulation, on an
+// OpenMP team. The extras are what AttentionProblem does not carry: the optional sinks (fp32,
+// one per query head) and the worker count (0 = the OpenMP default).
+struct CpuExtras {
+  const float* sinks = nullptr;
+  std::int64_t sinks_stride = 1;
+  int num_threads = 0;
+};
+CpuExtras cpu_extras(const TensorView& sinks, int num_threads);
+void cpu_attention(const AttentionProblem& p, const CpuExtras& extras = {});
 void cpu_merge_states(const MergeProblem& p);
 
 // CUDA (src/cuda/ or src/nocuda/).

@@ -35,7 +35,7 @@ OutputShapes decode_output_shapes(const DecodePlan& plan, const DecodeArgs& args
 Backend decode(const DecodePlan& plan, const DecodeArgs& args) {
   const detail::AttentionProblem problem = detail::validate_decode(plan, args);
   if (problem.device == DeviceKind::cpu) {
-    if (problem.batch > 0) detail::cpu_attention(problem);
+    if (problem.batch > 0) detail::cpu_attention(problem, detail::cpu_extras(args.sinks, args.num_threads));
     return Backend::cpu;
   }
   // No early return for batch 0 on the GPU: the launch shape depends on the plan only, and

@@ -35,7 +35,6 @@ struct AttentionProblem {
   const std::int32_t* cu_seqlens_q = nullptr;
   const std::int32_t* cu_seqlens_k = nullptr;
   std::int64_t total_k = 0;  // varlen K/V: rows of the packed tensors (kernels clamp cu_seqlens_k to it)
-  std::int64_t total_q = 0;  // varlen Q: rows of the packed tensor (kernels clamp cu_seqlens_q to it)
   const std::int32_t* seqlens_k = nullptr;
   const std::int32_t* page_table = nullptr;
   std::int64_t page_table_stride = 0;

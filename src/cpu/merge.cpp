@@ -29,7 +29,7 @@ void run_merge(const MergeProblem& p) {
     std::vector<float> acc, part;
   };
   cpu::parallel_for(
-      items, [&] { return Scratch{std::vector<float>(Dv), std::vector<float>(Dv)}; },
+      items, 0, [&] { return Scratch{std::vector<float>(Dv), std::vector<float>(Dv)}; },
       [&](Scratch& sc, std::int64_t item) {
         const std::int64_t end = std::min(pairs, (item + 1) * kPairsPerItem);
         for (std::int64_t pair = item * kPairsPerItem; pair < end; ++pair) {
