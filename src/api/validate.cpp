@@ -841,7 +841,7 @@ AttentionProblem validate_decode(const DecodePlan& plan, const DecodeArgs& d, co
   }
   expect_shape("v", d.v, {{d.k.shape[0], d.page_table.present() ? "num_pages" : "batch"}, {d.k.shape[1], d.page_table.present() ? "page_size" : "max_seqlen_k"}, {pr.heads_kv, "heads_kv"}, {pr.head_dim_v, "head_dim_v"}});
   if (plan.num_splits < 1) fail("plan.num_splits", "expected >= 1, got " + std::to_string(plan.num_splits) + " (use plan_decode)");
-  if (!meta && plan.workspace_bytes > 0) {
+  if (!meta && options.outputs && plan.workspace_bytes > 0) {  // the workspace is an output too
     if (d.workspace == nullptr) fail("workspace", "null, but the plan needs " + std::to_string(plan.workspace_bytes) + " bytes");
     if (reinterpret_cast<std::uintptr_t>(d.workspace) % kWorkspaceAlignment != 0) {
       fail("workspace", "must be " + std::to_string(kWorkspaceAlignment) + "-byte aligned");
