@@ -4,8 +4,9 @@
 // the workspace by the combine, merged in thread-block clusters). Expected values: the float64
 // reference (src/reference) without sinks, then each row's sink joined in double on the host:
 //     lse' = ln(e^lse + e^sink),  o' = o e^(lse - lse')   (a row with no key: o' = 0, lse' = sink)
-// applied to the float64 and the same-precision references alike, then the usual acceptance
-// rule (check.hpp). Also: paged against contiguous bit-exactly with sinks, rows with no key
+// applied to the float64 and the same-precision references alike (the latter's O rounded to the
+// dtype again, as the kernel rounds after the sink factor), then the usual acceptance rule
+// (check.hpp). Also: paged against contiguous bit-exactly with sinks, rows with no key
 // (O = 0, LSE = the sink, exactly), sinks of +-30, GQA (a sink per query head), window 128,
 // merge_states of sink-free parts plus the sink as one more part, and a NaN in a query row or a
 // visible key giving that row NaN O and NaN LSE (and leaving the other rows as they were).
@@ -209,12 +210,28 @@ DecodeOutcome run_decode(const ProblemSpec& spec, AttentionTensors& t, SplitRun 
 
 std::int64_t row_index(const ProblemSpec& spec, const RowId& r) { return spec.q_row(r.b, r.i) * spec.heads_q + r.h; }
 
-// Joins each row's sink to reference results, in double.
+// The value a kernel stores for fp32 x in the output dtype (round to nearest even).
+double round_to_output(DType dtype, double x) {
+  const float f = static_cast<float>(x);
+  switch (dtype) {
+    case DType::bf16: return bf16_to_float(float_to_bf16(f));
+    case DType::fp16: return fp16_to_float(float_to_fp16(f));
+    default: return f;
+  }
+}
+
+// Joins each row's sink to reference results, in double. `rows` may name a row more than once
+// (sample_rows draws with replacement): each distinct row is joined once. `round_output` rounds
+// the joined O to the output dtype again, as the same-precision reference rounds its own O (and
+// as the kernel rounds after applying the sink factor).
 void join_sinks(const ProblemSpec& spec, const std::vector<RowId>& rows, const std::vector<float>& sinks,
-                RowResults& r) {
+                bool round_output, RowResults& r) {
   if (sinks.empty()) return;
+  std::vector<char> joined(r.lse.size(), 0);
   for (const RowId& id : rows) {
     const std::int64_t n = row_index(spec, id);
+    if (joined[n]) continue;
+    joined[n] = 1;
     const double lse = r.lse[n], sink = sinks[id.h];
     double lse_out, factor;
     if (lse == -kInfD) {
@@ -226,7 +243,11 @@ void join_sinks(const ProblemSpec& spec, const std::vector<RowId>& rows, const s
       factor = std::exp(lse - lse_out);
     }
     r.lse[n] = lse_out;
-    for (int c = 0; c < spec.head_dim_v; ++c) r.o[n * spec.head_dim_v + c] *= factor;
+    for (int c = 0; c < spec.head_dim_v; ++c) {
+      double& o = r.o[n * spec.head_dim_v + c];
+      o *= factor;
+      if (round_output) o = round_to_output(spec.dtype, o);
+    }
   }
 }
 
@@ -241,8 +262,8 @@ Expected expected_with_sinks(const ProblemSpec& spec, const AttentionTensors& t,
   Expected e{std::move(rows), {}, {}};
   e.ref = reference_attention(spec, t, e.rows, Precision::float64);
   e.low = reference_attention(spec, t, e.rows, Precision::lowp);
-  join_sinks(spec, e.rows, sinks, e.ref);
-  join_sinks(spec, e.rows, sinks, e.low);
+  join_sinks(spec, e.rows, sinks, /*round_output=*/false, e.ref);
+  join_sinks(spec, e.rows, sinks, /*round_output=*/true, e.low);
   return e;
 }
 

@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "flashbuf/arch/sm80/fast_math.cuh"
 #include "flashbuf/arch/sm80/ldmatrix.cuh"
 #include "flashbuf/buffers/concepts.cuh"
 #include "flashbuf/buffers/smem_tile.cuh"
@@ -152,6 +153,15 @@ struct OutputRegisterBuffer {
       o[mt][n][2] *= hi;
       o[mt][n][3] *= hi;
     }
+  }
+  // Whether this thread's elements of row lo (half 0) / hi (half 1) of m-tile mt hold a NaN:
+  // a NaN in a visible value reaches O through P V but not the row sum. One compare per
+  // element pair, in the epilogue only.
+  __device__ bool holds_nan(int mt, int half) const {
+    bool nan = false;
+#pragma unroll
+    for (int n = 0; n < kNTiles; ++n) nan |= sm80::either_nan(o[mt][n][2 * half], o[mt][n][2 * half + 1]);
+    return nan;
   }
   // Divide by the softmax denominators (row sums); a row with no visible key has sum 0 and
   // must come out as 0, not NaN; a NaN sum (the row read a NaN) stays NaN. `extra_lo/hi`

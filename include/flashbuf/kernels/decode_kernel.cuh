@@ -558,8 +558,17 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
   }
 
   // ---- epilogue: merge the kWarpsN warps of each row tile, normalise, write --------------
+  // The NaN rule: a row that read a NaN gets NaN in every O element and NaN LSE. A NaN query
+  // or key makes the row sum NaN already; a NaN value reaches only O's columns, so a thread
+  // whose elements of a row hold one makes its partial sum NaN, the quad sum below carries it
+  // to the row's lanes, and merge_piece makes every piece's O and the LSE NaN (unsplit rows,
+  // cluster parts and workspace parts alike: the merges and the combine keep a NaN part NaN).
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
+    bool nan = false;
+#pragma unroll
+    for (int n = 0; n < kON; ++n) nan |= sm80::either_nan(o_acc[n][2 * h], o_acc[n][2 * h + 1]);
+    if (nan) l_run[h] = __int_as_float(0x7fffffff);
     l_run[h] += __shfl_xor_sync(0xffffffffu, l_run[h], 1);
     l_run[h] += __shfl_xor_sync(0xffffffffu, l_run[h], 2);
   }

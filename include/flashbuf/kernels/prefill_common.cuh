@@ -267,8 +267,8 @@ struct OnlineSoftmax {
   }
 
   // The natural-log LSE of a row from its base-2 max and quad-reduced sum: -inf for a row
-  // that saw no key (sum 0), NaN for a row that read a NaN (its sum is NaN; a NaN query also
-  // leaves the max at -inf, since fmaxf skips NaN: -inf + NaN is NaN).
+  // that saw no key (sum 0), NaN for a row that read a NaN (its sum is NaN, see finalize; a
+  // NaN query also leaves the max at -inf, since fmaxf skips NaN: -inf + NaN is NaN).
   __device__ static float row_lse(float max_log2, float sum) {
     return sum == 0.0f ? kNegInf : (max_log2 + __log2f(sum)) * kLn2;
   }
@@ -278,13 +278,22 @@ struct OnlineSoftmax {
   // With sinks, the head's sink joins each row here, once, after all its keys (apply_sink):
   // one more factor on O and the LSE with the sink; a block without sinks takes the first
   // branch, once, and does what it did before sinks existed.
+  // The NaN rule: a row that read a NaN anywhere gets NaN in every O element and NaN LSE. A NaN
+  // query or key already makes the row sum NaN; a NaN value reaches only O's columns, so a
+  // thread whose elements of a row hold a NaN makes its partial sum NaN before the quad sum,
+  // which then carries it to the row's four lanes (the wgmma accumulator's rows lie in quads
+  // as the m16n8k16 fragment's do), and the division and row_lse spread it. (A sink cannot
+  // hide it: apply_sink keeps a NaN LSE NaN.)
   template <class OBuf>
   __device__ void finalize(OBuf& out, const PrefillParams& p, const PrefillBlock& b, int row_in_block0) {
     const float sink = p.sinks != nullptr ? p.sinks[b.head] : 0.0f;  // first: its latency under the shuffles
 #pragma unroll
     for (int mt = 0; mt < MTiles; ++mt)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) row_sum[mt][h] = quad_sum(row_sum[mt][h]);
+      for (int h = 0; h < 2; ++h) {
+        if (out.holds_nan(mt, h)) row_sum[mt][h] = __int_as_float(0x7fffffff);
+        row_sum[mt][h] = quad_sum(row_sum[mt][h]);
+      }
     if (p.sinks == nullptr) {
 #pragma unroll
       for (int mt = 0; mt < MTiles; ++mt) {

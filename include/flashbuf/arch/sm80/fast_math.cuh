@@ -1,4 +1,5 @@
-// arch/sm80: single special-function-unit instructions the softmax uses on its hot path.
+// arch/sm80: single special-function-unit instructions the softmax uses on its hot path, and
+// the one compare its epilogue's NaN rule uses.
 #pragma once
 
 namespace flashbuf::sm80 {
@@ -10,6 +11,14 @@ __device__ __forceinline__ float ex2_approx_ftz(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
+}
+
+// setp.nan.f32: whether a or b is NaN, one FSETP for the pair (isnan(a) | isnan(b) took one
+// compare each).
+__device__ __forceinline__ bool either_nan(float a, float b) {
+  unsigned r;
+  asm("{\n\t.reg .pred p;\n\tsetp.nan.f32 p, %1, %2;\n\tselp.u32 %0, 1, 0, p;\n\t}" : "=r"(r) : "f"(a), "f"(b));
+  return r != 0;
 }
 
 }  // namespace flashbuf::sm80
