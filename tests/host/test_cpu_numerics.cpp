@@ -251,7 +251,21 @@ TEST(CpuNumerics, SinksAgainstFloat64) {
 // passes FLT_MAX) are computed, not turned into NaN or empty rows.
 TEST(CpuNumerics, ExtremeSoftcapAndScale) {
   for (DType dtype : {DType::fp32, DType::bf16}) {
-    for (float softcap : {1e-40f, 3e38f}) {
+    // The ends of the range the validator accepts (docs/errors.md) are computed, not lost; a
+    // denormal or an overflowing softcap is refused by name before anything runs.
+    for (float refused : {1e-40f, 3e38f}) {
+      ProblemSpec s = small_spec(dtype, 9, 200);
+      s.softcap = refused;
+      Rng rng(23);
+      AttentionTensors t = reference::make_tensors(s, rng);
+      try {
+        attention(reference::bind(s, t));
+        ADD_FAILURE() << "softcap " << refused << " was accepted";
+      } catch (const ArgumentError& e) {
+        EXPECT_EQ(e.argument(), "softcap");
+      }
+    }
+    for (float softcap : {std::numeric_limits<float>::min(), 2e38f}) {
       ProblemSpec s = small_spec(dtype, 9, 200);
       s.softcap = softcap;
       Rng rng(29);
