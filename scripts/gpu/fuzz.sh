@@ -3,7 +3,7 @@
 # sm_90a and sm_80 with 16 jobs, run the whole GPU suite (8 gtest shards side by side on the
 # one GPU) with timing, the fuzz campaign again on a 3-block persistent Hopper grid, the host
 # tests, and compute-sanitizer memcheck on small fuzz cases. Logs go to $OUT (default
-# ./gpu-out): summary.txt, slowest.txt (the 25 slowest GPU tests) and logs.tgz (every log).
+# ./gpu-out): summary-<phases>.txt, slowest.txt (the 25 slowest GPU tests) and logs-<phases>.tgz (every log).
 #   scripts/gpu/fuzz.sh [build] [suite] [walk] [sanitize]   (default: all four, in that order)
 #     build     cmake + ninja into build-gpu
 #     suite     every GPU test, timed (the 5-minute budget is this phase)
@@ -23,7 +23,7 @@ SHARDS=${TEST_SHARDS:-8}
 TIMEOUT_S=${TEST_TIMEOUT_S:-400}
 BIN=./build-gpu/tests/flashbuf_gpu_tests
 SANITIZER=${SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
-summary="$OUT/summary.txt"
+summary="$OUT/summary-${phases// /-}.txt"
 note() { echo "$*" | tee -a "$summary"; }
 step() { echo; echo "=== $* ($(date +%T))"; }
 failed=0
@@ -40,7 +40,7 @@ if [[ " $phases " == *" build "* ]]; then
   if ! cmake --build build-gpu -j"$JOBS" >"$OUT/build.log" 2>&1; then
     grep -E "error|Error" -A5 "$OUT/build.log" | head -60
     note "build FAILED after $(( $(date +%s) - start )) s"
-    (cd "$OUT" && tar czf logs.tgz ./*.log && rm -f ./*.log)
+    (cd "$OUT" && tar czf "logs-${phases// /-}.tgz" ./*.log && rm -f ./*.log)
     exit 1
   fi
   note "build: $(( $(date +%s) - start )) s with $JOBS jobs (every instantiation, sm_90a and sm_80)"
@@ -102,6 +102,6 @@ if [[ " $phases " == *" sanitize "* ]]; then
   done
 fi
 
-(cd "$OUT" && tar czf logs.tgz ./*.log && rm -f ./*.log)
+(cd "$OUT" && tar czf "logs-${phases// /-}.tgz" ./*.log && rm -f ./*.log)
 echo; echo "=== summary"; cat "$summary"
 exit $failed

@@ -8,7 +8,8 @@
 #   scripts/gpu/verify.sh suite     every C++ GPU test, 8 shards on the one GPU, timed
 #                                   (scripts/gpu/fuzz.sh suite)
 #   scripts/gpu/verify.sh python    every Python test on CUDA and CPU against the package
-#   scripts/gpu/verify.sh sanitize  compute-sanitizer on the small cases (fuzz.sh walk sanitize)
+#   scripts/gpu/verify.sh walk      the fuzz campaign on a 3-block persistent Hopper grid (fuzz.sh walk)
+#   scripts/gpu/verify.sh sanitize  compute-sanitizer memcheck on the small cases (fuzz.sh sanitize)
 # Several phases may be given at once. Logs and summaries go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -16,7 +17,7 @@ ROOT=$PWD
 OUT=${OUT:-$ROOT/gpu-out}
 mkdir -p "$OUT"
 SITE=/root/flashbuf-site
-phases=${*:-build suite python sanitize}
+phases=${*:-build suite python walk sanitize}
 summary="$OUT/verify-summary.txt"
 note() { echo "$*" | tee -a "$summary"; }
 source scripts/gpu/device_deps.sh unpack
@@ -26,13 +27,14 @@ failed=0
 if [[ " $phases " == *" build "* ]]; then
   start=$(date +%s)
   (CMAKE_BUILD_PARALLEL_LEVEL=8 CMAKE_ARGS="-DFLASHBUF_CUDA_ARCHS=90a;80" \
-     python3 -m pip install --no-build-isolation --no-deps --upgrade --target "$SITE" . >"$OUT/pip.log" 2>&1
-   echo "pip exit $?" >>"$OUT/pip.log") &
+     python3 -m pip install --no-build-isolation --no-deps --upgrade --target "$SITE" . >/tmp/verify-pip.log 2>&1
+   echo "pip exit $?" >>/tmp/verify-pip.log) &
   pip_pid=$!
   JOBS=8 scripts/gpu/fuzz.sh build || failed=1
   wait "$pip_pid"
-  grep -q "pip exit 0" "$OUT/pip.log" || { tail -40 "$OUT/pip.log"; failed=1; }
-  note "build + package: $(( $(date +%s) - start )) s ($(tail -1 "$OUT/pip.log"))"
+  # (outside $OUT: fuzz.sh packs and removes the logs there when its build ends)
+  grep -q "pip exit 0" /tmp/verify-pip.log || { tail -40 /tmp/verify-pip.log; failed=1; }
+  note "build + package: $(( $(date +%s) - start )) s ($(tail -1 /tmp/verify-pip.log))"
 fi
 
 if [[ " $phases " == *" suite "* ]]; then
@@ -49,8 +51,13 @@ if [[ " $phases " == *" python "* ]]; then
   [ "$rc" = 0 ] || failed=1
 fi
 
+if [[ " $phases " == *" walk "* ]]; then
+  scripts/gpu/fuzz.sh walk || failed=1
+fi
 if [[ " $phases " == *" sanitize "* ]]; then
-  scripts/gpu/fuzz.sh walk sanitize || failed=1
+  scripts/gpu/fuzz.sh sanitize || failed=1
 fi
 note "verify.sh $phases: $([ $failed = 0 ] && echo passed || echo FAILED)"
+# The device tool brings back at most 8 files: everything but this summary in one archive.
+(cd "$OUT" && tar czf "verify-logs-${phases// /-}.tgz" --exclude='verify-*' . && find . -maxdepth 1 -type f ! -name 'verify-*' -delete)
 exit $failed
