@@ -59,5 +59,6 @@ if [[ " $phases " == *" sanitize "* ]]; then
 fi
 note "verify.sh $phases: $([ $failed = 0 ] && echo passed || echo FAILED)"
 # The device tool brings back at most 8 files: everything but this summary in one archive.
-(cd "$OUT" && tar czf "verify-logs-${phases// /-}.tgz" --exclude='verify-*' . && find . -maxdepth 1 -type f ! -name 'verify-*' -delete)
+archive=/tmp/verify-logs-${phases// /-}.tgz
+(cd "$OUT" && tar czf "$archive" --exclude='verify-*' . && find . -mindepth 1 -maxdepth 1 ! -name 'verify-*' -exec rm -rf {} + && mv "$archive" .)
 exit $failed
