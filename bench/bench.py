@@ -153,6 +153,12 @@ def sample_rows(s: int, n: int = REFERENCE_ROWS) -> torch.Tensor:
                                    torch.tensor([1, s - 2], device=DEV)]))
 
 
+def sinks_kw(sinks):
+    """flashbuf's sinks argument, left out when there are none, so the harness also measures
+    builds from before sinks existed (A/B against an earlier commit)."""
+    return {} if sinks is None else {"sinks": sinks}
+
+
 def reference_rows(q, k, v, rows, causal, chunk_bytes=1 << 30, sinks=None):
     """float32 softmax attention for the query rows `rows` of (B, Sq, Hq, D) q over (B, Sk, Hkv, D)
     k and (B, Sk, Hkv, Dv) v, bottom-right causal; `sinks` (Hq,) float32, if given, joins each
@@ -271,7 +277,7 @@ def bench_prefill(d: int, s: int, causal: bool, args) -> dict:
             def run(q, k, v):
                 kp, vp, table = paged[id(k)]
                 return flashbuf.attention(q, kp, vp, causal=causal, seqlens_k=seqlens, page_table=table,
-                                          max_seqlen_k=s, backend=args.backend, sinks=sinks)
+                                          max_seqlen_k=s, backend=args.backend, **sinks_kw(sinks))
             return run
         for name, sinks in variants.items():
             impls[name] = flashbuf_paged(sinks)
@@ -282,7 +288,7 @@ def bench_prefill(d: int, s: int, causal: bool, args) -> dict:
             def run(q, k, v):
                 o = flashbuf.attention(q.view(b * s, h, d), k.view(b * s, h, d), v.view(b * s, h, dv),
                                        causal=causal, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=s,
-                                       max_seqlen_k=s, backend=args.backend, sinks=sinks)
+                                       max_seqlen_k=s, backend=args.backend, **sinks_kw(sinks))
                 return o.view(b, s, h, dv)
             return run
         for name, sinks in variants.items():
@@ -290,7 +296,7 @@ def bench_prefill(d: int, s: int, causal: bool, args) -> dict:
     elif flashbuf is not None:
         for name, sinks in variants.items():
             impls[name] = (lambda sk_: lambda q, k, v: flashbuf.attention(q, k, v, causal=causal, backend=args.backend,
-                                                                           sinks=sk_))(sinks)
+                                                                           **sinks_kw(sk_)))(sinks)
     for name in args.anchors:
         try:
             impls[name] = anchor_fn(name, causal)
@@ -368,7 +374,7 @@ def bench_decode_shape(hq: int, hkv: int, b: int, skv: int, pages, args) -> list
     ref = reference_rows(q0, k0, v0, torch.arange(1, device=DEV), causal=False)
     variants = flashbuf_variants(args, hq) if flashbuf is not None else {}
     refs = {name: ref if sinks is None else reference_rows(q0, k0, v0, torch.arange(1, device=DEV), causal=False,
-                                                           sinks=sinks)
+                                                           **sinks_kw(sinks))
             for name, sinks in variants.items()}
 
     # the anchors, on the contiguous cache; paged rows repeat them (BENCH.md)
@@ -408,7 +414,7 @@ def bench_decode_shape(hq: int, hkv: int, b: int, skv: int, pages, args) -> list
             plan = flashbuf.DecodePlan(b, 1, hq, hkv, d, dv, skv, page, dtype=torch.bfloat16, device=DEV)
             runs, timed = {}, []
             for name, sinks in variants.items():
-                runs[name] = (lambda sk_: lambda q, k, v, table: plan.run(q, k, v, seqlens, table, sinks=sk_))(sinks)
+                runs[name] = (lambda sk_: lambda q, k, v, table: plan.run(q, k, v, seqlens, table, **sinks_kw(sk_)))(sinks)
                 out = runs[name](*caches[0])
                 torch.cuda.synchronize()
                 row["kernel"] = "decode"
@@ -531,7 +537,7 @@ def bench_serving_gqa(s: int, causal: bool, args) -> dict:
         if sinks is not None:
             refs[id(sinks)] = reference_rows(q0, k0, v0, rows, causal, sinks=sinks)
     impls = {name: (lambda sk_: lambda q, k, v: flashbuf.attention(q, k, v, causal=causal, backend=args.backend,
-                                                                   sinks=sk_))(sinks)
+                                                                   **sinks_kw(sk_)))(sinks)
              for name, sinks in variants.items()}
     for name in ("fa4", "cudnn"):
         if name in args.anchors:
@@ -574,7 +580,7 @@ def bench_serving_varlen(lens, args) -> dict:
             refs[id(sinks)] = packed_reference(q0, k0, v0, cu_host, cu_host, True, sinks=sinks)
     impls = {name: (lambda sk_: lambda q, k, v: flashbuf.attention(
         q, k, v, causal=True, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=longest, max_seqlen_k=longest,
-        backend=args.backend, sinks=sk_))(sinks) for name, sinks in variants.items()}
+        backend=args.backend, **sinks_kw(sk_)))(sinks) for name, sinks in variants.items()}
     if "fa4" in args.anchors:
         if fa4_varlen_func is None:
             note_failure("serving varlen fa4", f"flash_attn.cute does not import: {FA4_IMPORT_ERROR}")
@@ -623,7 +629,7 @@ def bench_serving_paged(b: int, ctx: int, chunk: int, page: int, args) -> dict:
     del contiguous
     impls = {name: (lambda sk_: lambda q, kp, vp, table: flashbuf.attention(
         q, kp, vp, causal=True, seqlens_k=seqlens, page_table=table, max_seqlen_k=sk, backend=args.backend,
-        sinks=sk_))(sinks) for name, sinks in variants.items()}
+        **sinks_kw(sk_)))(sinks) for name, sinks in variants.items()}
     if "fa4" in args.anchors:
         if fa4_varlen_func is None:
             note_failure("serving paged fa4", f"flash_attn.cute does not import: {FA4_IMPORT_ERROR}")
