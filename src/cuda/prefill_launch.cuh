@@ -51,12 +51,13 @@ void launch_prefill_kernel(void (*kernel)(PrefillParams, Extra...), const Prefil
 // A varlen batch of several sequences launched longest first (core/work_order.hpp): the order
 // prologue writes its table into stream-ordered memory (cudaMallocAsync, capturable as a graph's
 // memory nodes) that the kernel's blocks read, freed after the kernel on the same stream.
-// Returns false, having launched nothing, where it does not apply (one sequence, a grid past
+// Returns false, having launched nothing, where it does not apply (one sequence or lengths alike,
+// longest_first_pays; a grid past
 // 2^31 blocks, no stream-ordered allocator): the caller launches the grid order.
 template <class Kernel, class... Extra>
 bool launch_prefill_longest_first(void (*kernel)(PrefillParams, Extra...), PrefillParams params,
                                   const AttentionProblem& pr, const Extra&... extra) {
-  if (pr.cu_seqlens_q == nullptr || pr.batch < 2) return false;
+  if (pr.cu_seqlens_q == nullptr || !longest_first_pays(pr.total_q, pr.batch, pr.max_seqlen_q)) return false;
   const std::int64_t capacity = work_order_capacity(pr.total_q, pr.batch, Kernel::kBM);
   if (capacity * pr.heads_q > 0x7fffffff) return false;
   const auto stream = static_cast<cudaStream_t>(pr.stream);

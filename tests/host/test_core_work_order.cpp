@@ -13,6 +13,7 @@ namespace {
 
 using flashbuf::item_key_tiles;
 using flashbuf::kWorkOrderBuckets;
+using flashbuf::longest_first_pays;
 using flashbuf::MaskParams;
 using flashbuf::order_longest_first;
 using flashbuf::work_bucket;
@@ -108,6 +109,16 @@ TEST(CoreWorkOrder, UnmaskedLongerSequencesFirst) {
   EXPECT_EQ(first_rank[1], 0);
   EXPECT_LT(first_rank[3], first_rank[0]);
   EXPECT_LT(first_rank[0], first_rank[2]);
+}
+
+// The serving grid's batches: the skewed ones are launched longest first, those of like
+// lengths (and single sequences) in grid order.
+TEST(CoreWorkOrder, LongestFirstOnlyForSkewedBatches) {
+  EXPECT_TRUE(longest_first_pays(64 * 100 + 8192, 65, 8192));
+  EXPECT_TRUE(longest_first_pays(4096 + 512 + 2048 + 37 + 8000 + 1500, 6, 8000));
+  EXPECT_FALSE(longest_first_pays(31 * 513, 31, 513));
+  EXPECT_FALSE(longest_first_pays(16384, 1, 16384));
+  EXPECT_FALSE(longest_first_pays(0, 4, 0));
 }
 
 }  // namespace

@@ -55,6 +55,15 @@ FLASHBUF_HOST_DEVICE constexpr std::int64_t work_order_capacity(std::int64_t tot
 // The table's int32 entries for `capacity` items.
 FLASHBUF_HOST_DEVICE constexpr std::int64_t work_order_entries(std::int64_t capacity) { return 1 + 2 * capacity; }
 
+// Whether a varlen batch is skewed enough for the longest-first order to pay: its longest
+// sequence (max_seqlen_q, an upper bound) holds more than twice the mean sequence's rows. A
+// batch of like lengths gains nothing from the reordering and pays for its prologue and its
+// heads-innermost walk, so it keeps the grid order (the A/B that decided it:
+// bench/NOTES-prefill.md, "Varlen batches launched longest first").
+FLASHBUF_HOST_DEVICE constexpr bool longest_first_pays(std::int64_t total_q, int batch, int max_seqlen_q) {
+  return batch >= 2 && total_q > 0 && static_cast<std::int64_t>(max_seqlen_q) * batch > 2 * total_q;
+}
+
 struct OrderedItem {
   int batch, m_block;
 };
