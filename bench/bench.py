@@ -303,45 +303,10 @@ def bench_prefill(d: int, s: int, causal: bool, args) -> dict:
         except Exception as e:  # FA4 asked for but absent: its cell stays null
             note_failure(f"{tag} {name}", e)
 
-    errors = {}
-    for name, fn in impls.items():  # check first, on set 0
-        try:
-            out = fn(q0, k0, v0)
-            torch.cuda.synchronize()
-            errors[name] = max_abs_err(out[:, rows], refs.get(name, ref))
-            if name == "flashbuf":
-                row["kernel"] = flashbuf.last_backend()
-            del out
-        except Exception as e:
-            note_failure(f"{tag} {name}", e)
-    anchor_errs = [errors[n] for n in ANCHOR_NAMES if n in errors and errors[n] <= ANCHOR_MAX_ERR]
-    tolerance = flashbuf_tolerance(anchor_errs)
-    if "flashbuf" in errors:
-        row["max_abs_err"] = errors["flashbuf"]
-    timed = []
-    for name, err in errors.items():
-        limit = tolerance if name in variants else ANCHOR_MAX_ERR
-        if not err <= limit:  # also catches NaN
-            note_failure(f"{tag} {name}", f"max abs error {err:.3g} exceeds {limit:.3g}; not timed")
-        else:
-            timed.append(name)
-    # --rounds R times the implementations R times, in reversed order every other round (clocks
-    # drift within a run: a ratio from one pass moved by up to 0.15 between runs), each taking
-    # the median of its rounds.
-    times = {name: [] for name in timed}
-    for r in range(args.rounds):
-        for name in (timed if r % 2 == 0 else timed[::-1]):
-            if times[name] is None:
-                continue
-            try:
-                times[name].append(graph_time_us([(lambda st: lambda: impls[name](*st))(st) for st in sets],
-                                                 args.iters, args.target_ms))
-            except Exception as e:
-                note_failure(f"{tag} {name} timing", e)
-                times[name] = None
-    for name, us in times.items():
-        if us:
-            row[name] = flops / (statistics.median(us) * 1e-6) / 1e12
+    us = time_rounds(tag, row, impls, sets, lambda name, out: max_abs_err(out[:, rows], refs.get(name, ref)),
+                     variants, args)
+    for name, median_us in us.items():
+        row[name] = flops / (median_us * 1e-6) / 1e12
     del sets, ref, refs
     return row
 
@@ -494,10 +459,12 @@ def time_rounds(tag: str, row: dict, impls: dict, sets, check, tolerance_names, 
     timed = []
     for name, err in errors.items():
         limit = tolerance if name in tolerance_names else ANCHOR_MAX_ERR
-        if not err <= limit:
+        if not err <= limit:  # also catches NaN
             note_failure(f"{tag} {name}", f"max abs error {err:.3g} exceeds {limit:.3g}; not timed")
         else:
             timed.append(name)
+    # Each round starts at a different implementation, as clocks drift within a run; each takes
+    # the median of its rounds.
     times = {name: [] for name in timed}
     for r in range(args.rounds):
         shift = r % max(len(timed), 1)

@@ -78,29 +78,35 @@ def sdpa_variants(q, k, v, causal, group):
     return variants
 
 
-def prefill_row(dtype, b, hq, hkv, s, d, causal, repeats):
-    torch.manual_seed(0)
-    dt = DTYPES[dtype]
-    q = torch.randn(b, s, hq, d, dtype=dt)
-    k = torch.randn(b, s, hkv, d, dtype=dt)
-    v = torch.randn(b, s, hkv, d, dtype=dt)
+def timed_against_sdpa(run, out, q, k, v, causal, repeats) -> dict:
+    """Times flashbuf's call `run` (which returned `out`) against the faster SDPA form on the same
+    (B, S, H, D) inputs; returns the row's timing fields and the largest difference from SDPA."""
     qt, kt, vt = (x.transpose(1, 2).contiguous() for x in (q, k, v))
-    out = flashbuf.attention(q, k, v, causal=causal)
-    assert flashbuf.last_backend() == "cpu", flashbuf.last_backend()
-    fns = {"flashbuf": lambda: flashbuf.attention(q, k, v, causal=causal)}
-    variants = sdpa_variants(qt, kt, vt, causal, hq // hkv)
+    fns = {"flashbuf": run}
+    variants = sdpa_variants(qt, kt, vt, causal, q.shape[2] // k.shape[2])
     for name, fn in variants.items():
         fns["sdpa_" + name] = fn
     ref = variants["gqa"]().transpose(1, 2)
     err = (out.float() - ref.float()).abs().max().item()
     t = interleaved(fns, repeats)
     sdpa_name = min((n for n in t if n.startswith("sdpa_")), key=lambda n: t[n][0])
-    return {"kind": "prefill", "dtype": dtype, "b": b, "hq": hq, "hkv": hkv, "sq": s, "sk": s, "d": d, "dv": d,
-            "causal": causal, "page": 0, "kernel": "cpu", "unit": "ms",
-            "flashbuf": round(t["flashbuf"][0], 3), "sdpa_cpu": round(t[sdpa_name][0], 3),
+    return {"flashbuf": round(t["flashbuf"][0], 3), "sdpa_cpu": round(t[sdpa_name][0], 3),
             "speedup_vs_sdpa_cpu": round(t[sdpa_name][0] / t["flashbuf"][0], 3),
             "flashbuf_median": round(t["flashbuf"][1], 3), "sdpa_cpu_median": round(t[sdpa_name][1], 3),
             "sdpa_cpu_form": sdpa_name[5:], "max_abs_diff_vs_sdpa": err}
+
+
+def prefill_row(dtype, b, hq, hkv, s, d, causal, repeats):
+    torch.manual_seed(0)
+    dt = DTYPES[dtype]
+    q = torch.randn(b, s, hq, d, dtype=dt)
+    k = torch.randn(b, s, hkv, d, dtype=dt)
+    v = torch.randn(b, s, hkv, d, dtype=dt)
+    out = flashbuf.attention(q, k, v, causal=causal)
+    assert flashbuf.last_backend() == "cpu", flashbuf.last_backend()
+    timing = timed_against_sdpa(lambda: flashbuf.attention(q, k, v, causal=causal), out, q, k, v, causal, repeats)
+    return {"kind": "prefill", "dtype": dtype, "b": b, "hq": hq, "hkv": hkv, "sq": s, "sk": s, "d": d, "dv": d,
+            "causal": causal, "page": 0, "kernel": "cpu", "unit": "ms", **timing}
 
 
 def decode_row(dtype, b, hq, hkv, kv_len, d, page, repeats):
@@ -124,22 +130,9 @@ def decode_row(dtype, b, hq, hkv, kv_len, d, page, repeats):
     else:
         plan = flashbuf.DecodePlan(b, 1, hq, hkv, d, d, kv_len, 0, dtype, "cpu")
         run = lambda: plan.run(q, k, v, seqlens)
-    out = run()
-    qt, kt, vt = (x.transpose(1, 2).contiguous() for x in (q, k, v))
-    fns = {"flashbuf": run}
-    variants = sdpa_variants(qt, kt, vt, False, hq // hkv)
-    for name, fn in variants.items():
-        fns["sdpa_" + name] = fn
-    ref = variants["gqa"]().transpose(1, 2)
-    err = (out.float() - ref.float()).abs().max().item()
-    t = interleaved(fns, repeats)
-    sdpa_name = min((n for n in t if n.startswith("sdpa_")), key=lambda n: t[n][0])
+    timing = timed_against_sdpa(run, run(), q, k, v, False, repeats)
     return {"kind": "decode", "dtype": dtype, "b": b, "hq": hq, "hkv": hkv, "sq": 1, "sk": kv_len, "d": d, "dv": d,
-            "causal": False, "page": page, "kernel": "cpu", "unit": "ms",
-            "flashbuf": round(t["flashbuf"][0], 3), "sdpa_cpu": round(t[sdpa_name][0], 3),
-            "speedup_vs_sdpa_cpu": round(t[sdpa_name][0] / t["flashbuf"][0], 3),
-            "flashbuf_median": round(t["flashbuf"][1], 3), "sdpa_cpu_median": round(t[sdpa_name][1], 3),
-            "sdpa_cpu_form": sdpa_name[5:], "max_abs_diff_vs_sdpa": err}
+            "causal": False, "page": page, "kernel": "cpu", "unit": "ms", **timing}
 
 
 def cpu_name() -> str:

@@ -3,12 +3,7 @@
 // change what the compensation term measures. Vectorised for each instruction set as
 // online_softmax.cpp is (target clones).
 #include "cpu/online_softmax.hpp"
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define FLASHBUF_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define FLASHBUF_CPU_CLONES
-#endif
+#include "cpu/target_clones.hpp"
 
 namespace flashbuf::detail::cpu {
 

@@ -12,14 +12,9 @@
 #include <cstring>
 #include <limits>
 
+#include "cpu/target_clones.hpp"
 #include "flashbuf/core/config.hpp"
 #include "flashbuf/core/numeric.hpp"
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define FLASHBUF_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define FLASHBUF_CPU_CLONES
-#endif
 
 namespace flashbuf::detail::cpu {
 namespace {

@@ -15,15 +15,11 @@
 
 #include "api/backends.hpp"
 #include "api/validate.hpp"
+#include "host/reference_names.hpp"
 #include "reference/spec.hpp"
 
 namespace flashbuf {
 namespace {
-
-using reference::AttentionTensors;
-using reference::KvLayout;
-using reference::ProblemSpec;
-using reference::Rng;
 
 class Validation : public ::testing::Test {
  protected:

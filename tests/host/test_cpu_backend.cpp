@@ -8,17 +8,13 @@
 #include <cstring>
 #include <limits>
 
+#include "host/reference_names.hpp"
 #include "reference/check.hpp"
 #include "reference/reference.hpp"
 #include "reference/spec.hpp"
 
 namespace flashbuf {
 namespace {
-
-using reference::AttentionTensors;
-using reference::KvLayout;
-using reference::ProblemSpec;
-using reference::Rng;
 
 ProblemSpec base_spec(DType dtype = DType::bf16) {
   ProblemSpec s;

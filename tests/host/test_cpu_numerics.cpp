@@ -9,17 +9,13 @@
 #include <vector>
 
 #include "cpu/parallel.hpp"
+#include "host/reference_names.hpp"
 #include "reference/check.hpp"
 #include "reference/reference.hpp"
 #include "reference/spec.hpp"
 
 namespace flashbuf {
 namespace {
-
-using reference::AttentionTensors;
-using reference::KvLayout;
-using reference::ProblemSpec;
-using reference::Rng;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
