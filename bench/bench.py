@@ -480,6 +480,16 @@ def time_rounds(tag: str, row: dict, impls: dict, sets, check, tolerance_names, 
     return {name: statistics.median(us) for name, us in times.items() if us}
 
 
+def references_by_sinks(variants: dict, reference) -> dict:
+    """reference(sinks) without sinks (key None) and for each variant's sinks tensor (key its id):
+    what each implementation's output on set 0 is checked against."""
+    refs = {None: reference(None)}
+    for sinks in variants.values():
+        if sinks is not None:
+            refs[id(sinks)] = reference(sinks)
+    return refs
+
+
 def serving_row(case: str, b: int, sq: int, sk: int, causal: bool, page: int) -> dict:
     hq, hkv = SERVING_HEADS
     return {"kind": "serving", "case": case, "dtype": "bf16", "b": b, "hq": hq, "hkv": hkv, "sq": sq, "sk": sk,
@@ -499,10 +509,7 @@ def bench_serving_gqa(s: int, causal: bool, args) -> dict:
              torch.randn(b, s, hkv, d, device=DEV, dtype=torch.bfloat16)) for _ in range(rotation_sets(set_bytes, 8))]
     rows = sample_rows(s)
     q0, k0, v0 = sets[0]
-    refs = {None: reference_rows(q0, k0, v0, rows, causal)}
-    for sinks in variants.values():
-        if sinks is not None:
-            refs[id(sinks)] = reference_rows(q0, k0, v0, rows, causal, sinks=sinks)
+    refs = references_by_sinks(variants, lambda sinks: reference_rows(q0, k0, v0, rows, causal, sinks=sinks))
     impls = {name: (lambda sk_: lambda q, k, v: flashbuf.attention(q, k, v, causal=causal, backend=args.backend,
                                                                    **sinks_kw(sk_)))(sinks)
              for name, sinks in variants.items()}
@@ -541,10 +548,8 @@ def bench_serving_varlen(lens, args) -> dict:
              torch.randn(total, hkv, d, device=DEV, dtype=torch.bfloat16),
              torch.randn(total, hkv, d, device=DEV, dtype=torch.bfloat16)) for _ in range(rotation_sets(set_bytes, 8))]
     q0, k0, v0 = sets[0]
-    refs = {None: packed_reference(q0, k0, v0, cu_host, cu_host, True)}
-    for sinks in variants.values():
-        if sinks is not None:
-            refs[id(sinks)] = packed_reference(q0, k0, v0, cu_host, cu_host, True, sinks=sinks)
+    refs = references_by_sinks(variants, lambda sinks: packed_reference(q0, k0, v0, cu_host, cu_host, True,
+                                                                         sinks=sinks))
     impls = {name: (lambda sk_: lambda q, k, v: flashbuf.attention(
         q, k, v, causal=True, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=longest, max_seqlen_k=longest,
         backend=args.backend, **sinks_kw(sk_)))(sinks) for name, sinks in variants.items()}
@@ -585,10 +590,7 @@ def bench_serving_paged(b: int, ctx: int, chunk: int, page: int, args) -> dict:
                   for _ in range(rotation_sets(set_bytes, 8))]
     rows = sample_rows(chunk)
     q0, k0, v0 = contiguous[0]
-    refs = {None: reference_rows(q0, k0, v0, rows, True)}
-    for sinks in variants.values():
-        if sinks is not None:
-            refs[id(sinks)] = reference_rows(q0, k0, v0, rows, True, sinks=sinks)
+    refs = references_by_sinks(variants, lambda sinks: reference_rows(q0, k0, v0, rows, True, sinks=sinks))
     sets = []
     for q, k, v in contiguous:
         kp, vp, table = padded_paged_copy(k, v, page)
