@@ -53,12 +53,12 @@ using cpu::RowSoftmax;
 
 // 128 rows x 128 keys: oneDNN's bf16 and fp32 products reach their single-core peak at
 // M, N >= 128 with K = 128 (64 x 64 runs ~25% slower per FLOP), and the Kᵀ, V, S and P tiles of
-// head dim 128 (32-64 KiB each) still sit in L2 beside the Q tile. At head dims up to 64 the
-// products are half as long per score, so 256-key tiles keep each call as large, except where
-// a right window bound (causal) makes diagonal tiles: there the wider tile computes more
-// masked scores than it saves.
+// head dim 128 (32-64 KiB each) still sit in L2 beside the Q tile. Without a right window
+// bound, 256-key tiles up to head dim 128 halve the softmax passes and the per-tile
+// rescaling of O at L2-resident sizes (bench/NOTES-cpu.md); with one (causal), diagonal tiles
+// would compute more masked scores than the wider tile saves.
 constexpr int kTileRows = 128;
-constexpr int key_tile_for(int head_dim, bool right_bounded) { return head_dim <= 64 && !right_bounded ? 256 : 128; }
+constexpr int key_tile_for(int head_dim, bool right_bounded) { return head_dim <= 128 && !right_bounded ? 256 : 128; }
 static_assert(key_tile_for(64, false) % cpu::kSoftmaxLanes == 0 && key_tile_for(128, true) % cpu::kSoftmaxLanes == 0,
               "score rows are walked in whole vectors");
 
