@@ -56,6 +56,18 @@ except Exception as e:  # the anchors still run; every flashbuf cell is null
     flashbuf = None
     FLASHBUF_IMPORT_ERROR = repr(e)
 
+# The library's tuning overrides (tools/tuning_env.hpp) for A/B and tuning runs: this script reads
+# them from its environment and passes them on; flashbuf itself reads no environment.
+TUNING_VARIABLES = ("FLASHBUF_DECODE_SPLITS", "FLASHBUF_DECODE_MERGE", "FLASHBUF_DECODE_RING", "FLASHBUF_PREFILL_GRID")
+
+
+def apply_tuning_environment():
+    given = {name: os.environ[name] for name in TUNING_VARIABLES if os.environ.get(name)}
+    if flashbuf is None or not given:
+        return
+    if hasattr(flashbuf._C, "set_tuning_overrides"):  # builds before it read the variables themselves
+        flashbuf._C.set_tuning_overrides(given)
+
 # ---- constants from docs/BENCH.md -----------------------------------------------------------------
 GEMM_BF16_TFLOPS = 766.0   # H200, torch.matmul 8192^3
 READ_TBS = 4.58            # H200, device-memory read (row sum over 4 GiB, graph replay)
@@ -860,6 +872,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", help="results JSON (default: $OUT or bench/results, <gpu>-<what>-<date>.json)")
     p.add_argument("--plot", help="PNG plot (default: next to the JSON)")
     args = p.parse_args(argv)
+    apply_tuning_environment()
     if args.prefill_page and args.prefill_varlen:
         p.error("--prefill-page and --prefill-varlen: one K/V form at a time")
     if args.prefill_page < 0 or any(s % args.prefill_page for s in args.s if args.prefill_page):

@@ -1,6 +1,7 @@
-// Tools layer: the tuning overrides of flashbuf/tuning.hpp read from environment variables,
-// for the programs that take them there (the CLI, the Python extension, the GPU tests), so
-// that A/B and tuning runs keep their command lines. The library itself reads no environment.
+// Tools layer: the tuning overrides of flashbuf/tuning.hpp parsed from environment-variable
+// text, for the programs that take them there (the CLI, the GPU tests, and bench/bench.py
+// through the Python extension's set_tuning_overrides, which gets the variables as a mapping),
+// so that A/B and tuning runs keep their command lines. The library reads no environment.
 //   FLASHBUF_DECODE_SPLITS=n      n >= 1 splits in every decode plan
 //   FLASHBUF_DECODE_MERGE=m       cluster | workspace: how several splits merge
 //   FLASHBUF_DECODE_RING=shared   every decode launch keeps the shallow staging ring
@@ -19,10 +20,6 @@
 namespace flashbuf::tools {
 
 namespace tuning_env_detail {
-inline std::string get(const char* name) {
-  const char* value = std::getenv(name);
-  return value == nullptr ? std::string() : std::string(value);
-}
 inline bool parse_count(const std::string& text, int& out) {
   if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 9) return false;
   out = std::stoi(text);
@@ -33,7 +30,9 @@ inline bool parse_count(const std::string& text, int& out) {
 }
 }  // namespace tuning_env_detail
 
-inline TuningOverrides tuning_overrides_from_environment() {
+// The overrides the variables say, each looked up with `get(name)` ("" when unset).
+template <class Lookup>
+TuningOverrides tuning_overrides_from(Lookup get) {
   using namespace tuning_env_detail;
   TuningOverrides t;
   if (const std::string v = get("FLASHBUF_DECODE_SPLITS"); !v.empty()) {
@@ -55,6 +54,13 @@ inline TuningOverrides tuning_overrides_from_environment() {
     else bad("FLASHBUF_PREFILL_GRID", v, "off, on or a block count >= 1");
   }
   return t;
+}
+
+inline TuningOverrides tuning_overrides_from_environment() {
+  return tuning_overrides_from([](const char* name) {
+    const char* value = std::getenv(name);
+    return value == nullptr ? std::string() : std::string(value);
+  });
 }
 
 // Reads the environment and passes what it says to the library.

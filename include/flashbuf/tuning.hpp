@@ -2,8 +2,9 @@
 // decode plan takes and how they merge, the decode kernel's deep staging ring, the Hopper
 // prefill kernel's persistent grid), forced for tests, tuning runs and A/B benchmarks. The
 // library never reads the environment: a tool that takes these from environment variables
-// parses them itself (tools/tuning_env.hpp: the CLI, the Python extension and the GPU tests do)
-// and passes the result to set_tuning_overrides. Host C++ only.
+// parses them itself (tools/tuning_env.hpp: the CLI and the GPU tests do; bench/bench.py hands
+// the Python extension the variables' text) and passes the result to set_tuning_overrides.
+// Host C++ only.
 #pragma once
 
 namespace flashbuf {

@@ -9,12 +9,14 @@
 // Python layer refuses genuine uint16 input before it gets here).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -437,8 +439,6 @@ nb::tuple merge_shapes(nb::handle o_parts, nb::handle lse_parts, bool metadata_o
 }  // namespace
 
 NB_MODULE(_C, m) {
-  // Tuning overrides for benchmarks come from the environment (tools/tuning_env.hpp).
-  flashbuf::tools::apply_tuning_environment();
   m.doc() = "flashbuf C++ entry points (use the flashbuf package, not this module)";
 
   // ArgumentError: dtype problems become TypeError, everything else ValueError, same message.
@@ -451,6 +451,17 @@ NB_MODULE(_C, m) {
       PyErr_SetString(PyExc_RuntimeError, e.what());
     }
   });
+
+  // Tuning overrides (flashbuf/tuning.hpp) for benchmarks: the variables of tools/tuning_env.hpp
+  // as a mapping the caller read (bench/bench.py passes the environment's); the module itself
+  // reads no environment. A bad value raises ValueError naming its variable.
+  m.def("set_tuning_overrides", [](const std::map<std::string, std::string>& variables) {
+    const flashbuf::TuningOverrides t = flashbuf::tools::tuning_overrides_from([&](const char* name) {
+      const auto it = variables.find(name);
+      return it == variables.end() ? std::string() : it->second;
+    });
+    flashbuf::set_tuning_overrides(t);
+  }, nb::arg("variables"), "flashbuf::set_tuning_overrides from FLASHBUF_* variable text.");
 
   m.def("attention", &attention, nb::arg("q").none(), nb::arg("k").none(), nb::arg("v").none(),
         nb::arg("out").none(), nb::arg("lse").none(), nb::arg("cu_seqlens_q").none(), nb::arg("cu_seqlens_k").none(),

@@ -71,9 +71,8 @@ std::string FuzzCase::describe() const {
   return s.str();
 }
 
-std::uint64_t fuzz_base_seed() {
-  if (const char* env = std::getenv("FLASHBUF_FUZZ_SEED"); env != nullptr && *env != '\0')
-    return std::strtoull(env, nullptr, 0);
+std::uint64_t fuzz_base_seed(const char* replay) {
+  if (replay != nullptr && *replay != '\0') return std::strtoull(replay, nullptr, 0);
   return Rng::fresh_seed();
 }
 

@@ -48,8 +48,9 @@ struct FuzzCase {
   std::string describe() const;
 };
 
-// The run's base seed: FLASHBUF_FUZZ_SEED if set, else fresh.
-std::uint64_t fuzz_base_seed();
+// The run's base seed: `replay` (a number, as a run printed it) when given and not empty, else
+// fresh. The test binaries pass FLASHBUF_FUZZ_SEED; this library reads no environment.
+std::uint64_t fuzz_base_seed(const char* replay);
 // Case `index`'s seed in a run of `base` (a splitmix64 step: neighbouring indices differ).
 std::uint64_t fuzz_case_seed(std::uint64_t base, int index);
 

@@ -243,7 +243,7 @@ TEST_P(FuzzGpu, AgainstFloat64Reference) {
   FLASHBUF_REQUIRE_GPU();
   const FuzzLimits limits = gpu_limits();
   if (limits.head_dims.empty()) GTEST_SKIP() << "no prefill instantiation in this build";
-  const std::uint64_t base = fuzz_base_seed();
+  const std::uint64_t base = fuzz_base_seed(std::getenv("FLASHBUF_FUZZ_SEED"));
   SCOPED_TRACE("fuzz run seed " + std::to_string(base) + " (replay: FLASHBUF_FUZZ_SEED=" + std::to_string(base) + ")");
   int ran = 0;
   for (int n = 0; n < kCasesPerShard; ++n) {
@@ -268,7 +268,7 @@ INSTANTIATE_TEST_SUITE_P(Shards, FuzzGpu, ::testing::Range(0, kShards));
 // item and >= 4 waves of items the Hopper kernel takes three consumers over 192-row items.
 TEST(FuzzGpuLong, LongItemsSampledRows) {
   FLASHBUF_REQUIRE_GPU();
-  const std::uint64_t base = fuzz_base_seed();
+  const std::uint64_t base = fuzz_base_seed(std::getenv("FLASHBUF_FUZZ_SEED"));
   SCOPED_TRACE("fuzz run seed " + std::to_string(base) + " (replay: FLASHBUF_FUZZ_SEED=" + std::to_string(base) + ")");
   const std::pair<int, int> dims[] = {{64, 64}, {128, 128}, {64, 64}, {256, 256}, {192, 128}, {96, 96}};
   int ran = 0;

@@ -9,6 +9,8 @@
 // in a test of its own, since the fuzz inputs are finite wherever a row reads.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <cmath>
 #include <limits>
 #include <string>
@@ -83,7 +85,7 @@ void run_and_check_merge(FuzzCase& c, AttentionTensors& t) {
 class FuzzCpu : public ::testing::TestWithParam<int> {};
 
 TEST_P(FuzzCpu, AgainstFloat64Reference) {
-  const std::uint64_t base = fuzz_base_seed();
+  const std::uint64_t base = fuzz_base_seed(std::getenv("FLASHBUF_FUZZ_SEED"));
   SCOPED_TRACE("fuzz run seed " + std::to_string(base) + " (replay: FLASHBUF_FUZZ_SEED=" + std::to_string(base) + ")");
   const FuzzLimits limits = cpu_limits();
   for (int n = 0; n < kCasesPerShard; ++n) {
