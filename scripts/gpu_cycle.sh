@@ -31,11 +31,10 @@ step() { echo; echo "=== $* ($(date +%T))"; }
 
 step configure
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,driver_version --format=csv | tee "$OUT/gpu.txt"
-# The CLI's header-only dependencies, staged by scripts/stage_cli_deps.sh where the machine has
-# no network (carry build-deps/).
-DEPS_ARGS=()
-[ -d build-deps ] && DEPS_ARGS=(-DCMAKE_PREFIX_PATH="$PWD/build-deps")
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHBUF_ENABLE_CUDA=ON "${DEPS_ARGS[@]}" \
+# The Debian packages a machine without network lacks (oneDNN, CLI11, nlohmann/json), carried
+# as .deps/debs (scripts/gpu/device_deps.sh).
+source scripts/gpu/device_deps.sh unpack
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHBUF_ENABLE_CUDA=ON \
   -DFLASHBUF_CUDA_ARCHS="${FLASHBUF_CUDA_ARCHS:-90a}" >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
 step build
 start=$(date +%s)

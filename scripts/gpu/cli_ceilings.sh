@@ -7,8 +7,8 @@
 #     and JSON with meta.ceilings from this GPU;
 #   - the host tests of the no-usable-GPU messages (they skip here: a GPU is present) and of
 #     build_info and the version macros.
-# Needs CLI11 and nlohmann/json: installed, or staged beforehand on a machine with them by
-# scripts/stage_cli_deps.sh (carry build-deps/).
+# Needs oneDNN, CLI11 and nlohmann/json: installed, or carried as .deps/debs
+# (scripts/gpu/device_deps.sh download, here) and unpacked there.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -16,11 +16,10 @@ mkdir -p "$OUT"
 status=0
 step() { echo; echo "=== $* ($(date +%T))"; }
 
-DEPS_ARGS=()
-[ -d build-deps ] && DEPS_ARGS=(-DCMAKE_PREFIX_PATH="$PWD/build-deps")
+source scripts/gpu/device_deps.sh unpack
 step configure
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem,driver_version --format=csv | tee "$OUT/gpu.txt"
-cmake -S . -B build-cli-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHBUF_ENABLE_CUDA=ON "${DEPS_ARGS[@]}" \
+cmake -S . -B build-cli-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHBUF_ENABLE_CUDA=ON \
   -DFLASHBUF_CUDA_ARCHS=90a -DFLASHBUF_INSTANTIATIONS="bf16_64_64;bf16_128_128" \
   -DFLASHBUF_DECODE_INSTANTIATIONS=bf16_128 -DFLASHBUF_BUILD_TESTS=ON 2>&1 | tee "$OUT/configure.log" | grep -E "flashbuf|Warning|Error"
 step build
