@@ -75,6 +75,10 @@ struct PrefillBlock {
     return b;
   }
   __device__ bool empty() const { return m0 >= seqlen_q; }
+  // The head's sink logit for finalize (0 without sinks, where finalize does not read it).
+  // The kernels load it where their registers allow (PrefillSm90::kSinkEarly; the sm80 kernel,
+  // at 255 registers with spills, just before finalize).
+  __device__ float load_sink(const PrefillParams& p) const { return p.sinks != nullptr ? p.sinks[head] : 0.0f; }
   // x in [0, bound]; a negative x becomes bound.
   __device__ static int clamp_index(int x, int bound) {
     return static_cast<int>(min(static_cast<unsigned>(x), static_cast<unsigned>(bound)));
@@ -275,7 +279,8 @@ struct OnlineSoftmax {
 
   // Divides the output by the row sums (0 for rows with no key) and writes the natural-log
   // LSE of the block's valid rows; row_in_block0 is the first block row of this warp's tiles.
-  // With sinks, the head's sink joins each row here, once, after all its keys (apply_sink):
+  // With sinks, the head's sink (`sink`, from load_sink) joins each row here, once, after all
+  // its keys (apply_sink):
   // one more factor on O and the LSE with the sink; a block without sinks takes the first
   // branch, once, and does what it did before sinks existed.
   // The NaN rule: a row that read a NaN anywhere gets NaN in every O element and NaN LSE. A NaN
@@ -285,8 +290,7 @@ struct OnlineSoftmax {
   // as the m16n8k16 fragment's do), and the division and row_lse spread it. (A sink cannot
   // hide it: apply_sink keeps a NaN LSE NaN.)
   template <class OBuf>
-  __device__ void finalize(OBuf& out, const PrefillParams& p, const PrefillBlock& b, int row_in_block0) {
-    const float sink = p.sinks != nullptr ? p.sinks[b.head] : 0.0f;  // first: its latency under the shuffles
+  __device__ void finalize(OBuf& out, const PrefillParams& p, const PrefillBlock& b, int row_in_block0, float sink) {
 #pragma unroll
     for (int mt = 0; mt < MTiles; ++mt)
 #pragma unroll
