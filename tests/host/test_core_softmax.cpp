@@ -208,6 +208,38 @@ void check_merge_partials(std::mt19937& rng) {
   }
 }
 
+// The sink in the row's own scale (sink_weight_log2) gives apply_sink's o: a row's scores in
+// base 2 with its max m and sum l, sinks from far below to far above the scores, against the
+// float64 softmax with the sink as one more term; a row with no key comes out as 0.
+TEST(CoreSoftmax, SinkInTheRowsScaleMatchesApplySink) {
+  Seeded g;
+  SCOPED_TRACE(g.trace());
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  for (int trial = 0; trial < 200; ++trial) {
+    const std::vector<float> s = random_scores(g.rng, 1 + trial % 37, trial % 3 == 0 ? 0.5 : 0.0);
+    const float sink = -40.0f + 0.4f * static_cast<float>(trial);  // natural log
+    std::vector<float> v(s.size());
+    for (float& x : v) x = value(g.rng);
+    const SoftmaxState st = state_of(s.data(), static_cast<int>(s.size()));
+    float acc = 0.0f;  // sum of exp2(s - m) v, as a kernel's O accumulator holds it
+    double ref_num = 0.0, ref_den = std::exp(static_cast<double>(sink));
+    for (size_t j = 0; j < s.size(); ++j) {
+      if (s[j] == kNegInf) continue;
+      acc += math_exp2(s[j] - st.max) * v[j];
+      const double w = std::exp2(static_cast<double>(s[j]));
+      ref_num += w * v[j];
+      ref_den += w;
+    }
+    const float o = acc / (st.sum + sink_weight_log2(sink, st.max));
+    const double ref = ref_num / ref_den;
+    EXPECT_NEAR(o, ref, 1e-5 * std::max(1.0, std::fabs(ref))) << "trial " << trial;
+    float lse = 0.0f;
+    const float factor = apply_sink(st.max == kNegInf ? kNegInf : (st.max + std::log2(st.sum)) * kLn2, sink, lse);
+    if (st.sum > 0.0f) EXPECT_NEAR(o, acc / st.sum * factor, 1e-5 * std::max(1.0f, std::fabs(o))) << "trial " << trial;
+    if (st.max == kNegInf) EXPECT_EQ(o, 0.0f);
+  }
+}
+
 TEST(CoreSoftmax, MergePartialsMatchesTheFullOutput) {
   Seeded g;
   SCOPED_TRACE(g.trace());

@@ -164,14 +164,11 @@ struct OutputRegisterBuffer {
     return nan;
   }
   // Divide by the softmax denominators (row sums); a row with no visible key has sum 0 and
-  // must come out as 0, not NaN; a NaN sum (the row read a NaN) stays NaN. `extra_lo/hi`
-  // multiply in one more per-row factor in the same pass (an attention sink's).
+  // must come out as 0, not NaN; a NaN sum (the row read a NaN) stays NaN. A denominator with
+  // an attention sink's term (sink_weight_log2 in core) is infinite for a row with no key: 0.
   __device__ static float inverse_denominator(float sum) { return sum == 0.0f ? 0.0f : 1.0f / sum; }
   __device__ void apply_softmax_denominator(int mt, float sum_lo, float sum_hi) {
     rescale(mt, inverse_denominator(sum_lo), inverse_denominator(sum_hi));
-  }
-  __device__ void apply_softmax_denominator(int mt, float sum_lo, float sum_hi, float extra_lo, float extra_hi) {
-    rescale(mt, inverse_denominator(sum_lo) * extra_lo, inverse_denominator(sum_hi) * extra_hi);
   }
 };
 

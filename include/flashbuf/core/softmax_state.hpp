@@ -111,4 +111,15 @@ FLASHBUF_HOST_DEVICE inline float apply_sink(float lse, float sink, float& lse_o
   return weight_row / total;
 }
 
+// The same sink joined in a row's own scale, for kernels that keep the row's running max m
+// (base 2: of the scores times log2 e) and its sum l of exp2(s - m), and divide by l anyway:
+// the sink adds exp(sink - m') to the denominator, so o = acc / (l + sink_weight_log2(sink, m)).
+// That is apply_sink's o, since o e^(lse - lse') = (acc / l) l / (l + e^(sink - m')) with
+// lse = m' + ln l, at one exponential where apply_sink takes three and a logarithm. A row that
+// saw no key (m = -inf, l = 0) gets an infinite denominator, so o = 0; its LSE, and every LSE,
+// comes from apply_sink.
+FLASHBUF_HOST_DEVICE inline float sink_weight_log2(float sink, float max_log2) {
+  return math_exp2(sink * kLog2e - max_log2);
+}
+
 }  // namespace flashbuf

@@ -280,9 +280,9 @@ struct OnlineSoftmax {
   // Divides the output by the row sums (0 for rows with no key) and writes the natural-log
   // LSE of the block's valid rows; row_in_block0 is the first block row of this warp's tiles.
   // With sinks, the head's sink (`sink`, from load_sink) joins each row here, once, after all
-  // its keys (apply_sink):
-  // one more factor on O and the LSE with the sink; a block without sinks takes the first
-  // branch, once, and does what it did before sinks existed.
+  // its keys: one more term in the denominator (sink_weight_log2, one exponential in the row's
+  // own scale) and the LSE with the sink (apply_sink, only where the LSE is stored); a block
+  // without sinks takes the first branch, once, and does what it did before sinks existed.
   // The NaN rule: a row that read a NaN anywhere gets NaN in every O element and NaN LSE. A NaN
   // query or key already makes the row sum NaN; a NaN value reaches only O's columns, so a
   // thread whose elements of a row hold a NaN makes its partial sum NaN before the quad sum,
@@ -310,13 +310,17 @@ struct OnlineSoftmax {
     } else {
 #pragma unroll
       for (int mt = 0; mt < MTiles; ++mt) {
-        float lse[2], sink_factor[2];
+        float denominator[2];
 #pragma unroll
-        for (int h = 0; h < 2; ++h) sink_factor[h] = apply_sink(row_lse(row_max_log2[mt][h], row_sum[mt][h]), sink, lse[h]);
-        out.apply_softmax_denominator(mt, row_sum[mt][0], row_sum[mt][1], sink_factor[0], sink_factor[1]);
+        for (int h = 0; h < 2; ++h) denominator[h] = row_sum[mt][h] + sink_weight_log2(sink, row_max_log2[mt][h]);
+        out.apply_softmax_denominator(mt, denominator[0], denominator[1]);
         if (p.lse != nullptr) {
 #pragma unroll
-          for (int h = 0; h < 2; ++h) store_lse(p, b, row_in_block0, mt, h, lse[h]);
+          for (int h = 0; h < 2; ++h) {
+            float lse;
+            apply_sink(row_lse(row_max_log2[mt][h], row_sum[mt][h]), sink, lse);
+            store_lse(p, b, row_in_block0, mt, h, lse);
+          }
         }
       }
     }
