@@ -1,20 +1,43 @@
 #!/usr/bin/env bash
 # One device call: this tree against a base tree (a `git archive` of an earlier commit with its
-# .commit file, carried as .ab/base) on points of the prefill and decode grids and on the
-# serving grid's varlen batches (scripts/gpu_ab.sh: both packages built side by side, two
-# rounds in alternating order), then the cost of sinks in this tree (bench.py --sinks ab:
-# flashbuf with and without random sinks, timed in the same rounds). Results under $OUT:
-# grid/{base,main}.json, serving/{base,main}.json, sinks.json and their logs (SKIP_SINKS=1: no sinks run).
+# .commit file, carried as .ab/base) through scripts/gpu_ab.sh (both packages built side by side,
+# AB_ROUNDS rounds in alternating order, 3 by default), then the cost of sinks in this tree
+# (bench.py --sinks ab: flashbuf with and without random sinks, timed in the same rounds).
+#   GRIDS unset    points of the prefill and decode grids and the serving grid's varlen
+#                  batches; results under $OUT: grid/, serving/, sinks.json
+#   GRIDS="sm90 decode sm80 paged" (any of them)
+#                  the grids of record instead (bench/results/RECORD.json's commands), whole;
+#                  results under $OUT/<grid>/{base,main}*.json; no sinks run
+#   SKIP_SINKS=1   no sinks run; GPU_TESTS / AB_TEST_TREES as in gpu_ab.sh (the first grid only)
 #   here:  rm -rf .ab && mkdir -p .ab/base && git archive BASE -- . ':!bench/results' | tar -x -C .ab/base
 #          && echo BASE > .ab/base/.commit      then carry [".ab", ".deps", ".commit"]
+# Later calls on the same warm machine reuse the packages (AB_SKIP_BUILD=1).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}
 source scripts/gpu/device_deps.sh unpack
 here=$(basename "$PWD")
-grid=(--d 64,128,256 --s 1024,8192 --heads 32/8 --b 1,32 --kv 2048,32768 --pages 0,16 --target-ms 4 --anchors none)
-OUT=$OUT/grid AB_ROUNDS=2 timeout 290 scripts/gpu_ab.sh .ab/base . -- "${grid[@]}"
-OUT=$OUT/serving AB_SKIP_BUILD=1 timeout 60 scripts/gpu_ab.sh .ab/base . -- --serving --serving-cases varlen --target-ms 4 --anchors none
+export AB_ROUNDS=${AB_ROUNDS:-3}
+ab() {  # $1 results folder, $2 timeout (s), the rest: bench.py arguments
+  local dir=$1 t=$2
+  shift 2
+  OUT=$OUT/$dir timeout "$t" scripts/gpu_ab.sh .ab/base . -- "$@"
+  export AB_SKIP_BUILD=1 GPU_TESTS=
+}
+if [ -n "${GRIDS:-}" ]; then
+  for g in $GRIDS; do
+    case $g in
+      sm90) ab sm90 300 --prefill --backend sm90 --target-ms 10 --anchors none ;;
+      sm80) ab sm80 300 --prefill --backend sm80 --target-ms 10 --anchors none ;;
+      paged) ab paged 150 --prefill --prefill-page 16 --d 64,128,256 --s 1024,4096 --target-ms 10 --anchors none ;;
+      decode) ab decode 240 --decode --target-ms 5 --anchors none ;;
+      *) echo "regression_ab.sh: unknown grid $g (sm90, sm80, paged, decode)" >&2; exit 2 ;;
+    esac
+  done
+  exit 0
+fi
+ab grid 290 --d 64,128,256 --s 1024,8192 --heads 32/8 --b 1,32 --kv 2048,32768 --pages 0,16 --target-ms 4 --anchors none
+ab serving 60 --serving --serving-cases varlen --target-ms 4 --anchors none
 [ "${SKIP_SINKS:-0}" = 1 ] || (cd /tmp && PYTHONPATH="/tmp/ab-pkg-$here" PYTHONUNBUFFERED=1 timeout 80 python3 "$OLDPWD/bench/bench.py" \
    --d 128 --s 1024,8192 --heads 32/8 --b 1,32 --kv 2048,32768 --pages 16 --sinks ab --rounds 2 --target-ms 4 \
    --anchors none --out "$OUT/sinks.json" --plot /tmp/sinks.png 2>&1 | tail -30)

@@ -168,15 +168,18 @@ __device__ __forceinline__ float load_sink(const DecodeParams& p, int head) {
 
 // The final O (8 channels from column 8c) and LSE of one (token, head) row; lse2 is base 2.
 // The head's sink (if any; `sink` from load_sink) joins the row here: every row's final O and
-// LSE pass through once.
+// LSE pass through once. O is already divided by its sum l, so in the row's own scale (max
+// lse2, sum 1: sink_weight_log2 in core) it is divided by 1 + e^(sink - lse) (a row with no
+// key: by +inf, so O = 0); the LSE with the sink comes from apply_sink, where it is stored.
 template <class Elem>
 __device__ __forceinline__ void store_output(const DecodeParams& p, int b, int token, int head, int c,
                                              float (&acc)[8], float lse2, float sink) {
   float lse = lse2 * kLn2;  // -inf stays -inf
   if (p.sinks != nullptr) {
-    const float factor = apply_sink(lse, sink, lse);
+    const float factor = 1.0f / (1.0f + sink_weight_log2(sink, lse2));
 #pragma unroll
     for (int e = 0; e < 8; ++e) acc[e] *= factor;
+    if (c == 0 && p.lse != nullptr) apply_sink(lse, sink, lse);
   }
   uint4 packed;
   packed.x = ElemTraits<Elem>::pack(acc[0], acc[1]);
