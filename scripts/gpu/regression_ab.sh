@@ -27,8 +27,8 @@ ab() {  # $1 results folder, $2 timeout (s), the rest: bench.py arguments
 if [ -n "${GRIDS:-}" ]; then
   for g in $GRIDS; do
     case $g in
-      sm90) ab sm90 300 --prefill --backend sm90 --target-ms 10 --anchors none ;;
-      sm80) ab sm80 300 --prefill --backend sm80 --target-ms 10 --anchors none ;;
+      sm90) ab sm90 300 --prefill --backend sm90 --target-ms 5 --anchors none ;;
+      sm80) ab sm80 300 --prefill --backend sm80 --target-ms 5 --anchors none ;;
       paged) ab paged 150 --prefill --prefill-page 16 --d 64,128,256 --s 1024,4096 --target-ms 10 --anchors none ;;
       decode) ab decode 240 --decode --target-ms 5 --anchors none ;;
       *) echo "regression_ab.sh: unknown grid $g (sm90, sm80, paged, decode)" >&2; exit 2 ;;
