@@ -115,7 +115,8 @@ FLASHBUF_HOST_DEVICE inline float apply_sink(float lse, float sink, float& lse_o
 // (base 2: of the scores times log2 e) and its sum l of exp2(s - m), and divide by l anyway:
 // the sink adds exp(sink - m') to the denominator, so o = acc / (l + sink_weight_log2(sink, m)).
 // That is apply_sink's o, since o e^(lse - lse') = (acc / l) l / (l + e^(sink - m')) with
-// lse = m' + ln l, at one exponential where apply_sink takes three and a logarithm. A row that
+// lse = m' + ln l, at one exponential where forming lse and apply_sink take two logarithms, two
+// exponentials and a division. A row that
 // saw no key (m = -inf, l = 0) gets an infinite denominator, so o = 0; its LSE, and every LSE,
 // comes from apply_sink.
 FLASHBUF_HOST_DEVICE inline float sink_weight_log2(float sink, float max_log2) {
