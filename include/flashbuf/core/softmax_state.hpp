@@ -116,9 +116,8 @@ FLASHBUF_HOST_DEVICE inline float apply_sink(float lse, float sink, float& lse_o
 // the sink adds exp(sink - m') to the denominator, so o = acc / (l + sink_weight_log2(sink, m)).
 // That is apply_sink's o, since o e^(lse - lse') = (acc / l) l / (l + e^(sink - m')) with
 // lse = m' + ln l, at one exponential where forming lse and apply_sink take two logarithms, two
-// exponentials and a division. A row that
-// saw no key (m = -inf, l = 0) gets an infinite denominator, so o = 0; its LSE, and every LSE,
-// comes from apply_sink.
+// exponentials and a division. A row that saw no key (m = -inf, l = 0) gets an infinite
+// denominator, so o = 0; its LSE, and every LSE, comes from apply_sink.
 FLASHBUF_HOST_DEVICE inline float sink_weight_log2(float sink, float max_log2) {
   return math_exp2(sink * kLog2e - max_log2);
 }
