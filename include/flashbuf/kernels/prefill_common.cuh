@@ -41,6 +41,13 @@ struct PrefillBlock {
       if (rank >= p.item_order[0]) return none();
       return make_at(p, block_m, p.item_order[2 + 2 * rank], head, p.item_order[1 + 2 * rank]);
     }
+    return make_in_grid(p, block_m);
+  }
+  // The grid's block, for kernels launched without an order table: its coordinates then come
+  // from blockIdx alone, which the compiler may re-read where make's (from memory or blockIdx)
+  // must stay in registers across the main loop (the sm80 D 64 kernel, at 255 registers,
+  // spilled its row sums in the loop for them: bench/NOTES-prefill.md).
+  __device__ static PrefillBlock make_in_grid(const PrefillParams& p, int block_m) {
     return make_at(p, block_m, p.num_m_blocks - 1 - static_cast<int>(blockIdx.x), blockIdx.y, blockIdx.z);
   }
   __device__ static PrefillBlock none() {

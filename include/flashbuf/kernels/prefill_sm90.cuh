@@ -465,13 +465,17 @@ struct PrefillSm90 {
       vring.release(num_tiles - 1);
     }
 
-    softmax.finalize(out, p, blk, warp_row0, final_sink(p, blk, sink));
+    // The block again for the epilogue (the same one: blockIdx and an order table the kernel
+    // does not write), so its coordinates and lengths are re-read here rather than held in
+    // registers over the main loop, where at D 256 they made ptxas spill inside the loop.
+    const PrefillBlock eblk = PrefillBlock::make(p, kBM);
+    softmax.finalize(out, p, eblk, warp_row0, final_sink(p, eblk, sink));
     const auto warpgroup_sync = [consumer] { sm90::named_barrier_sync(kEpilogue0 + consumer, 128); };
     warpgroup_sync();  // this consumer's wgmma are done with its Q rows: they take its O
     if (maps.o_enabled) {
-      store_output_tma(out.o, smem_q, maps, blk, consumer, consumer_thread, warpgroup_sync, consumer * 64);
+      store_output_tma(out.o, smem_q, maps, eblk, consumer, consumer_thread, warpgroup_sync, consumer * 64);
     } else {
-      store_output<OTile, TC, 128, 64>(out.o, smem_q, warp_row0, blk.o_ptr<In>(p), p.o_row_stride, blk.rows_q,
+      store_output<OTile, TC, 128, 64>(out.o, smem_q, warp_row0, eblk.o_ptr<In>(p), p.o_row_stride, eblk.rows_q,
                                        consumer_thread % 128, warpgroup_sync, consumer * 64);
     }
 #endif
