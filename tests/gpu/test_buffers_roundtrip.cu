@@ -15,7 +15,8 @@
 namespace flashbuf {
 namespace {
 
-using TC = TiledTensorCore<__nv_bfloat16>;
+using TC = MmaSyncTensorCore<__nv_bfloat16>;         // K buffers: K-major B
+using TCV = MmaSyncTensorCore<__nv_bfloat16, true>;  // V buffers: N-major B, read transposed
 constexpr int kThreads = 128;
 
 // Binds `buf` to rows of `src` (paged when pages != null) and fills its shared tile with rows
@@ -182,12 +183,14 @@ void check_gather_sm90(int page_size) {
           << "page size " << page_size << " tile row " << r << " col " << c;
 }
 
-using WG = WgmmaTensorCore<__nv_bfloat16>;
-using KGather96 = KVBufferLDSSm90<KBufferConfig<128, 96, 128>, WG, 128, 1>;
-using KGather192 = KVBufferLDSSm90<KBufferConfig<64, 192, 64>, WG, 128, 1>;
-using VGather128 = KVBufferLDSSm90<VBufferConfig<128, 128, 128, 128>, WG, 128, 1>;
-using KGather80 = KVBufferLDSSm90<KBufferConfig<80, 256, 80>, WG, 128, 1>;  // D 256's key tile
-using VGather80 = KVBufferLDSSm90<VBufferConfig<80, 80, 256, 256>, WG, 128, 1>;
+// Each buffer with the wgmma description of the product it would feed (N = its key tile for K,
+// its depth for V).
+using In16 = __nv_bfloat16;
+using KGather96 = KVBufferLDSSm90<KBufferConfig<128, 96, 128>, WgmmaTensorCore<In16, 128>, 128, 1>;
+using KGather192 = KVBufferLDSSm90<KBufferConfig<64, 192, 64>, WgmmaTensorCore<In16, 64>, 128, 1>;
+using VGather128 = KVBufferLDSSm90<VBufferConfig<128, 128, 128, 128>, WgmmaTensorCore<In16, 128, true>, 128, 1>;
+using KGather80 = KVBufferLDSSm90<KBufferConfig<80, 256, 80>, WgmmaTensorCore<In16, 80>, 128, 1>;  // D 256's key tile
+using VGather80 = KVBufferLDSSm90<VBufferConfig<80, 80, 256, 256>, WgmmaTensorCore<In16, 256, true>, 128, 1>;
 
 TEST(BuffersRoundTrip, HopperGatherEveryShapeAndPageSize) {
   FLASHBUF_REQUIRE_GPU();
@@ -203,9 +206,9 @@ TEST(BuffersRoundTrip, HopperGatherEveryShapeAndPageSize) {
 using KLds128 = KBufferLDS<TC, 64, 64, 128, kThreads>;
 using KLds96 = KBufferLDS<TC, 64, 64, 96, kThreads>;
 using KReg64 = KBuffer<TC, 64, 64, 64, kThreads, 2>;
-using VTrans128 = VBufferTransposeLoads<VBufferConfig<64, 64, 64, 128>, TC, kThreads>;
-using VTrans96 = VBufferTransposeLoads<VBufferConfig<64, 64, 32, 96>, TC, kThreads>;
-using VReg256 = VBuffer<TC, 64, 64, 64, 256, kThreads, 1>;
+using VTrans128 = VBufferTransposeLoads<VBufferConfig<64, 64, 64, 128>, TCV, kThreads>;
+using VTrans96 = VBufferTransposeLoads<VBufferConfig<64, 64, 32, 96>, TCV, kThreads>;
+using VReg256 = VBuffer<TCV, 64, 64, 64, 256, kThreads, 1>;
 
 TEST(BuffersRoundTrip, KBufferLdsContiguous) { FLASHBUF_REQUIRE_GPU(); check_roundtrip<KLds128, false>(0); }
 TEST(BuffersRoundTrip, KBufferLdsHeadDim96) { FLASHBUF_REQUIRE_GPU(); check_roundtrip<KLds96, false>(0); }

@@ -18,15 +18,17 @@ namespace flashbuf {
 namespace {
 
 using In = __nv_bfloat16;
-using WG = WgmmaTensorCore<In>;
-using TC = TiledTensorCore<In>;
 constexpr int kM = 64, kD = 128;  // rows, head dim (= depth of V); kN keys: the kernels' tiles
+template <int kN>
+using WGS = WgmmaTensorCore<In, kN>;   // S = Q K^T: K-major B
+using WGO = WgmmaTensorCore<In, kD, true>;  // O = P V: N-major B
 
-using QBuf = QSharedBufferSm90<WG, kM, kD>;
 template <int kN>
-using KBufN = KVBufferLDSSm90<KBufferConfig<kN, kD, kN>, WG, 128, 1>;
+using QBufN = QSharedBufferSm90<WGS<kN>, kM, kD>;
 template <int kN>
-using VBufN = KVBufferLDSSm90<VBufferConfig<kN, kN, kD, kD>, WG, 128, 1>;
+using KBufN = KVBufferLDSSm90<KBufferConfig<kN, kD, kN>, WGS<kN>, 128, 1>;
+template <int kN>
+using VBufN = KVBufferLDSSm90<VBufferConfig<kN, kN, kD, kD>, WGO, 128, 1>;
 
 // s_out: S (kM x kN, fp32); o_out: P V with P = bf16(S / 64) (kM x kD, fp32).
 template <int kN>
@@ -39,28 +41,28 @@ __global__ void wgmma_buffers_kernel(const In* q, const In* k, const In* v, floa
   In* sq = reinterpret_cast<In*>(smem);
   KBuf kbuf;
   VBuf vbuf;
-  kbuf.smem = reinterpret_cast<In*>(smem + QBuf::Tile::kBytes);
-  vbuf.smem = reinterpret_cast<In*>(smem + QBuf::Tile::kBytes + KBuf::kSmemBytes);
+  kbuf.smem = reinterpret_cast<In*>(smem + QBufN<kN>::Tile::kBytes);
+  vbuf.smem = reinterpret_cast<In*>(smem + QBufN<kN>::Tile::kBytes + KBuf::kSmemBytes);
   kbuf.src.base = k;
   kbuf.src.row_stride = kD;
   vbuf.src.base = v;
   vbuf.src.row_stride = kD;
-  load_tile_async<typename QBuf::Tile, 128>(sq, q, kD, kM);
+  load_tile_async<typename QBufN<kN>::Tile, 128>(sq, q, kD, kM);
   kbuf.load_from_dram(0, kN);
   vbuf.load_from_dram(0, kN);
   sm80::cp_async_commit_group();
   sm80::cp_async_wait_group<0>();
   sm90::fence_proxy_async_shared();
   __syncthreads();
-  QBuf qbuf;
+  QBufN<kN> qbuf;
   qbuf.smem = sq;
-  PRegisterBuffer<TC, 1, kN> p;
+  PRegisterBuffer<WGS<kN>, 1, kN> p;
   float(&s)[kN / 2] = reinterpret_cast<float(&)[kN / 2]>(p.s);
   sm90::wgmma_fence();
   static_for<kD / 16>([&](auto kc) {
     constexpr int kk = decltype(kc)::value;
     kbuf.template load_from_shared<kk>(0);
-    WG::template mma_ss<kN, BMajor::k>(s, qbuf.template mma_tile<kk>(), kbuf.mma_tile(), kk > 0);
+    WGS<kN>::mma_ss(s, qbuf.template mma_tile<kk>(), kbuf.mma_tile(), kk > 0);
   });
   sm90::wgmma_commit_group();
   sm90::wgmma_wait_group<0>();
@@ -71,7 +73,7 @@ __global__ void wgmma_buffers_kernel(const In* q, const In* k, const In* v, floa
     s_out[rc.row * kN + rc.col] = s[r];
   }
   for (auto& x : s) x *= 1.0f / 64;
-  OutputRegisterBuffer<TC, 1, kD> out;
+  OutputRegisterBuffer<WGO, 1, kD> out;
   out.zero();
   float(&o)[kD / 2] = reinterpret_cast<float(&)[kD / 2]>(out.o);
   std::uint32_t a[kN / 16][4];
@@ -80,7 +82,7 @@ __global__ void wgmma_buffers_kernel(const In* q, const In* k, const In* v, floa
   static_for<kN / 16>([&](auto kc) {
     constexpr int kk = decltype(kc)::value;
     vbuf.template load_from_shared<kk>(0);
-    WG::template mma_rs<kD, BMajor::n>(o, a[kk], vbuf.mma_tile(), true);
+    WGO::mma_rs(o, a[kk], vbuf.mma_tile(), true);
   });
   sm90::wgmma_commit_group();
   sm90::wgmma_wait_group<0>();
@@ -114,7 +116,7 @@ void check_wgmma_buffers() {
   fill(v, vf);
   DeviceBuffer<In> dq(q), dk(k), dv(v);
   DeviceBuffer<float> ds(kM * kN), dout(kM * kD);
-  const int smem = 1024 + QBuf::Tile::kBytes + KBufN<kN>::kSmemBytes + VBufN<kN>::kSmemBytes;
+  const int smem = 1024 + QBufN<kN>::Tile::kBytes + KBufN<kN>::kSmemBytes + VBufN<kN>::kSmemBytes;
   CUDA_OK(cudaFuncSetAttribute(wgmma_buffers_kernel<kN>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   wgmma_buffers_kernel<kN><<<1, 128, smem>>>(dq.ptr, dk.ptr, dv.ptr, ds.ptr, dout.ptr);
   CUDA_OK(cudaDeviceSynchronize());

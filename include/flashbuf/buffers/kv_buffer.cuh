@@ -43,6 +43,9 @@ struct KVSharedTiles {
   using In = typename TC::in_type;
   using Tile = SwizzledTile<Config::kRows, Config::kCols>;
   static constexpr bool kTransposedReads = Config::kIteratorAxis == IteratorAxis::keys;
+  static_assert(TC::kTransposeB == kTransposedReads,
+                "KV buffer: a keys x depth tile (V) is the N-major B of its product, a TiledTensorCore with "
+                "TransposeB; a keys x head-dim tile (K) is K-major, without");
   static constexpr int kChunksPerThread = Config::kRows * Tile::kChunksPerRow / NumThreads;
   static_assert(Config::kRows * Tile::kChunksPerRow % NumThreads == 0,
                 "KV buffer: the tile's 16-byte chunks must divide evenly among the threads");
@@ -254,10 +257,10 @@ using VBuffer = KVBufferImpl<VBufferConfig<BN, BK, WN, Depth>, TC, NumThreads, N
 template <class TC, int BN, int WN, int BK, int NumThreads, int NumSmemStages = 1>
 using KBufferLDS = KVBufferLDS<KBufferConfig<BN, BK, WN>, TC, NumThreads, NumSmemStages>;
 
-static_assert(KVBuffer<KBuffer<TiledTensorCore<__nv_bfloat16>, 64, 64, 128, 128, 2>>);
-static_assert(KVBuffer<VBuffer<TiledTensorCore<__nv_bfloat16>, 64, 64, 64, 128, 128, 2>>);
-static_assert(KVBuffer<KBufferLDS<TiledTensorCore<__half>, 64, 64, 128, 128>>);
+static_assert(KVBuffer<KBuffer<MmaSyncTensorCore<__nv_bfloat16>, 64, 64, 128, 128, 2>>);
+static_assert(KVBuffer<VBuffer<MmaSyncTensorCore<__nv_bfloat16, true>, 64, 64, 64, 128, 128, 2>>);
+static_assert(KVBuffer<KBufferLDS<MmaSyncTensorCore<__half>, 64, 64, 128, 128>>);
 static_assert(KVBuffer<VBufferTransposeLoads<VBufferConfig<64, 64, 64, 128>,
-                                             TiledTensorCore<__nv_bfloat16>, 128>>);
+                                             MmaSyncTensorCore<__nv_bfloat16, true>, 128>>);
 
 }  // namespace flashbuf

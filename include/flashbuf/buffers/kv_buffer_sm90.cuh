@@ -61,6 +61,9 @@ struct KVBufferLDSSm90 {
   using Tile = SlabTile<Cfg::kRows, Cfg::kCols>;
   static constexpr bool kNMajor = Cfg::kIteratorAxis == IteratorAxis::keys;
   static constexpr BMajor kMajor = kNMajor ? BMajor::n : BMajor::k;
+  static_assert(TC::kBMajor == kMajor,
+                "KVBufferLDSSm90: a keys x depth tile (V) is the N-major B of its product, a TiledTensorCore "
+                "with TransposeB; a keys x head-dim tile (K) is K-major, without");
   static constexpr int kSmemBytes = Tile::kBytes * NumSmemStages;
   static_assert(Tile::kBytes % 1024 == 0, "KVBufferLDSSm90: stages must stay 1024-byte aligned");
 
@@ -174,7 +177,7 @@ __device__ __forceinline__ void store_slab_rows_tma(const T* tile, int first_row
   sm90::cp_async_bulk_wait_group_read<0>();
 }
 
-static_assert(KVBuffer<KVBufferLDSSm90<KBufferConfig<128, 128, 128>, WgmmaTensorCore<__nv_bfloat16>, 256>>);
-static_assert(KVBuffer<KVBufferLDSSm90<VBufferConfig<128, 128, 128, 128>, WgmmaTensorCore<__half>, 256>>);
+static_assert(KVBuffer<KVBufferLDSSm90<KBufferConfig<128, 128, 128>, WgmmaTensorCore<__nv_bfloat16, 128>, 256>>);
+static_assert(KVBuffer<KVBufferLDSSm90<VBufferConfig<128, 128, 128, 128>, WgmmaTensorCore<__half, 128, true>, 256>>);
 
 }  // namespace flashbuf

@@ -40,7 +40,7 @@ struct QRegisterBuffer {
   using TensorCore = TC;
   using In = typename TC::in_type;
   using Tile = SwizzledTile<BM, D>;
-  static constexpr int kRows = MTiles * TC::kM;
+  static constexpr int kRows = MTiles * TC::kFragM;
   static constexpr int kCols = D;
   static constexpr int kKSteps = D / TC::kK;
 
@@ -55,7 +55,7 @@ struct QRegisterBuffer {
   __device__ void zero() { fill_registers(frag, 0); }
   __device__ void load_fragment(std::uint32_t (&r)[4], int mt, int k) const {
     const RowCol a = ldmatrix_x4::a_tile_row_address(threadIdx.x % 32);
-    sm80::ldmatrix_x4(r, smem + SwizzledCursor<Tile>(warp_row0 + a.row, a.col).at(mt * TC::kM, k * TC::kK));
+    sm80::ldmatrix_x4(r, smem + SwizzledCursor<Tile>(warp_row0 + a.row, a.col).at(mt * TC::kFragM, k * TC::kK));
   }
   // Call after Q has landed in shared memory.
   __device__ void load_from_shared() {
@@ -99,9 +99,9 @@ struct QRegisterBuffer {
 template <class TC, int MTiles, int BN>
 struct PRegisterBuffer {
   using TensorCore = TC;
-  static constexpr int kRows = MTiles * TC::kM;
+  static constexpr int kRows = MTiles * TC::kFragM;
   static constexpr int kCols = BN;
-  static constexpr int kNTiles = BN / TC::kN;
+  static constexpr int kNTiles = BN / TC::kFragN;
   static constexpr int kKSteps = BN / TC::kK;
   static constexpr PFragmentOrder kOrder = PFragmentOrder::accumulator_as_a;
   // P converted to 16-bit A fragments for every k-step: half the registers of s, so packing
@@ -138,9 +138,9 @@ struct PRegisterBuffer {
 template <class TC, int MTiles, int Dv>
 struct OutputRegisterBuffer {
   using TensorCore = TC;
-  static constexpr int kRows = MTiles * TC::kM;
+  static constexpr int kRows = MTiles * TC::kFragM;
   static constexpr int kCols = Dv;
-  static constexpr int kNTiles = Dv / TC::kN;
+  static constexpr int kNTiles = Dv / TC::kFragN;
   float o[MTiles][kNTiles][4];
 
   __device__ void zero() { fill_registers(o, 0.0f); }
@@ -172,8 +172,8 @@ struct OutputRegisterBuffer {
   }
 };
 
-static_assert(RegisterBuffer<OutputRegisterBuffer<TiledTensorCore<__nv_bfloat16>, 2, 128>>);
-static_assert(RegisterMMABuffer<QRegisterBuffer<TiledTensorCore<__nv_bfloat16>, 2, 128, 128, true>>);
-static_assert(RegisterBuffer<PRegisterBuffer<TiledTensorCore<__nv_bfloat16>, 2, 64>>);
+static_assert(RegisterBuffer<OutputRegisterBuffer<MmaSyncTensorCore<__nv_bfloat16, true>, 2, 128>>);
+static_assert(RegisterMMABuffer<QRegisterBuffer<MmaSyncTensorCore<__nv_bfloat16>, 2, 128, 128, true>>);
+static_assert(RegisterBuffer<PRegisterBuffer<MmaSyncTensorCore<__nv_bfloat16>, 2, 64>>);
 
 }  // namespace flashbuf

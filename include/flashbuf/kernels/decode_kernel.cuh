@@ -44,6 +44,7 @@
 #include "flashbuf/arch/sm80/mma.cuh"
 #include "flashbuf/arch/sm90/cluster.cuh"
 #include "flashbuf/arch/sm90/griddepcontrol.cuh"
+#include "flashbuf/buffers/tensor_core.cuh"
 #include "flashbuf/core/config.hpp"
 #include "flashbuf/core/mask.hpp"
 #include "flashbuf/core/softmax_state.hpp"
@@ -95,25 +96,6 @@ struct DecodeParams {
   // Workspace (num_splits > 1): see decode_config.cuh's workspace_layout.
   float* o_parts = nullptr;
   float* lse_parts = nullptr;
-};
-
-template <class Elem>
-struct ElemTraits;
-template <>
-struct ElemTraits<__nv_bfloat16> {
-  using MmaTag = sm80::Bf16Tag;
-  __device__ static std::uint32_t pack(float lo, float hi) {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const std::uint32_t*>(&v);
-  }
-};
-template <>
-struct ElemTraits<__half> {
-  using MmaTag = sm80::Fp16Tag;
-  __device__ static std::uint32_t pack(float lo, float hi) {
-    const __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const std::uint32_t*>(&v);
-  }
 };
 
 // Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled tile (see the picture).
@@ -182,10 +164,10 @@ __device__ __forceinline__ void store_output(const DecodeParams& p, int b, int t
     if (c == 0 && p.lse != nullptr) apply_sink(lse, sink, lse);
   }
   uint4 packed;
-  packed.x = ElemTraits<Elem>::pack(acc[0], acc[1]);
-  packed.y = ElemTraits<Elem>::pack(acc[2], acc[3]);
-  packed.z = ElemTraits<Elem>::pack(acc[4], acc[5]);
-  packed.w = ElemTraits<Elem>::pack(acc[6], acc[7]);
+  packed.x = MmaSyncTensorCore<Elem>::pack(acc[0], acc[1]);
+  packed.y = MmaSyncTensorCore<Elem>::pack(acc[2], acc[3]);
+  packed.z = MmaSyncTensorCore<Elem>::pack(acc[4], acc[5]);
+  packed.w = MmaSyncTensorCore<Elem>::pack(acc[6], acc[7]);
   Elem* const dst = static_cast<Elem*>(p.o) + b * p.o_batch_stride + token * p.o_row_stride + head * p.o_head_stride + c * 8;
   *reinterpret_cast<uint4*>(dst) = packed;
   if (c == 0 && p.lse != nullptr) {
@@ -198,7 +180,10 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
     decode_split_kv_kernel(const __grid_constant__ DecodeParams p) {
   using Tile = DecodeTile<D, MT>;
   static_assert(check_decode_tile<D, MT>());
-  using Mma = typename ElemTraits<Elem>::MmaTag;
+  // The buffers' m16n8k16 descriptions: S = Q K^T (K-major B) and O += P V (V N-major, read
+  // transposed), and the conversion that packs P.
+  using TC = MmaSyncTensorCore<Elem>;
+  using TCV = MmaSyncTensorCore<Elem, true>;
   constexpr int kRows = Tile::kRows;
   constexpr int kBN = Tile::kBlockN;
   constexpr int kKW = Tile::kKeysPerWarp;
@@ -496,8 +481,8 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
       for (int np = 0; np < kKW / 16; ++np) {
         std::uint32_t b_reg[4];
         sm80::ldmatrix_x4(b_reg, sk + (k_key + np * 16) * kRowBytes + (((ks * 2 + k_chunk_hi) ^ swz) << 4));
-        sm80::mma_m16n8k16_f32<Mma>(s_acc[2 * np], a_reg, b_reg[0], b_reg[1]);
-        sm80::mma_m16n8k16_f32<Mma>(s_acc[2 * np + 1], a_reg, b_reg[2], b_reg[3]);
+        TC::mma(s_acc[2 * np], a_reg, b_reg[0], b_reg[1]);
+        TC::mma(s_acc[2 * np + 1], a_reg, b_reg[2], b_reg[3]);
       }
     }
 
@@ -546,16 +531,16 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
 #pragma unroll
     for (int kk = 0; kk < kKW / 16; ++kk) {
       std::uint32_t a_reg[4];
-      a_reg[0] = ElemTraits<Elem>::pack(s_acc[2 * kk][0], s_acc[2 * kk][1]);
-      a_reg[1] = ElemTraits<Elem>::pack(s_acc[2 * kk][2], s_acc[2 * kk][3]);
-      a_reg[2] = ElemTraits<Elem>::pack(s_acc[2 * kk + 1][0], s_acc[2 * kk + 1][1]);
-      a_reg[3] = ElemTraits<Elem>::pack(s_acc[2 * kk + 1][2], s_acc[2 * kk + 1][3]);
+      a_reg[0] = TC::pack(s_acc[2 * kk][0], s_acc[2 * kk][1]);
+      a_reg[1] = TC::pack(s_acc[2 * kk][2], s_acc[2 * kk][3]);
+      a_reg[2] = TC::pack(s_acc[2 * kk + 1][0], s_acc[2 * kk + 1][1]);
+      a_reg[3] = TC::pack(s_acc[2 * kk + 1][2], s_acc[2 * kk + 1][3]);
 #pragma unroll
       for (int np = 0; np < D / 16; ++np) {
         std::uint32_t b_reg[4];
         sm80::ldmatrix_x4_trans(b_reg, sv + (v_key + kk * 16) * kRowBytes + (((np * 2 + v_chunk_hi) ^ swz) << 4));
-        sm80::mma_m16n8k16_f32<Mma>(o_acc[2 * np], a_reg, b_reg[0], b_reg[1]);
-        sm80::mma_m16n8k16_f32<Mma>(o_acc[2 * np + 1], a_reg, b_reg[2], b_reg[3]);
+        TCV::mma(o_acc[2 * np], a_reg, b_reg[0], b_reg[1]);
+        TCV::mma(o_acc[2 * np + 1], a_reg, b_reg[2], b_reg[3]);
       }
     }
   }

@@ -38,16 +38,17 @@ struct PrefillSm80 {
   static constexpr int kThreads = kWarps * 32;
   static_assert(kBM == 16 * kMTiles * kWarps, "prefill tile: block_m = 16 * m_tiles * warps");
 
-  using TC = TiledTensorCore<In>;
+  using TC = MmaSyncTensorCore<In>;         // S = Q K^T: K is K-major
+  using TCV = MmaSyncTensorCore<In, true>;  // O += P V: V is N-major, read transposed
   using QTile = SwizzledTile<kBM, D>;
   using OTile = SwizzledTile<kBM, Dv>;
   using KBuf = KBufferLDS<TC, kBN, kBN, D, kThreads>;
   // V fragments are read 64 depth columns at a time (32 for Dv = 96) to bound registers.
   static constexpr int kVChunk = Dv % 64 == 0 ? 64 : 32;
-  using VBuf = VBufferTransposeLoads<VBufferConfig<kBN, kBN, kVChunk, Dv>, TC, kThreads>;
+  using VBuf = VBufferTransposeLoads<VBufferConfig<kBN, kBN, kVChunk, Dv>, TCV, kThreads>;
   using QBuf = QRegisterBuffer<TC, kMTiles, D, kBM, kTile.q_in_registers>;
   using PBuf = PRegisterBuffer<TC, kMTiles, kBN>;
-  using OBuf = OutputRegisterBuffer<TC, kMTiles, Dv>;
+  using OBuf = OutputRegisterBuffer<TCV, kMTiles, Dv>;
   static_assert(PBuf::template feeds<VBuf>(), "P's fragment order must be the one V consumes");
   static_assert(KVBuffer<KBuf> && KVBuffer<VBuf>);
 
@@ -176,7 +177,7 @@ struct PrefillSm80 {
     softmax.finalize(out, p, blk, warp_row0, blk.load_sink(p));
     if constexpr (kSoftmaxUnderPv) sm80::cp_async_wait_group<0>();  // the last zero-fills: no copy outlives the block
     __syncthreads();  // the last tile's Q reads are done before O overwrites Q's tile
-    store_output<OTile, TC, kThreads>(out.o, smem_q, warp_row0, blk.o_ptr<In>(p), p.o_row_stride, blk.rows_q);
+    store_output<OTile, TCV, kThreads>(out.o, smem_q, warp_row0, blk.o_ptr<In>(p), p.o_row_stride, blk.rows_q);
   }
 
   // Both products are software-pipelined over their k-steps: the ldmatrix of step j + 1 is
@@ -222,7 +223,7 @@ struct PrefillSm80 {
       for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
         for (int nt = 0; nt < kVChunk / 8; ++nt)
-          TC::mma(out.o[mt][chunk * (kVChunk / 8) + nt], a[mt][k], v[j % 2][nt][0], v[j % 2][nt][1]);
+          TCV::mma(out.o[mt][chunk * (kVChunk / 8) + nt], a[mt][k], v[j % 2][nt][0], v[j % 2][nt][1]);
     });
   }
 };

@@ -133,9 +133,9 @@ struct PrefillSm90 {
     return kSinkEarly ? early : b.load_sink(p);
   }
 
-  using TC = TiledTensorCore<In>;  // P packing and the epilogue's conversion
-  using WG = WgmmaTensorCore<In>;
-  using QBuf = QSharedBufferSm90<WG, kBM, D>;
+  using WGS = WgmmaTensorCore<In, kBN>;       // S = Q K^T over a key tile: K is K-major
+  using WGO = WgmmaTensorCore<In, Dv, true>;  // O += P V: V is N-major, through the descriptor
+  using QBuf = QSharedBufferSm90<WGS, kBM, D>;
   using QTile = typename QBuf::Tile;
   using KTile = SlabTile<kBN, D>;
   using VTile = SlabTile<kBN, Dv>;
@@ -150,11 +150,11 @@ struct PrefillSm90 {
   static constexpr int kStages = prefill_sm90_stages(kQBytes, KTile::kBytes + VTile::kBytes, kCtasPerSm);
   static_assert(kStages >= 2, "prefill_sm90: shared memory must hold two K+V stages beside Q");
 
-  using KBuf = KVBufferLDSSm90<KBufferConfig<kBN, D, kBN>, WG, kProducerThreads, kStages>;
-  using VBuf = KVBufferLDSSm90<VBufferConfig<kBN, kBN, Dv, Dv>, WG, kProducerThreads, kStages>;
+  using KBuf = KVBufferLDSSm90<KBufferConfig<kBN, D, kBN>, WGS, kProducerThreads, kStages>;
+  using VBuf = KVBufferLDSSm90<VBufferConfig<kBN, kBN, Dv, Dv>, WGO, kProducerThreads, kStages>;
   using Ring = StageRing<kStages>;
-  using PBuf = PRegisterBuffer<TC, 1, kBN>;
-  using OBuf = OutputRegisterBuffer<TC, 1, Dv>;
+  using PBuf = PRegisterBuffer<WGS, 1, kBN>;
+  using OBuf = OutputRegisterBuffer<WGO, 1, Dv>;
   using Softmax = OnlineSoftmax<1, PBuf::kNTiles>;
   static_assert(KVBuffer<KBuf> && KVBuffer<VBuf>);
   static_assert(std::is_same_v<typename KBuf::Tile, KTile> && std::is_same_v<typename VBuf::Tile, VTile>);
@@ -224,7 +224,7 @@ struct PrefillSm90 {
     static_for<D / 16>([&](auto kc) {
       constexpr int k = decltype(kc)::value;
       kbuf.template load_from_shared<k>(0);
-      WG::template mma_ss<kBN, BMajor::k>(s, qbuf.template mma_tile<k>(), kbuf.mma_tile(), k > 0);
+      WGS::mma_ss(s, qbuf.template mma_tile<k>(), kbuf.mma_tile(), k > 0);
     });
     sm90::wgmma_commit_group();
   }
@@ -235,7 +235,7 @@ struct PrefillSm90 {
     static_for<kBN / 16>([&](auto kc) {
       constexpr int k = decltype(kc)::value;
       vbuf.template load_from_shared<k>(0);
-      WG::template mma_rs<Dv, BMajor::n>(o, packed[0][k], vbuf.mma_tile(), true);
+      WGO::mma_rs(o, packed[0][k], vbuf.mma_tile(), true);
     });
     sm90::wgmma_commit_group();
   }
@@ -270,11 +270,11 @@ struct PrefillSm90 {
   // thread; thread 0 of the warpgroup once the boxes have been read. By default all of O over
   // the consumer's rows of an OTile; a Tile of fewer columns takes the fragments `o` of O's
   // columns from `col`, its rows from `first_row` (the persistent grid's O apart from Q).
-  template <class Tile = OTile, int OTiles = Dv / TC::kN, class WarpgroupSync>
+  template <class Tile = OTile, int OTiles = Dv / WGO::kFragN, class WarpgroupSync>
   __device__ static void store_output_tma(const float (&o)[1][OTiles][4], In* smem_tile, const PrefillTmaMaps& maps,
                                           const PrefillBlock& b, int consumer, int consumer_thread,
                                           WarpgroupSync warpgroup_sync, int first_row, int col = 0) {
-    stage_output<Tile, TC>(o, smem_tile, first_row + consumer_thread % 128 / 32 * 16, consumer_thread % 32);
+    stage_output<Tile, WGO>(o, smem_tile, first_row + consumer_thread % 128 / 32 * 16, consumer_thread % 32);
     sm90::fence_proxy_async_shared();
     warpgroup_sync();
     if (consumer_thread % 128 == 0 && consumer * 64 < b.rows_q) {
@@ -475,7 +475,7 @@ struct PrefillSm90 {
     if (maps.o_enabled) {
       store_output_tma(out.o, smem_q, maps, eblk, consumer, consumer_thread, warpgroup_sync, consumer * 64);
     } else {
-      store_output<OTile, TC, 128, 64>(out.o, smem_q, warp_row0, eblk.o_ptr<In>(p), p.o_row_stride, eblk.rows_q,
+      store_output<OTile, WGO, 128, 64>(out.o, smem_q, warp_row0, eblk.o_ptr<In>(p), p.o_row_stride, eblk.rows_q,
                                        consumer_thread % 128, warpgroup_sync, consumer * 64);
     }
 #endif

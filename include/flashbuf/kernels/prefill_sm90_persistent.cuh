@@ -47,8 +47,8 @@ struct PrefillSm90Persistent {
   static constexpr int kConsumerThreads = Base::kConsumerThreads;
   static constexpr int kThreads = Base::kThreads;
   static constexpr int kAlign = Base::kAlign;
-  using TC = typename Base::TC;
-  using WG = typename Base::WG;
+  using WGS = typename Base::WGS;
+  using WGO = typename Base::WGO;
   using QBuf = typename Base::QBuf;
   using KTile = typename Base::KTile;
   using VTile = typename Base::VTile;
@@ -69,8 +69,8 @@ struct PrefillSm90Persistent {
   static constexpr int kStages = prefill_sm90_stages(kQSlots * kQSlotBytes + kOApartBytes, kKVStageBytes, kCtasPerSm);
   static_assert(kStages >= 2, "prefill_sm90_persistent: shared memory must hold two K+V stages beside a Q slot");
 
-  using KBuf = KVBufferLDSSm90<KBufferConfig<kBN, D, kBN>, WG, kProducerThreads, kStages>;
-  using VBuf = KVBufferLDSSm90<VBufferConfig<kBN, kBN, Dv, Dv>, WG, kProducerThreads, kStages>;
+  using KBuf = KVBufferLDSSm90<KBufferConfig<kBN, D, kBN>, WGS, kProducerThreads, kStages>;
+  using VBuf = KVBufferLDSSm90<VBufferConfig<kBN, kBN, Dv, Dv>, WGO, kProducerThreads, kStages>;
   using Ring = StageRing<kStages>;
   static_assert(std::is_same_v<typename KBuf::Tile, KTile> && std::is_same_v<typename VBuf::Tile, VTile>);
 
@@ -191,10 +191,10 @@ struct PrefillSm90Persistent {
         In* buf = o_apart + consumer * OPassTile::kElems;
         static_for<Dv / kOPassCols>([&](auto pass) {
           constexpr int kCol0 = decltype(pass)::value * kOPassCols;
-          constexpr int kTile0 = kCol0 / TC::kN;
+          constexpr int kTile0 = kCol0 / WGO::kFragN;
           warpgroup_sync();
           Base::template store_output_tma<OPassTile>(
-              reinterpret_cast<const float(&)[1][kOPassCols / TC::kN][4]>(out.o[0][kTile0]), buf, maps, b, consumer,
+              reinterpret_cast<const float(&)[1][kOPassCols / WGO::kFragN][4]>(out.o[0][kTile0]), buf, maps, b, consumer,
               consumer_thread, warpgroup_sync, 0, kCol0);
         });
       } else {
