@@ -50,23 +50,10 @@
 #include "flashbuf/buffers/tensor_core.cuh"
 #include "flashbuf/kernels/prefill_common.cuh"
 #include "flashbuf/kernels/prefill_params.hpp"
+#include "flashbuf/kernels/prefill_tiles.hpp"
 
 namespace flashbuf {
 
-// Tile table of the Hopper kernel, block_n (keys per tile) by head dim and schedule: as many
-// keys as S (block_n / 2 registers), the P fragments of the previous tile (block_n / 4) and O
-// (Dv / 2) leave room for in a consumer's registers.
-//   max(D, Dv) <= 128      128 (O takes at most 64 registers)
-//   above, block per item   80 (FlashAttention-3's D 256 tile: 40 + 20 + 128 registers, two
-//                               80 KB K+V stages beside the 64 KB Q; S = Q K^T of 80 keys reads
-//                               a fifth less shared memory per product than 64, which binds at
-//                               D 192 / 256)
-//   above, persistent grid  64 (its items are short: 80-key tiles waste a share of a short
-//                               sequence's keys on the last tile)
-// (the measurements: bench/NOTES-prefill.md, "Measurements behind the code's choices")
-constexpr int prefill_sm90_block_n(int head_dim, int head_dim_v, bool persistent = false) {
-  return (head_dim > head_dim_v ? head_dim : head_dim_v) <= 128 ? 128 : persistent ? 64 : 80;
-}
 // Shared memory one block may use with `ctas_per_sm` resident per SM (H100/H200: 228 KB per
 // SM, 1 KB of it reserved per block, 227 KB at most for one block).
 constexpr int prefill_sm90_smem_budget(int ctas_per_sm) {
@@ -98,18 +85,12 @@ struct PrefillTmaMaps {
   int box_rows;  // rows per box: block_n, or for pages paged_tma::box_rows (core/paged_boxes.hpp)
 };
 
-// Consumer warpgroups per block of a block per item (see kConsumers).
-constexpr int prefill_sm90_consumers(int head_dim, int head_dim_v) { return head_dim <= 64 && head_dim_v <= 64 ? 1 : 2; }
-
-template <class In, int D, int Dv, bool Paged, int Consumers = prefill_sm90_consumers(D, Dv),
-          int BlockN = prefill_sm90_block_n(D, Dv)>
+// Consumers and BlockN: the tile table's (prefill_sm90_tile, kernels/prefill_tiles.hpp).
+template <class In, int D, int Dv, bool Paged, int Consumers = prefill_sm90_tile(D, Dv).consumers,
+          int BlockN = prefill_sm90_tile(D, Dv).block_n>
 struct PrefillSm90 {
-  // Consumer warpgroups per block. D 64: one (64 query rows), two blocks per SM, so one
-  // block's pipeline fill and epilogue run under the other's products (short sequences lose
-  // most of their time there with one block per SM); the consumers of the two blocks take
-  // turns on the tensor cores by themselves. Above: two consumers in one block, ping-pong.
-  // (The persistent form, prefill_sm90_persistent.cuh, has two at every head dim, and at D 64
-  // three over 192-row items where those pay: round-robin turns.)
+  // Consumer warpgroups per block (why: prefill_sm90_tile); one consumer runs two blocks per
+  // SM, two or three take ping-pong (round-robin) turns in one block.
   static constexpr int kConsumers = Consumers;
   static constexpr int kCtasPerSm = kConsumers == 1 ? 2 : 1;
   static constexpr int kBM = 64 * kConsumers;

@@ -33,12 +33,11 @@
 
 namespace flashbuf {
 
-// Consumers: two at every head dim (at D 64 a block per item has one: 64 query rows, two blocks
-// per SM hiding each other's start and epilogue, which this schedule hides by itself); D 64 also
-// has a form with three over 192-row items (persistent_three_consumers_pay, core/work_items.hpp).
-template <class In, int D, int Dv, int Consumers = 2>
+// Consumers and the key tile: the tile table's (prefill_sm90_tile(D, Dv, true),
+// kernels/prefill_tiles.hpp); D 64 is also instantiated with three consumers over 192-row items.
+template <class In, int D, int Dv, int Consumers = prefill_sm90_tile(D, Dv, true).consumers>
 struct PrefillSm90Persistent {
-  using Base = PrefillSm90<In, D, Dv, false, Consumers, prefill_sm90_block_n(D, Dv, true)>;
+  using Base = PrefillSm90<In, D, Dv, false, Consumers, prefill_sm90_tile(D, Dv, true).block_n>;
   static constexpr int kConsumers = Base::kConsumers;
   static constexpr int kCtasPerSm = Base::kCtasPerSm;
   static constexpr int kBM = Base::kBM;
@@ -303,7 +302,7 @@ struct PrefillSm90Persistent {
   }
 };
 
-template <class In, int D, int Dv, int Consumers = 2>
+template <class In, int D, int Dv, int Consumers = prefill_sm90_tile(D, Dv, true).consumers>
 __global__ void __launch_bounds__(PrefillSm90Persistent<In, D, Dv, Consumers>::kThreads,
                                   PrefillSm90Persistent<In, D, Dv, Consumers>::kCtasPerSm)
     prefill_sm90_persistent_kernel(const __grid_constant__ PrefillParams params,

@@ -1,5 +1,6 @@
-// kernels: the prefill tile table (sm80-class mma.sync path), one row per head dim, each with
-// its reason. Host- and device-visible so the launcher and the tests read the same numbers.
+// kernels: the prefill tile tables, one per kernel, each row with its reason: the sm80-class
+// mma.sync kernel's (prefill_tile) and the Hopper kernels' (prefill_sm90_tile). Host- and
+// device-visible so the launchers and the tests read the same numbers.
 #pragma once
 
 namespace flashbuf {
@@ -42,5 +43,40 @@ struct TileShape {
 };
 template <int D, int Dv, PrefillTile T = prefill_tile(D, Dv)>
 using TableTile = TileShape<T.block_m, T.block_n, T.warps, T.m_tiles, T.q_in_registers>;
+
+// The Hopper kernels (prefill_sm90.cuh: a block per query block; prefill_sm90_persistent.cuh:
+// a persistent grid walking the items). A block has one producer warpgroup and `consumers`
+// consumer warpgroups of 64 query rows each (block_m = 64 * consumers); K/V tiles hold
+// block_n keys.
+struct PrefillSm90Tile {
+  int consumers;
+  int block_n;
+};
+// consumers:
+//   block per item, max(D, Dv) <= 64   1: 64 query rows, and two blocks per SM hide each
+//                                      other's pipeline fill and epilogue under their products
+//                                      (short sequences lose most of their time there with one
+//                                      block per SM); the two blocks' consumers take turns on
+//                                      the tensor cores by themselves
+//   block per item, above              2, in ping-pong turns
+//   persistent grid                    2 at every head dim: the walk hides a block's start and
+//                                      epilogue by itself (D 64 also has a three-consumer form
+//                                      over 192-row items, chosen at launch where it pays:
+//                                      persistent_three_consumers_pay, core/work_items.hpp)
+// block_n: as many keys as S (block_n / 2 registers), the P fragments of the previous tile
+// (block_n / 4) and O (Dv / 2) leave room for in a consumer's registers:
+//   max(D, Dv) <= 128                  128 (O takes at most 64 registers)
+//   above, block per item              80 (FlashAttention-3's D 256 tile: 40 + 20 + 128
+//                                      registers, two 80 KB K+V stages beside the 64 KB Q;
+//                                      S = Q K^T of 80 keys reads a fifth less shared memory per
+//                                      product than 64, which binds at D 192 / 256)
+//   above, persistent grid             64 (its items are short: 80-key tiles waste a share of a
+//                                      short sequence's keys on the last tile)
+// (the measurements: bench/NOTES-prefill.md, "Measurements behind the code's choices")
+constexpr PrefillSm90Tile prefill_sm90_tile(int head_dim, int head_dim_v, bool persistent = false) {
+  const int widest = head_dim > head_dim_v ? head_dim : head_dim_v;
+  const int consumers = !persistent && widest <= 64 ? 1 : 2;
+  return {consumers, widest <= 128 ? 128 : persistent ? 64 : 80};
+}
 
 }  // namespace flashbuf
