@@ -37,7 +37,8 @@ struct TiledTensorCore;  // one specialisation per atom
 
 namespace detail {
 // What both atoms share: the element types, the per-warp accumulator fragment, and the
-// conversion of fp32 accumulators to 16-bit inputs (P packed as A, O in the epilogue).
+// conversion of fp32 accumulator pairs to packed 16-bit inputs (P as the A operand, O in the
+// epilogues of prefill and decode).
 template <class In, int GroupSize, bool TransposeB>
 struct TensorCoreElements {
   static_assert(std::is_same_v<In, __nv_bfloat16> || std::is_same_v<In, __half>,
@@ -58,13 +59,6 @@ struct TensorCoreElements {
     } else {
       __half2 v = __floats2half2_rn(lo, hi);
       return *reinterpret_cast<std::uint32_t*>(&v);
-    }
-  }
-  __device__ __forceinline__ static In from_float(float x) {
-    if constexpr (std::is_same_v<In, __nv_bfloat16>) {
-      return __float2bfloat16_rn(x);
-    } else {
-      return __float2half_rn(x);
     }
   }
 };
