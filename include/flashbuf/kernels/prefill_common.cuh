@@ -1,8 +1,8 @@
 // kernels: what the sm80 (mma.sync) and sm90 (wgmma) prefill kernels share — where a block's
-// work lies (PrefillBlock), K/V source binding, the online softmax over accumulators laid out
-// like mma.sync's C fragment (wgmma's accumulators are the same per warp), and the epilogue
-// that writes O through shared memory. Row ownership: lane l holds rows l/4 ("lo") and
-// l/4 + 8 ("hi") of each of its m16 tiles, columns 2*(l%4), +1 of each n8 tile.
+// work lies (PrefillBlock), K/V source binding, the end of a block's rows (finalize_rows, over
+// the online softmax of buffers/online_softmax.cuh), and the epilogue that writes O through
+// shared memory. Row ownership: lane l holds rows l/4 ("lo") and l/4 + 8 ("hi") of each of
+// its m16 tiles, columns 2*(l%4), +1 of each n8 tile.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +12,7 @@
 #include "flashbuf/arch/sm80/fast_math.cuh"
 #include "flashbuf/arch/sm90/stmatrix.cuh"
 #include "flashbuf/buffers/kv_source.cuh"
+#include "flashbuf/buffers/online_softmax.cuh"
 #include "flashbuf/buffers/tile_copy.cuh"
 #include "flashbuf/core/config.hpp"
 #include "flashbuf/core/fragment.hpp"
@@ -127,221 +128,69 @@ struct PrefillBlock {
   }
 };
 
-// Row reductions over the four lanes of a quad (they share a row of the accumulator).
-__device__ __forceinline__ float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-__device__ __forceinline__ float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 1);
-  return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
-
-// Pairwise reduction of a register array: ceil(log2(N)) dependent steps, not N (Nsight
-// Compute showed fixed-latency dependency stalls as the top stall reason). Each step folds the
-// elements past the largest power of two below N onto the front (N / 2 of them when N is a
-// power of two; N = 10 for the Hopper kernel's 80-key tiles).
-template <int N, class Op>
-__device__ __forceinline__ float tree_reduce(float (&x)[N], Op op) {
-  if constexpr (N == 1) {
-    return x[0];
-  } else {
-    constexpr int kHalf = [] {
-      int h = 1;
-      while (2 * h < N) h *= 2;
-      return h;
-    }();
-    // Halving by recursion, not by a `stride /= 2` loop, which nvcc does not unroll (the
-    // array then went to local memory).
-#pragma unroll
-    for (int i = 0; i < N - kHalf; ++i) x[i] = op(x[i], x[i + kHalf]);
-    return tree_reduce(reinterpret_cast<float(&)[kHalf]>(x), op);
+// One lane of each quad writes row (mt, h)'s LSE if the row is one of the sequence's.
+__device__ __forceinline__ void store_lse(const PrefillParams& p, const PrefillBlock& b, int row_in_block0, int mt,
+                                          int h, float lse) {
+  const int lane = threadIdx.x % 32;
+  const int r = row_in_block0 + mt * 16 + h * 8 + lane / 4;
+  if (lane % 4 == 0 && b.m0 + r < b.seqlen_q) {
+    p.lse[b.batch * p.lse_batch_stride + b.head * p.lse_head_stride + b.q_begin + b.m0 + r] = lse;
   }
 }
 
-// The online softmax (base 2) of one thread's rows: MTiles m16 tiles x 2 rows each, over
-// score accumulators s[MTiles][NTiles][4], rescaling an OutputRegisterBuffer.
-template <int MTiles, int NTiles>
-struct OnlineSoftmax {
-  // Each row's running max, already times scale_log2 (rounded: see update_scores), and the
-  // thread's partial sums (quad-reduced in finalize()).
-  float row_max_log2[MTiles][2];
-  float row_sum[MTiles][2];
-
-  __device__ void init() {
+// The end of a block's rows, from the online softmax's state: divides the output by the row
+// sums (0 for rows with no key) and writes the natural-log LSE of the block's valid rows;
+// row_in_block0 is the first block row of this warp's tiles.
+// With sinks, the head's sink (`sink`, from load_sink) joins each row here, once, after all
+// its keys: one more term in the denominator (sink_weight_log2, one exponential in the row's
+// own scale) and the LSE with the sink (apply_sink, only where the LSE is stored); a block
+// without sinks takes the first branch, once, and does what it did before sinks existed.
+// The NaN rule: a row that read a NaN anywhere gets NaN in every O element and NaN LSE. A NaN
+// query or key already makes the row sum NaN; a NaN value reaches only O's columns, so a
+// thread whose elements of a row hold a NaN makes its partial sum NaN before the quad sum,
+// which then carries it to the row's four lanes (the wgmma accumulator's rows lie in quads
+// as the m16n8k16 fragment's do), and the division and row_lse spread it. (A sink cannot
+// hide it: apply_sink keeps a NaN LSE NaN.)
+template <int MTiles, int NTiles, class OBuf>
+__device__ __forceinline__ void finalize_rows(OnlineSoftmax<MTiles, NTiles>& softmax, OBuf& out, const PrefillParams& p,
+                                              const PrefillBlock& b, int row_in_block0, float sink) {
+  auto& row_sum = softmax.row_sum;
+  const auto& row_max_log2 = softmax.row_max_log2;
+  using Softmax = OnlineSoftmax<MTiles, NTiles>;
 #pragma unroll
-    for (int mt = 0; mt < MTiles; ++mt)
+  for (int mt = 0; mt < MTiles; ++mt)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        row_max_log2[mt][h] = kNegInf;
-        row_sum[mt][h] = 0.0f;
-      }
-  }
-
-  // softcap: scores become tanh(s * scale / softcap); the softcap factor is in scale_log2.
-  __device__ static void apply_softcap(float (&s)[MTiles][NTiles][4], float softcap_inv) {
-#pragma unroll
-    for (int mt = 0; mt < MTiles; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < NTiles; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) s[mt][nt][i] = tanhf(s[mt][nt][i] * softcap_inv);
-  }
-
-  // Scores the mask hides become -inf; q_row0 is the first query row of this warp's tiles.
-  // Each of a thread's rows sees one interval of keys (key_range of that row alone), so the
-  // per-element test is two compares, not visible()'s bounds and window arithmetic; without a
-  // left window bound every row's keys begin at 0 and one compare does (causal masks: the
-  // diagonal tiles' masking is a share of D 64's ALU work).
-  __device__ static void apply_mask(float (&s)[MTiles][NTiles][4], const MaskParams& mask, int q_row0,
-                                    int key0) {
-    if (mask.has_left_bound()) {
-      apply_key_interval<true>(s, mask, q_row0, key0);
-    } else {
-      apply_key_interval<false>(s, mask, q_row0, key0);
+    for (int h = 0; h < 2; ++h) {
+      if (out.holds_nan(mt, h)) row_sum[mt][h] = __int_as_float(0x7fffffff);
+      row_sum[mt][h] = quad_sum(row_sum[mt][h]);
     }
-  }
-  // The thread's element (nt, j) of a row lies in column c0 + 8 nt + j (c0 = c_coord(lane, 0).col),
-  // so each test compares a per-row bound with an immediate: one ISETP per bound and element,
-  // where comparing the column itself first built it in a register (a LOP3 each).
-  template <bool kLeftBound>
-  __device__ static void apply_key_interval(float (&s)[MTiles][NTiles][4], const MaskParams& mask, int q_row0,
-                                            int key0) {
-    const int lane = threadIdx.x % 32;
-    const int c0 = mma_m16n8k16::c_coord(lane, 0).col;
-#pragma unroll
-    for (int mt = 0; mt < MTiles; ++mt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int q = q_row0 + mt * 16 + mma_m16n8k16::c_coord(lane, 2 * h).row;
-        const KeyRange seen = key_range(mask, q, q + 1);  // {0, 0} for rows past seqlen_q
-        const int lo = seen.begin - key0 - c0, hi = seen.end - key0 - c0;  // relative to c0
-#pragma unroll
-        for (int nt = 0; nt < NTiles; ++nt)
-#pragma unroll
-          for (int j = 0; j < 2; ++j) {
-            const int k = nt * 8 + j;  // column - c0
-            if ((kLeftBound && k < lo) || k >= hi) s[mt][nt][2 * h + j] = kNegInf;
-          }
-      }
-  }
-
-  // Exponentiates s in place (it becomes P) and returns per row the factor exp2(m_old - m_new)
-  // the output must be scaled by (the caller may do it later, once O is not in flight). A row
-  // that has seen no visible key keeps max = -inf; its exponent base is taken as 0 so
-  // exp2(-inf - base) = 0, not NaN.
-  // The max is kept times scale_log2, each product rounded (__fmul_rn: no FMA contraction), so
-  // where a row's max did not move the factor's exponent is exactly 0 and the factor exactly 1.
-  // Contracted (row_max * scale_log2 - base as one FMA), the unrounded product left base's
-  // rounding residue: O and the row sum took 1 +- 2^-24 on every such tile, including tiles
-  // wholly masked for the row (the persistent grid's 128-row items walk some that a 64-row
-  // block skips; bf16 O then differed in the last bit). Scaling is monotonic, so the max of
-  // the scaled values is the scaled max.
-  __device__ void update_scores(float (&s)[MTiles][NTiles][4], float scale_log2,
-                                float (&correction)[MTiles][2]) {
+  if (p.sinks == nullptr) {
 #pragma unroll
     for (int mt = 0; mt < MTiles; ++mt) {
+      out.apply_softmax_denominator(mt, row_sum[mt][0], row_sum[mt][1]);
+      if (p.lse != nullptr) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float part[NTiles];
-#pragma unroll
-        for (int nt = 0; nt < NTiles; ++nt) part[nt] = fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]);
-        const float tile_max = tree_reduce(part, [](float a, float b) { return fmaxf(a, b); });
-        const float m = quad_max(fmaxf(row_max_log2[mt][h], __fmul_rn(tile_max, scale_log2)));
-        const float base = m == kNegInf ? 0.0f : m;
-        correction[mt][h] = sm80::ex2_approx_ftz(row_max_log2[mt][h] - base);
-        row_max_log2[mt][h] = m;
-#pragma unroll
-        for (int nt = 0; nt < NTiles; ++nt) {
-          float& s0 = s[mt][nt][2 * h];
-          float& s1 = s[mt][nt][2 * h + 1];
-          s0 = sm80::ex2_approx_ftz(s0 * scale_log2 - base);
-          s1 = sm80::ex2_approx_ftz(s1 * scale_log2 - base);
-          part[nt] = s0 + s1;
-        }
-        row_sum[mt][h] =
-            row_sum[mt][h] * correction[mt][h] + tree_reduce(part, [](float a, float b) { return a + b; });
+        for (int h = 0; h < 2; ++h) store_lse(p, b, row_in_block0, mt, h, Softmax::row_lse(row_max_log2[mt][h], row_sum[mt][h]));
       }
     }
-  }
-  // The same, rescaling the output buffer at once.
-  template <class OBuf>
-  __device__ void update(float (&s)[MTiles][NTiles][4], OBuf& out, float scale_log2) {
-    float correction[MTiles][2];
-    update_scores(s, scale_log2, correction);
-    rescale(out, correction);
-  }
-  template <class OBuf>
-  __device__ static void rescale(OBuf& out, const float (&correction)[MTiles][2]) {
+  } else {
 #pragma unroll
-    for (int mt = 0; mt < MTiles; ++mt) out.rescale(mt, correction[mt][0], correction[mt][1]);
-  }
-
-  // The natural-log LSE of a row from its base-2 max and quad-reduced sum: -inf for a row
-  // that saw no key (sum 0), NaN for a row that read a NaN (its sum is NaN, see finalize; a
-  // NaN query also leaves the max at -inf, since fmaxf skips NaN: -inf + NaN is NaN).
-  __device__ static float row_lse(float max_log2, float sum) {
-    return sum == 0.0f ? kNegInf : (max_log2 + __log2f(sum)) * kLn2;
-  }
-
-  // Divides the output by the row sums (0 for rows with no key) and writes the natural-log
-  // LSE of the block's valid rows; row_in_block0 is the first block row of this warp's tiles.
-  // With sinks, the head's sink (`sink`, from load_sink) joins each row here, once, after all
-  // its keys: one more term in the denominator (sink_weight_log2, one exponential in the row's
-  // own scale) and the LSE with the sink (apply_sink, only where the LSE is stored); a block
-  // without sinks takes the first branch, once, and does what it did before sinks existed.
-  // The NaN rule: a row that read a NaN anywhere gets NaN in every O element and NaN LSE. A NaN
-  // query or key already makes the row sum NaN; a NaN value reaches only O's columns, so a
-  // thread whose elements of a row hold a NaN makes its partial sum NaN before the quad sum,
-  // which then carries it to the row's four lanes (the wgmma accumulator's rows lie in quads
-  // as the m16n8k16 fragment's do), and the division and row_lse spread it. (A sink cannot
-  // hide it: apply_sink keeps a NaN LSE NaN.)
-  template <class OBuf>
-  __device__ void finalize(OBuf& out, const PrefillParams& p, const PrefillBlock& b, int row_in_block0, float sink) {
+    for (int mt = 0; mt < MTiles; ++mt) {
+      float denominator[2];
 #pragma unroll
-    for (int mt = 0; mt < MTiles; ++mt)
+      for (int h = 0; h < 2; ++h) denominator[h] = row_sum[mt][h] + sink_weight_log2(sink, row_max_log2[mt][h]);
+      out.apply_softmax_denominator(mt, denominator[0], denominator[1]);
+      if (p.lse != nullptr) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        if (out.holds_nan(mt, h)) row_sum[mt][h] = __int_as_float(0x7fffffff);
-        row_sum[mt][h] = quad_sum(row_sum[mt][h]);
-      }
-    if (p.sinks == nullptr) {
-#pragma unroll
-      for (int mt = 0; mt < MTiles; ++mt) {
-        out.apply_softmax_denominator(mt, row_sum[mt][0], row_sum[mt][1]);
-        if (p.lse != nullptr) {
-#pragma unroll
-          for (int h = 0; h < 2; ++h) store_lse(p, b, row_in_block0, mt, h, row_lse(row_max_log2[mt][h], row_sum[mt][h]));
-        }
-      }
-    } else {
-#pragma unroll
-      for (int mt = 0; mt < MTiles; ++mt) {
-        float denominator[2];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) denominator[h] = row_sum[mt][h] + sink_weight_log2(sink, row_max_log2[mt][h]);
-        out.apply_softmax_denominator(mt, denominator[0], denominator[1]);
-        if (p.lse != nullptr) {
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            float lse;
-            apply_sink(row_lse(row_max_log2[mt][h], row_sum[mt][h]), sink, lse);
-            store_lse(p, b, row_in_block0, mt, h, lse);
-          }
+        for (int h = 0; h < 2; ++h) {
+          float lse;
+          apply_sink(Softmax::row_lse(row_max_log2[mt][h], row_sum[mt][h]), sink, lse);
+          store_lse(p, b, row_in_block0, mt, h, lse);
         }
       }
     }
   }
-  // One lane of each quad writes row (mt, h)'s LSE if the row is one of the sequence's.
-  __device__ static void store_lse(const PrefillParams& p, const PrefillBlock& b, int row_in_block0, int mt, int h,
-                                   float lse) {
-    const int lane = threadIdx.x % 32;
-    const int r = row_in_block0 + mt * 16 + h * 8 + lane / 4;
-    if (lane % 4 == 0 && b.m0 + r < b.seqlen_q) {
-      p.lse[b.batch * p.lse_batch_stride + b.head * p.lse_head_stride + b.q_begin + b.m0 + r] = lse;
-    }
-  }
-};
+}
 
 // The epilogue: O fragments (rows from row_in_block0) -> shared tile OTile (16-bit, converted
 // with TC::pack) -> whole 16-byte chunks of rows in device memory (store_output: the two

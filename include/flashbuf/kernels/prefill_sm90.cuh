@@ -450,7 +450,7 @@ struct PrefillSm90 {
     // does not write), so its coordinates and lengths are re-read here rather than held in
     // registers over the main loop, where at D 256 they made ptxas spill inside the loop.
     const PrefillBlock eblk = PrefillBlock::make(p, kBM);
-    softmax.finalize(out, p, eblk, warp_row0, final_sink(p, eblk, sink));
+    finalize_rows(softmax, out, p, eblk, warp_row0, final_sink(p, eblk, sink));
     const auto warpgroup_sync = [consumer] { sm90::named_barrier_sync(kEpilogue0 + consumer, 128); };
     warpgroup_sync();  // this consumer's wgmma are done with its Q rows: they take its O
     if (maps.o_enabled) {

@@ -185,7 +185,7 @@ struct PrefillSm90Persistent {
     const auto warpgroup_sync = [consumer] { sm90::named_barrier_sync(Base::kEpilogue0 + consumer, 128); };
     float sink = 0.0f;  // of the current item, where loaded as it begins (Base::kSinkEarly)
     const auto epilogue = [&](const PrefillBlock& b, int slot) {
-      softmax.finalize(out, p, b, warp_row0, Base::final_sink(p, b, sink));
+      finalize_rows(softmax, out, p, b, warp_row0, Base::final_sink(p, b, sink));
       if constexpr (kOApart) {
         In* buf = o_apart + consumer * OPassTile::kElems;
         static_for<Dv / kOPassCols>([&](auto pass) {

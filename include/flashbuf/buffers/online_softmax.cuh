@@ -1,0 +1,174 @@
+// buffers: the online softmax (base 2) over the m16n8 accumulator fragments of the register
+// buffers (register_buffers.cuh), the device form of core/softmax_state.hpp's math, shared by
+// the prefill kernels (mma.sync and wgmma: each warp's accumulators lie alike). The end of a
+// block's rows, where the kernel's outputs are written, is the kernels' (finalize_rows in
+// kernels/prefill_common.cuh). Row ownership: lane l holds rows l/4 ("lo") and l/4 + 8 ("hi")
+// of each of its m16 tiles, columns 2*(l%4), +1 of each n8 tile; a quad's lanes share a row.
+#pragma once
+
+#include "flashbuf/arch/sm80/fast_math.cuh"
+#include "flashbuf/core/config.hpp"
+#include "flashbuf/core/mask.hpp"
+#include "flashbuf/core/softmax_state.hpp"
+
+namespace flashbuf {
+
+// Row reductions over the four lanes of a quad (they share a row of the accumulator).
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// Pairwise reduction of a register array: ceil(log2(N)) dependent steps, not N (Nsight
+// Compute showed fixed-latency dependency stalls as the top stall reason). Each step folds the
+// elements past the largest power of two below N onto the front (N / 2 of them when N is a
+// power of two; N = 10 for the Hopper kernel's 80-key tiles).
+template <int N, class Op>
+__device__ __forceinline__ float tree_reduce(float (&x)[N], Op op) {
+  if constexpr (N == 1) {
+    return x[0];
+  } else {
+    constexpr int kHalf = [] {
+      int h = 1;
+      while (2 * h < N) h *= 2;
+      return h;
+    }();
+    // Halving by recursion, not by a `stride /= 2` loop, which nvcc does not unroll (the
+    // array then went to local memory).
+#pragma unroll
+    for (int i = 0; i < N - kHalf; ++i) x[i] = op(x[i], x[i + kHalf]);
+    return tree_reduce(reinterpret_cast<float(&)[kHalf]>(x), op);
+  }
+}
+
+// The online softmax (base 2) of one thread's rows: MTiles m16 tiles x 2 rows each, over
+// score accumulators s[MTiles][NTiles][4], rescaling an OutputRegisterBuffer.
+template <int MTiles, int NTiles>
+struct OnlineSoftmax {
+  // Each row's running max, already times scale_log2 (rounded: see update_scores), and the
+  // thread's partial sums (quad-reduced in finalize()).
+  float row_max_log2[MTiles][2];
+  float row_sum[MTiles][2];
+
+  __device__ void init() {
+#pragma unroll
+    for (int mt = 0; mt < MTiles; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        row_max_log2[mt][h] = kNegInf;
+        row_sum[mt][h] = 0.0f;
+      }
+  }
+
+  // softcap: scores become tanh(s * scale / softcap); the softcap factor is in scale_log2.
+  __device__ static void apply_softcap(float (&s)[MTiles][NTiles][4], float softcap_inv) {
+#pragma unroll
+    for (int mt = 0; mt < MTiles; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < NTiles; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) s[mt][nt][i] = tanhf(s[mt][nt][i] * softcap_inv);
+  }
+
+  // Scores the mask hides become -inf; q_row0 is the first query row of this warp's tiles.
+  // Each of a thread's rows sees one interval of keys (key_range of that row alone), so the
+  // per-element test is two compares, not visible()'s bounds and window arithmetic; without a
+  // left window bound every row's keys begin at 0 and one compare does (causal masks: the
+  // diagonal tiles' masking is a share of D 64's ALU work).
+  __device__ static void apply_mask(float (&s)[MTiles][NTiles][4], const MaskParams& mask, int q_row0,
+                                    int key0) {
+    if (mask.has_left_bound()) {
+      apply_key_interval<true>(s, mask, q_row0, key0);
+    } else {
+      apply_key_interval<false>(s, mask, q_row0, key0);
+    }
+  }
+  // The thread's element (nt, j) of a row lies in column c0 + 8 nt + j (c0 = c_coord(lane, 0).col),
+  // so each test compares a per-row bound with an immediate: one ISETP per bound and element,
+  // where comparing the column itself first built it in a register (a LOP3 each).
+  template <bool kLeftBound>
+  __device__ static void apply_key_interval(float (&s)[MTiles][NTiles][4], const MaskParams& mask, int q_row0,
+                                            int key0) {
+    const int lane = threadIdx.x % 32;
+    const int c0 = mma_m16n8k16::c_coord(lane, 0).col;
+#pragma unroll
+    for (int mt = 0; mt < MTiles; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int q = q_row0 + mt * 16 + mma_m16n8k16::c_coord(lane, 2 * h).row;
+        const KeyRange seen = key_range(mask, q, q + 1);  // {0, 0} for rows past seqlen_q
+        const int lo = seen.begin - key0 - c0, hi = seen.end - key0 - c0;  // relative to c0
+#pragma unroll
+        for (int nt = 0; nt < NTiles; ++nt)
+#pragma unroll
+          for (int j = 0; j < 2; ++j) {
+            const int k = nt * 8 + j;  // column - c0
+            if ((kLeftBound && k < lo) || k >= hi) s[mt][nt][2 * h + j] = kNegInf;
+          }
+      }
+  }
+
+  // Exponentiates s in place (it becomes P) and returns per row the factor exp2(m_old - m_new)
+  // the output must be scaled by (the caller may do it later, once O is not in flight). A row
+  // that has seen no visible key keeps max = -inf; its exponent base is taken as 0 so
+  // exp2(-inf - base) = 0, not NaN.
+  // The max is kept times scale_log2, each product rounded (__fmul_rn: no FMA contraction), so
+  // where a row's max did not move the factor's exponent is exactly 0 and the factor exactly 1.
+  // Contracted (row_max * scale_log2 - base as one FMA), the unrounded product left base's
+  // rounding residue: O and the row sum took 1 +- 2^-24 on every such tile, including tiles
+  // wholly masked for the row (the persistent grid's 128-row items walk some that a 64-row
+  // block skips; bf16 O then differed in the last bit). Scaling is monotonic, so the max of
+  // the scaled values is the scaled max.
+  __device__ void update_scores(float (&s)[MTiles][NTiles][4], float scale_log2,
+                                float (&correction)[MTiles][2]) {
+#pragma unroll
+    for (int mt = 0; mt < MTiles; ++mt) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float part[NTiles];
+#pragma unroll
+        for (int nt = 0; nt < NTiles; ++nt) part[nt] = fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]);
+        const float tile_max = tree_reduce(part, [](float a, float b) { return fmaxf(a, b); });
+        const float m = quad_max(fmaxf(row_max_log2[mt][h], __fmul_rn(tile_max, scale_log2)));
+        const float base = m == kNegInf ? 0.0f : m;
+        correction[mt][h] = sm80::ex2_approx_ftz(row_max_log2[mt][h] - base);
+        row_max_log2[mt][h] = m;
+#pragma unroll
+        for (int nt = 0; nt < NTiles; ++nt) {
+          float& s0 = s[mt][nt][2 * h];
+          float& s1 = s[mt][nt][2 * h + 1];
+          s0 = sm80::ex2_approx_ftz(s0 * scale_log2 - base);
+          s1 = sm80::ex2_approx_ftz(s1 * scale_log2 - base);
+          part[nt] = s0 + s1;
+        }
+        row_sum[mt][h] =
+            row_sum[mt][h] * correction[mt][h] + tree_reduce(part, [](float a, float b) { return a + b; });
+      }
+    }
+  }
+  // The same, rescaling the output buffer at once.
+  template <class OBuf>
+  __device__ void update(float (&s)[MTiles][NTiles][4], OBuf& out, float scale_log2) {
+    float correction[MTiles][2];
+    update_scores(s, scale_log2, correction);
+    rescale(out, correction);
+  }
+  template <class OBuf>
+  __device__ static void rescale(OBuf& out, const float (&correction)[MTiles][2]) {
+#pragma unroll
+    for (int mt = 0; mt < MTiles; ++mt) out.rescale(mt, correction[mt][0], correction[mt][1]);
+  }
+
+  // The natural-log LSE of a row from its base-2 max and quad-reduced sum: -inf for a row
+  // that saw no key (sum 0), NaN for a row that read a NaN (its sum is NaN, see finalize; a
+  // NaN query also leaves the max at -inf, since fmaxf skips NaN: -inf + NaN is NaN).
+  __device__ static float row_lse(float max_log2, float sum) {
+    return sum == 0.0f ? kNegInf : (max_log2 + __log2f(sum)) * kLn2;
+  }
+};
+
+}  // namespace flashbuf
