@@ -1,5 +1,9 @@
 #!/bin/bash
-# One device call (carry .ab: a git archive of the base tree). Where the sm80 D 64 kernel's spills sit: SASS of prefill_sm80_kernel<bf16,64,64> (sm_90a) in two trees.
+# Where a kernel's spills sit, on the GPU machine (it has cuobjdump): the SASS of
+# prefill_sm80_kernel<bf16, 64, 64> for sm_90a from this tree and a base tree (.ab/base, a
+# `git archive` carried as .ab), with each tree's local-memory accesses (STL/LDL) and branches
+# listed by line, so a spill can be placed inside or outside the main loop. One device call;
+# the SASS files land in $OUT (bench/NOTES-prefill.md, 2026-12-02, read them).
 set -u
 for t in .ab/base .; do
   n=$( [ "$t" = . ] && echo main || echo base )
