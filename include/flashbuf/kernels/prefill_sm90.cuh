@@ -448,7 +448,7 @@ struct PrefillSm90 {
 
     // The block again for the epilogue (the same one: blockIdx and an order table the kernel
     // does not write), so its coordinates and lengths are re-read here rather than held in
-    // registers over the main loop, where at D 256 they made ptxas spill inside the loop.
+    // registers over the main loop, where at D 256 they made ptxas spill (bench/NOTES-prefill.md).
     const PrefillBlock eblk = PrefillBlock::make(p, kBM);
     finalize_rows(softmax, out, p, eblk, warp_row0, final_sink(p, eblk, sink));
     const auto warpgroup_sync = [consumer] { sm90::named_barrier_sync(kEpilogue0 + consumer, 128); };
