@@ -8,6 +8,7 @@
 
 #include "flashbuf/arch/sm80/fast_math.cuh"
 #include "flashbuf/core/config.hpp"
+#include "flashbuf/core/fragment.hpp"
 #include "flashbuf/core/mask.hpp"
 #include "flashbuf/core/softmax_state.hpp"
 

@@ -83,10 +83,6 @@ struct PrefillBlock {
     return b;
   }
   __device__ bool empty() const { return m0 >= seqlen_q; }
-  // The head's sink logit for finalize (0 without sinks, where finalize does not read it).
-  // The kernels load it where their registers allow (PrefillSm90::kSinkEarly; the sm80 kernel,
-  // at 255 registers with spills, just before finalize).
-  __device__ float load_sink(const PrefillParams& p) const { return p.sinks != nullptr ? p.sinks[head] : 0.0f; }
   // x in [0, bound]; a negative x becomes bound.
   __device__ static int clamp_index(int x, int bound) {
     return static_cast<int>(min(static_cast<unsigned>(x), static_cast<unsigned>(bound)));
@@ -141,7 +137,7 @@ __device__ __forceinline__ void store_lse(const PrefillParams& p, const PrefillB
 // The end of a block's rows, from the online softmax's state: divides the output by the row
 // sums (0 for rows with no key) and writes the natural-log LSE of the block's valid rows;
 // row_in_block0 is the first block row of this warp's tiles.
-// With sinks, the head's sink (`sink`, from load_sink) joins each row here, once, after all
+// With sinks, the head's sink joins each row here, once, after all
 // its keys: one more term in the denominator (sink_weight_log2, one exponential in the row's
 // own scale) and the LSE with the sink (apply_sink, only where the LSE is stored); a block
 // without sinks takes the first branch, once, and does what it did before sinks existed.
@@ -153,7 +149,8 @@ __device__ __forceinline__ void store_lse(const PrefillParams& p, const PrefillB
 // hide it: apply_sink keeps a NaN LSE NaN.)
 template <int MTiles, int NTiles, class OBuf>
 __device__ __forceinline__ void finalize_rows(OnlineSoftmax<MTiles, NTiles>& softmax, OBuf& out, const PrefillParams& p,
-                                              const PrefillBlock& b, int row_in_block0, float sink) {
+                                              const PrefillBlock& b, int row_in_block0) {
+  const float sink = p.sinks != nullptr ? p.sinks[b.head] : 0.0f;  // first: its latency under the shuffles
   auto& row_sum = softmax.row_sum;
   const auto& row_max_log2 = softmax.row_max_log2;
   using Softmax = OnlineSoftmax<MTiles, NTiles>;

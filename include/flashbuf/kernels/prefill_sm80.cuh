@@ -174,7 +174,7 @@ struct PrefillSm80 {
     }
 
     // Epilogue: divide by the row sums, write LSE, stage O through shared memory (Q's tile).
-    finalize_rows(softmax, out, p, blk, warp_row0, blk.load_sink(p));
+    finalize_rows(softmax, out, p, blk, warp_row0);
     if constexpr (kSoftmaxUnderPv) sm80::cp_async_wait_group<0>();  // the last zero-fills: no copy outlives the block
     __syncthreads();  // the last tile's Q reads are done before O overwrites Q's tile
     store_output<OTile, TCV, kThreads>(out.o, smem_q, warp_row0, blk.o_ptr<In>(p), p.o_row_stride, blk.rows_q);

@@ -104,15 +104,6 @@ struct PrefillSm90 {
   // 32 + 3 * 160 = 4 * 128).
   static constexpr int kProducerRegisters = kConsumers == 3 ? 32 : 40;
   static constexpr int kConsumerRegisters = kConsumers == 1 ? 216 : kConsumers == 2 ? 232 : 160;
-  // When a consumer loads the head's sink (PrefillBlock::load_sink): as the block's work begins
-  // where its registers have room (max(D, Dv) <= 128), so a short block's epilogue does not wait
-  // for the load; above, where one more register held over the main loop adds spills, just
-  // before finalize.
-  static constexpr bool kSinkEarly = (D > Dv ? D : Dv) <= 128;
-  // The sink finalize takes: `early` where it was loaded as the work began, else loaded now.
-  __device__ static float final_sink(const PrefillParams& p, const PrefillBlock& b, float early) {
-    return kSinkEarly ? early : b.load_sink(p);
-  }
 
   using WGS = WgmmaTensorCore<In, kBN>;       // S = Q K^T over a key tile: K is K-major
   using WGO = WgmmaTensorCore<In, Dv, true>;  // O += P V: V is N-major, through the descriptor
@@ -377,8 +368,6 @@ struct PrefillSm90 {
     const int consumer_thread = threadIdx.x - kProducerThreads;
     const ConsumerWarp cw = consumer_warp(consumer_thread);
     const int consumer = cw.consumer, warp_row0 = cw.warp_row0;
-    float sink = 0.0f;
-    if constexpr (kSinkEarly) sink = blk.load_sink(p);
     QBuf qbuf;
     qbuf.smem = smem_q;
     qbuf.first_row = consumer * 64;
@@ -450,7 +439,7 @@ struct PrefillSm90 {
     // does not write), so its coordinates and lengths are re-read here rather than held in
     // registers over the main loop, where at D 256 they made ptxas spill (bench/NOTES-prefill.md).
     const PrefillBlock eblk = PrefillBlock::make(p, kBM);
-    finalize_rows(softmax, out, p, eblk, warp_row0, final_sink(p, eblk, sink));
+    finalize_rows(softmax, out, p, eblk, warp_row0);
     const auto warpgroup_sync = [consumer] { sm90::named_barrier_sync(kEpilogue0 + consumer, 128); };
     warpgroup_sync();  // this consumer's wgmma are done with its Q rows: they take its O
     if (maps.o_enabled) {

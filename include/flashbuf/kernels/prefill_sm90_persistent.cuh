@@ -183,9 +183,8 @@ struct PrefillSm90Persistent {
     // With O apart, each pass stages 128 columns of the consumer's rows and one thread stores
     // them; the barrier before a pass orders it after the last pass's store has read the buffer.
     const auto warpgroup_sync = [consumer] { sm90::named_barrier_sync(Base::kEpilogue0 + consumer, 128); };
-    float sink = 0.0f;  // of the current item, where loaded as it begins (Base::kSinkEarly)
     const auto epilogue = [&](const PrefillBlock& b, int slot) {
-      finalize_rows(softmax, out, p, b, warp_row0, Base::final_sink(p, b, sink));
+      finalize_rows(softmax, out, p, b, warp_row0);
       if constexpr (kOApart) {
         In* buf = o_apart + consumer * OPassTile::kElems;
         static_for<Dv / kOPassCols>([&](auto pass) {
@@ -211,7 +210,6 @@ struct PrefillSm90Persistent {
 
     int r = 0, t = 0;  // item round, and tile over all items (whose S is done, P V pending)
     PrefillBlock blk = PrefillBlock::make_item(p, kBM, items.at(0), paired);
-    if constexpr (Base::kSinkEarly) sink = blk.load_sink(p);
     int n_first = blk.keys.first_tile(kBN), num_tiles = blk.keys.tiles(kBN), i = 1;
     unmasked = Base::unmasked_tiles(blk.mask, blk.m0 + warp_row0);
     sm90::mbarrier_wait_parity(&q_full[0], 0);
@@ -277,7 +275,6 @@ struct PrefillSm90Persistent {
       softmax.init();
       ++r;
       blk = PrefillBlock::make_item(p, kBM, next, paired);
-      if constexpr (Base::kSinkEarly) sink = blk.load_sink(p);
       n_first = blk.keys.first_tile(kBN);
       num_tiles = blk.keys.tiles(kBN);
       unmasked = Base::unmasked_tiles(blk.mask, blk.m0 + warp_row0);
