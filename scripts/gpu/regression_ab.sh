@@ -18,8 +18,8 @@ OUT=${OUT:-$PWD/gpu-out}
 source scripts/gpu/device_deps.sh unpack
 here=$(basename "$PWD")
 export AB_ROUNDS=${AB_ROUNDS:-3}
-ab() {  # $1 results folder, $2 timeout (s), the rest: bench.py arguments
-  local dir=$1 t=$2
+ab() {  # $1 results folder, $2 seconds per round (both trees), the rest: bench.py arguments
+  local dir=$1 t=$(( 120 + $2 * AB_ROUNDS ))  # 120 s: the two packages' build
   shift 2
   OUT=$OUT/$dir timeout "$t" scripts/gpu_ab.sh .ab/base . -- "$@"
   export AB_SKIP_BUILD=1 GPU_TESTS=
@@ -27,17 +27,17 @@ ab() {  # $1 results folder, $2 timeout (s), the rest: bench.py arguments
 if [ -n "${GRIDS:-}" ]; then
   for g in $GRIDS; do
     case $g in
-      sm90) ab sm90 300 --prefill --backend sm90 --target-ms 5 --anchors none ;;
-      sm80) ab sm80 300 --prefill --backend sm80 --target-ms 5 --anchors none ;;
-      paged) ab paged 150 --prefill --prefill-page 16 --d 64,128,256 --s 1024,4096 --target-ms 10 --anchors none ;;
-      decode) ab decode 240 --decode --target-ms 5 --anchors none ;;
+      sm90) ab sm90 140 --prefill --backend sm90 --target-ms 5 --anchors none ;;
+      sm80) ab sm80 110 --prefill --backend sm80 --target-ms 5 --anchors none ;;
+      paged) ab paged 40 --prefill --prefill-page 16 --d 64,128,256 --s 1024,4096 --target-ms 10 --anchors none ;;
+      decode) ab decode 80 --decode --target-ms 5 --anchors none ;;
       *) echo "regression_ab.sh: unknown grid $g (sm90, sm80, paged, decode)" >&2; exit 2 ;;
     esac
   done
   exit 0
 fi
-ab grid 290 --d 64,128,256 --s 1024,8192 --heads 32/8 --b 1,32 --kv 2048,32768 --pages 0,16 --target-ms 4 --anchors none
-ab serving 60 --serving --serving-cases varlen --target-ms 4 --anchors none
+ab grid 60 --d 64,128,256 --s 1024,8192 --heads 32/8 --b 1,32 --kv 2048,32768 --pages 0,16 --target-ms 4 --anchors none
+ab serving 10 --serving --serving-cases varlen --target-ms 4 --anchors none
 [ "${SKIP_SINKS:-0}" = 1 ] || (cd /tmp && PYTHONPATH="/tmp/ab-pkg-$here" PYTHONUNBUFFERED=1 timeout 80 python3 "$OLDPWD/bench/bench.py" \
    --d 128 --s 1024,8192 --heads 32/8 --b 1,32 --kv 2048,32768 --pages 16 --sinks ab --rounds 2 --target-ms 4 \
    --anchors none --out "$OUT/sinks.json" --plot /tmp/sinks.png 2>&1 | tail -30)
