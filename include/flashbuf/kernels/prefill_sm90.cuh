@@ -235,6 +235,37 @@ struct PrefillSm90 {
     if (!unmasked.contains(key_tile)) Softmax::apply_mask(pbuf.s, mask, q_row0, key_tile * kBN);
     softmax.update_scores(pbuf.s, p.scale_log2, correction);
   }
+  // The main loop's steady tile, the step both schedules share (a block per item: its tiles 1 to
+  // n - 1; the persistent walk: the tiles inside an item): in this consumer's turn, S(kt) is
+  // issued and then O += P V(vt) of the tile before; S's softmax runs while the P V does; then O
+  // is rescaled by the softmax's correction and P(kt) packed for the next step. kt and vt count
+  // ring tiles; `before_issue()` runs once both stages have landed (a gathered tile's proxy
+  // fence), `issue_s()` issues S(kt) (the schedule knows Q's slot), `scores_done()` runs once
+  // S(kt) is complete (the walk hands Q's slot back after an item's last S), and `softmax_s()`
+  // masks and exponentiates S(kt) into `correction` (the schedule knows S's key tile).
+  template <class RingT, class VBufT, class BeforeIssue, class IssueS, class ScoresDone, class SoftmaxS>
+  __device__ static void steady_tile(const RingT& kring, const RingT& vring, int kt, int vt, int consumer, SFrag& s,
+                                     OFrag& o, PFrag& packed, VBufT& vbuf, PBuf& pbuf, OBuf& out,
+                                     float (&correction)[1][2], BeforeIssue before_issue, IssueS issue_s,
+                                     ScoresDone scores_done, SoftmaxS softmax_s) {
+    kring.wait(kt);
+    vring.wait(vt);
+    before_issue();
+    take_turn(consumer);
+    fence_operands(s, o, packed);
+    issue_s();
+    issue_pv(o, packed, vbuf, RingT::stage(vt));
+    pass_turn(consumer, false);
+    sm90::wgmma_wait_group<1>();  // S(kt) done; O += P V(vt) may still run
+    kring.release(kt);
+    scores_done();
+    softmax_s();
+    wait_pv<0>(o, packed);
+    vring.release(vt);
+    Softmax::rescale(out, correction);
+    pbuf.pack(packed);
+  }
+
   // The epilogue by TMA: this consumer's O rows staged over its own rows of `smem_tile` (Q's
   // slab layout; its S products must be done with them), then one thread stores them, a box
   // per slab (the map clips rows past seqlen_q). The generic-proxy writes of every thread are
@@ -408,21 +439,12 @@ struct PrefillSm90 {
       pbuf.pack(packed);
 
       for (int i = 1; i < num_tiles; ++i) {
-        kring.wait(i);
-        vring.wait(i - 1);
-        if (i >= tma_tiles) sm90::fence_proxy_async_shared();  // cp.async wrote it (TMA: the async proxy)
-        take_turn();
-        fence_operands();
-        issue_scores(i);
-        issue_pv(i - 1);
-        pass_turn(false);
-        sm90::wgmma_wait_group<1>();  // S(i) done; O += P(i-1) V(i-1) may still run
-        kring.release(i);
-        softmax_scores(i, correction);
-        wait_pv<0>(o, packed);
-        vring.release(i - 1);
-        Softmax::rescale(out, correction);
-        pbuf.pack(packed);
+        steady_tile(
+            kring, vring, i, i - 1, consumer, s, o, packed, vbuf, pbuf, out, correction,
+            [&] {
+              if (i >= tma_tiles) sm90::fence_proxy_async_shared();  // cp.async wrote it (TMA: the async proxy)
+            },
+            [&] { issue_scores(i); }, [] {}, [&] { softmax_scores(i, correction); });
       }
 
       vring.wait(num_tiles - 1);

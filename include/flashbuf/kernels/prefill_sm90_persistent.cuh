@@ -226,21 +226,10 @@ struct PrefillSm90Persistent {
 
     for (;;) {
       if (i < num_tiles) {  // a steady tile
-        kring.wait(t + 1);
-        vring.wait(t);
-        take_turn();
-        fence_operands();
-        issue_scores(t + 1, r % kQSlots);
-        issue_pv(t);
-        pass_turn(false);
-        sm90::wgmma_wait_group<1>();
-        kring.release(t + 1);
-        q_read(i, num_tiles, r % kQSlots);
-        softmax_scores(blk, n_first + i);
-        Base::template wait_pv<0>(o, packed);
-        vring.release(t);
-        Softmax::rescale(out, correction);
-        pbuf.pack(packed);
+        Base::steady_tile(
+            kring, vring, t + 1, t, consumer, s, o, packed, vbuf, pbuf, out, correction, [] {},
+            [&] { issue_scores(t + 1, r % kQSlots); }, [&] { q_read(i, num_tiles, r % kQSlots); },
+            [&] { softmax_scores(blk, n_first + i); });
         ++i;
         ++t;
         continue;
