@@ -8,8 +8,9 @@
 #
 #   scripts/gpu/compat.sh [all|build|test]      # default all; logs and results in $OUT
 #
-# FA4 (optional): carry .fa4a and run `bash .fa4a/install_on_device.sh stash` once, then carry
-# .fa4b with this script: it finishes the install. Without FA4 its comparisons skip, visibly.
+# FA4 (optional): `bash scripts/gpu/fa4_site.sh pack` here, then carry one .fa4site part per
+# call (with .fa4site/SHA256SUMS); the call that brings the last one finishes the install.
+# Without FA4 its comparisons skip, visibly.
 # Fits one 10-minute call: the build takes 2-4 minutes on 16 cores, the tests 1-3; with
 # `build` and `test` as two calls on a warm machine the second reuses the first's install.
 set -uo pipefail
@@ -42,15 +43,10 @@ if [ "$what" = all ] || [ "$what" = build ]; then
 fi
 [ "$what" = build ] && exit 0
 
-# FlashAttention 4 from the carried wheels, if any (flash_attn.cute's tests skip without it).
-if [ -d /root/fa4site/flash_attn ]; then
-  export PYTHONPATH=/root/fa4site:/root/fa4site/nvidia_cutlass_dsl/dsl_packages${PYTHONPATH:+:$PYTHONPATH}
-elif [ -d "$ROOT/.fa4b" ] && [ -d /root/fa4stash ]; then
-  eval "$(bash "$ROOT/.fa4b/install_on_device.sh" finish 2>>"$OUT/build.log" | grep '^export ')"
-elif [ -d "$ROOT/.fa4a" ]; then
-  bash "$ROOT/.fa4a/install_on_device.sh" stash >>"$OUT/build.log" 2>&1
-  say "FA4: stashed the first half; carry .fa4b and run again to compare against it"
-fi
+# FlashAttention 4 from the carried parts, if any (scripts/gpu/fa4_site.sh; flash_attn.cute's
+# tests skip without it).
+[ -d .fa4site ] && bash scripts/gpu/fa4_site.sh stash 2>>"$OUT/build.log"
+eval "$(bash scripts/gpu/fa4_site.sh finish 2>>"$OUT/build.log" | grep '^export ')"
 say "FA4: $(python3 -c 'import flash_attn.cute; print("importable")' 2>&1 | tail -1)"
 
 # From outside the repository, so that `import flashbuf` is the installed package.

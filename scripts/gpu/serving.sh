@@ -9,7 +9,7 @@
 #   2. runs the GPU tests of varlen prefill (the longest-first order against the grid order bit
 #      for bit, and against the float64 reference; C++ and the Python CUDA-graph replays);
 #   3. runs `bench/bench.py --serving --rounds 3` with FA4 when `import flash_attn.cute` works
-#      (install it first: shared/anchors/fa4/; PYTHONPATH pointing at it), writing
+#      (carried as scripts/gpu/fa4_site.sh's parts, or installed with PYTHONPATH pointing at it), writing
 #      $OUT/h200-serving-<commit>.json and the flashbuf / FA4 ratio table;
 #
 # $OUT receives serving-summary.txt (every step's result), the results JSON and serving-logs.tgz.
@@ -32,6 +32,8 @@ trap pack_logs EXIT
 commit=$(git rev-parse --short HEAD 2>/dev/null || cat .commit 2>/dev/null || echo unknown)
 export FLASHBUF_COMMIT=${FLASHBUF_COMMIT:-$commit}
 say "serving.sh at $FLASHBUF_COMMIT on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
+[ -d .fa4site ] && bash scripts/gpu/fa4_site.sh stash 2>>"$logs/fa4-import.log"
+eval "$(bash scripts/gpu/fa4_site.sh finish 2>>"$logs/fa4-import.log" | grep '^export ')"
 if python3 -c "import flash_attn.cute" >"$logs/fa4-import.log" 2>&1; then
   say "FA4: flash_attn.cute imports ($(python3 -c 'from importlib.metadata import version; print(version("flash-attn-4"))' 2>/dev/null || echo 'version unknown'))"
 else
