@@ -7,7 +7,8 @@
 #                  batches; results under $OUT: grid/, serving/, sinks.json
 #   GRIDS="sm90 decode sm80 paged" (any of them)
 #                  the grids of record instead (bench/results/RECORD.json's commands), whole;
-#                  results under $OUT/<grid>/{base,main}*.json; no sinks run
+#                  results under $OUT/<grid>/{base,main}*.json (with more than 8 files in all,
+#                  $OUT/<grid>.tgz each); no sinks run
 #   SKIP_SINKS=1   no sinks run; GPU_TESTS / AB_TEST_TREES as in gpu_ab.sh (the first grid only)
 #   here:  rm -rf .ab && mkdir -p .ab/base && git archive BASE -- . ':!bench/results' | tar -x -C .ab/base
 #          && echo BASE > .ab/base/.commit      then carry [".ab", ".deps", ".commit"]
@@ -34,6 +35,10 @@ if [ -n "${GRIDS:-}" ]; then
       *) echo "regression_ab.sh: unknown grid $g (sm90, sm80, paged, decode)" >&2; exit 2 ;;
     esac
   done
+  # The device returns at most 8 files: past that, each grid's folder travels as one archive.
+  if [ "$(find "$OUT" -type f | wc -l)" -gt 8 ]; then
+    for g in $GRIDS; do [ -d "$OUT/$g" ] && tar czf "$OUT/$g.tgz" -C "$OUT" "$g" && rm -rf "${OUT:?}/$g"; done
+  fi
   exit 0
 fi
 ab grid 60 --d 64,128,256 --s 1024,8192 --heads 32/8 --b 1,32 --kv 2048,32768 --pages 0,16 --target-ms 4 --anchors none
