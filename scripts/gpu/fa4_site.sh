@@ -2,7 +2,7 @@
 # FlashAttention-4 (the `fa4` anchor of bench/bench.py and the compatibility tests) on the GPU
 # machine, in as few carried bytes as the 64 MiB limit allows. The recipe is
 # ../shared/anchors/fa4/ (which wheels, and that they are unzipped, not pip-installed); this
-# script ships them unzipped and xz-compressed instead of as wheels: 76 MB in two parts where
+# script ships them unzipped and xz-compressed instead of as wheels: 72 MB in two parts where
 # the wheels take 102 MB in three (each part travels beside the 19 MB working tree and the
 # 7 MB of .deps).
 #

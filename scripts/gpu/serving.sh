@@ -9,7 +9,7 @@
 #   2. runs the GPU tests of varlen prefill (the longest-first order against the grid order bit
 #      for bit, and against the float64 reference; C++ and the Python CUDA-graph replays);
 #   3. runs `bench/bench.py --serving --rounds 3` with FA4 when `import flash_attn.cute` works
-#      (carried as scripts/gpu/fa4_site.sh's parts, or installed with PYTHONPATH pointing at it), writing
+#      (carried as scripts/gpu/fa4_site.sh's parts, or on the PYTHONPATH), writing
 #      $OUT/h200-serving-<commit>.json and the flashbuf / FA4 ratio table;
 #
 # $OUT receives serving-summary.txt (every step's result), the results JSON and serving-logs.tgz.
