@@ -12,6 +12,7 @@ identical tensors: the prefill and decode grids of docs/BENCH.md.
     python3 bench/bench.py --sinks --anchors none      # flashbuf with random attention sinks
     python3 bench/bench.py --sinks ab --anchors none   # flashbuf without and with sinks, interleaved
     python3 bench/bench.py --serving --rounds 3        # the serving grid: GQA, varlen, paged chunked prefill
+    python3 bench/bench.py --serve ...                 # one point per request: bench/ab_interleaved.py's server
 
 Needs an NVIDIA GPU, PyTorch and the installed flashbuf package (pip install . from the
 repository); it builds nothing. FlashAttention-4 (`flash_attn.cute`, shared/anchors/fa4/) is the
@@ -832,6 +833,77 @@ def anchor_list(text: str) -> list[str]:
     return names
 
 
+def tasks(args, run_prefill: bool, run_decode: bool, causals) -> list:
+    """The run's points in order, each (label, a function that times it and returns its rows)."""
+    out = []
+    if run_prefill:
+        for causal in causals:
+            for d in args.d:
+                for s in args.s:
+                    out.append((f"prefill causal={causal} d={d} dv={args.dv or d} s={s}",
+                                lambda d=d, s=s, causal=causal: [bench_prefill(d, s, causal, args)]))
+    if run_decode:
+        for hq, hkv in args.heads:
+            for b in args.b:
+                for skv in args.kv:
+                    if b * skv * hkv <= DECODE_MAX_B_KV_HKV:
+                        out.append((f"decode {hq}/{hkv} b={b} kv={skv}",
+                                    lambda hq=hq, hkv=hkv, b=b, skv=skv: bench_decode_shape(hq, hkv, b, skv,
+                                                                                           args.pages, args)))
+    if args.serving:
+        for label, bench in serving_cases(args.serving_cases):
+            out.append((label, lambda bench=bench: [bench(args)]))
+    return out
+
+
+def run_meta() -> dict:
+    meta = gpu_meta()
+    meta.update({
+        "commit": git_commit(),
+        "command": "python3 " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__)] + sys.argv[1:]),
+        "torch": torch.__version__,
+        "cudnn": torch.backends.cudnn.version(),
+        "date": datetime.date.today().isoformat(),
+        "ceilings": {"gemm_bf16_tflops": GEMM_BF16_TFLOPS, "read_tbs": READ_TBS},
+        "flashbuf_build": flashbuf.build_info() if flashbuf is not None else None,
+        "fa4": fa4_version(),
+        "l2_bytes": l2_bytes(),
+        "failures": failures,
+    })
+    return meta
+
+
+def serve(run: list) -> int:
+    """--serve: the timing end of bench/ab_interleaved.py. Says {"points": n} on stdout, then
+    for each request line "<point> <seed>" on stdin times that point with the inputs drawn
+    after torch.manual_seed(seed) (two servers given the same seed time the same tensors) and
+    answers {"point", "rows", "error"}; on "meta" it answers the run's meta. One JSON line per
+    answer; everything else the run prints goes to stderr."""
+    channel = sys.stdout
+    sys.stdout = sys.stderr
+    say = lambda obj: (channel.write(json.dumps(obj) + "\n"), channel.flush())
+    say({"points": len(run)})
+    for line in sys.stdin:
+        words = line.split()
+        if words == ["meta"]:
+            say(run_meta())
+            continue
+        point, seed = int(words[0]), int(words[1])
+        label, task = run[point]
+        print(label, flush=True)
+        torch.manual_seed(seed)
+        rows, error = [], None
+        try:
+            rows = task()
+        except Exception as e:
+            note_failure(label, e)
+            traceback.print_exc()
+            error = repr(e)[:300]
+        torch.cuda.empty_cache()
+        say({"point": point, "rows": rows, "error": error})
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -870,6 +942,8 @@ def main(argv=None) -> int:
                    help="prefill: time the implementations this many times, alternating their order (median)")
     p.add_argument("--target-ms", type=float, default=20.0, help="length of one replayed graph")
     p.add_argument("--out", help="results JSON (default: $OUT or bench/results, <gpu>-<what>-<date>.json)")
+    p.add_argument("--serve", action="store_true",
+                   help="time single points on request (stdin/stdout JSON lines): bench/ab_interleaved.py's server")
     p.add_argument("--plot", help="PNG plot (default: next to the JSON)")
     args = p.parse_args(argv)
     apply_tuning_environment()
@@ -902,59 +976,22 @@ def main(argv=None) -> int:
     if "fa4" in args.anchors and fa4_func is None:
         note_failure("import flash_attn.cute", FA4_IMPORT_ERROR)
 
+    if args.serve:
+        return serve(tasks(args, run_prefill, run_decode, causals))
     rows = []
-    if run_prefill:
-        for causal in causals:
-            for d in args.d:
-                for s in args.s:
-                    print(f"prefill causal={causal} d={d} dv={args.dv or d} s={s}", flush=True)
-                    try:
-                        rows.append(bench_prefill(d, s, causal, args))
-                        print("  " + json.dumps(rows[-1]), flush=True)
-                    except Exception as e:
-                        note_failure(f"prefill d={d} s={s} causal={causal}", e)
-                        traceback.print_exc()
-                    torch.cuda.empty_cache()
-    if run_decode:
-        for hq, hkv in args.heads:
-            for b in args.b:
-                for skv in args.kv:
-                    if b * skv * hkv > DECODE_MAX_B_KV_HKV:
-                        continue
-                    print(f"decode {hq}/{hkv} b={b} kv={skv}", flush=True)
-                    try:
-                        new = bench_decode_shape(hq, hkv, b, skv, args.pages, args)
-                        rows.extend(new)
-                        for r in new:
-                            print("  " + json.dumps(r), flush=True)
-                    except Exception as e:
-                        note_failure(f"decode {hq}/{hkv} b={b} kv={skv}", e)
-                        traceback.print_exc()
-                    torch.cuda.empty_cache()
-    if args.serving:
-        for label, bench in serving_cases(args.serving_cases):
-            print(label, flush=True)
-            try:
-                rows.append(bench(args))
-                print("  " + json.dumps(rows[-1]), flush=True)
-            except Exception as e:
-                note_failure(label, e)
-                traceback.print_exc()
-            torch.cuda.empty_cache()
+    for label, task in tasks(args, run_prefill, run_decode, causals):
+        print(label, flush=True)
+        try:
+            new = task()
+            rows.extend(new)
+            for r in new:
+                print("  " + json.dumps(r), flush=True)
+        except Exception as e:
+            note_failure(label, e)
+            traceback.print_exc()
+        torch.cuda.empty_cache()
 
-    meta = gpu_meta()
-    meta.update({
-        "commit": git_commit(),
-        "command": "python3 " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__)] + sys.argv[1:]),
-        "torch": torch.__version__,
-        "cudnn": torch.backends.cudnn.version(),
-        "date": datetime.date.today().isoformat(),
-        "ceilings": {"gemm_bf16_tflops": GEMM_BF16_TFLOPS, "read_tbs": READ_TBS},
-        "flashbuf_build": flashbuf.build_info() if flashbuf is not None else None,
-        "fa4": fa4_version(),
-        "l2_bytes": l2_bytes(),
-        "failures": failures,
-    })
+    meta = run_meta()
     what = "quick" if args.quick else "-".join(
         k for k, on in (("prefill", run_prefill), ("decode", run_decode), ("serving", args.serving)) if on)
     name = f"{short_gpu_name(meta['gpu'])}-{what}-{datetime.date.today():%Y%m%d}"

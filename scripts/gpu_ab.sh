@@ -59,20 +59,33 @@ done
 # (A B, B A, A B, ...: the first tree of a call ran ~3% fast on the H200, and clocks drift);
 # round r > 1 writes <name>-r<r>.json (anchors only in round 1) and the table shows each
 # point's geometric mean over the rounds.
-rounds=${AB_ROUNDS:-1}
-for ((r = 1; r <= rounds; r++)); do
-  order=("${trees[@]}")
-  if ((r % 2 == 0)); then order=(); for ((i = ${#trees[@]} - 1; i >= 0; i--)); do order+=("${trees[i]}"); done; fi
-  suffix=""; ((r > 1)) && suffix="-r$r"
-  for t in "${order[@]}"; do
+# AB_INTERLEAVE=1 times point by point instead (bench/ab_interleaved.py: one bench.py server
+# per tree, each point timed by every tree back to back, AB_ROUNDS rounds, 3 by default; no
+# anchors run unless BENCH_ARGS ask for them, and then in every tree).
+if [ "${AB_INTERLEAVE:-0}" = 1 ]; then
+  rounds=${AB_ROUNDS:-3}
+  builds=()
+  for t in "${trees[@]}"; do
     name=$(basename "$t")
-    commit=$(cat "$t/.commit" 2>/dev/null || echo unknown)
-    anchors=(); { [ "$t" = "${trees[0]}" ] && ((r == 1)); } || anchors=(--anchors none)
-    (cd /tmp && FLASHBUF_COMMIT=$commit PYTHONPATH="/tmp/ab-pkg-$name" PYTHONUNBUFFERED=1 python3 "$here/bench/bench.py" "$@" \
-       "${anchors[@]}" --out "$OUT/$name$suffix.json" --plot "$OUT/$name$suffix.png" >"$OUT/bench-$name$suffix.log" 2>&1)
-    echo "== $name bench$suffix exit $?"
+    builds+=("$name=/tmp/ab-pkg-$name:$(cat "$t/.commit" 2>/dev/null || echo unknown)")
   done
-done
+  python3 "$here/bench/ab_interleaved.py" --out "$OUT" --rounds "$rounds" "${builds[@]}" -- "$@" 2>&1 | tail -20
+else
+  rounds=${AB_ROUNDS:-1}
+  for ((r = 1; r <= rounds; r++)); do
+    order=("${trees[@]}")
+    if ((r % 2 == 0)); then order=(); for ((i = ${#trees[@]} - 1; i >= 0; i--)); do order+=("${trees[i]}"); done; fi
+    suffix=""; ((r > 1)) && suffix="-r$r"
+    for t in "${order[@]}"; do
+      name=$(basename "$t")
+      commit=$(cat "$t/.commit" 2>/dev/null || echo unknown)
+      anchors=(); { [ "$t" = "${trees[0]}" ] && ((r == 1)); } || anchors=(--anchors none)
+      (cd /tmp && FLASHBUF_COMMIT=$commit PYTHONPATH="/tmp/ab-pkg-$name" PYTHONUNBUFFERED=1 python3 "$here/bench/bench.py" "$@" \
+         "${anchors[@]}" --out "$OUT/$name$suffix.json" --plot "$OUT/$name$suffix.png" >"$OUT/bench-$name$suffix.log" 2>&1)
+      echo "== $name bench$suffix exit $?"
+    done
+  done
+fi
 python3 - "$OUT" "$rounds" "${trees[@]}" <<'PY'
 import json, math, os, sys
 out, rounds, trees = sys.argv[1], int(sys.argv[2]), [os.path.basename(t) for t in sys.argv[3:]]

@@ -1,0 +1,74 @@
+"""bench/ab_interleaved.py's protocol, against a stand-in for `bench.py --serve`: every build
+times every point once a round, in alternating order, on the seed of that point and round, and
+the results land in bench.py's schema under the build's name."""
+import json
+import pathlib
+import subprocess
+import sys
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+# Answers like bench.py --serve; logs each request (build, point, seed) to a shared file.
+SERVER = r'''
+import json, os, sys
+build = os.environ["PYTHONPATH"].split(os.pathsep)[0]
+log = open(os.environ["AB_TEST_LOG"], "a")
+say = lambda o: (sys.stdout.write(json.dumps(o) + "\n"), sys.stdout.flush())
+say({"points": 3})
+for line in sys.stdin:
+    w = line.split()
+    if w == ["meta"]:
+        say({"gpu": "stand-in", "commit": os.environ.get("FLASHBUF_COMMIT"), "failures": []})
+        continue
+    point, seed = int(w[0]), int(w[1])
+    log.write(f"{os.path.basename(build)} {point} {seed}\n")
+    log.flush()
+    fails = point == 2 and build.endswith("b")
+    rows = [] if fails else [{"kind": "prefill", "d": 64, "sq": point, "causal": False, "unit": "TFLOP/s",
+                              "flashbuf": float(seed % 97)}]
+    say({"point": point, "rows": rows, "error": "boom" if fails else None})
+'''
+
+
+def test_interleaved_rounds_alternate_and_share_seeds(tmp_path):
+    server = tmp_path / "server.py"
+    server.write_text(SERVER)
+    log = tmp_path / "requests.log"
+    out = tmp_path / "out"
+    run = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "ab_interleaved.py"), "--out", str(out), "--rounds", "2",
+         "--server", str(server), f"a={tmp_path / 'a'}:abc1234", f"b={tmp_path / 'b'}", "--", "--prefill"],
+        capture_output=True, text=True, env={"AB_TEST_LOG": str(log), "PATH": "/usr/bin:/bin"}, timeout=60)
+    assert run.returncode == 0, run.stderr
+    requests = [line.split() for line in log.read_text().splitlines()]
+    # 2 rounds x 3 points x 2 builds; point p of round r is timed a-then-b when p + r is even.
+    assert len(requests) == 12
+    for i in range(0, 12, 2):
+        (first, p1, s1), (second, p2, s2) = requests[i], requests[i + 1]
+        r, p = divmod(i // 2, 3)
+        assert (int(p1), int(p2)) == (p, p) and s1 == s2
+        assert (first, second) == (("a", "b") if (p + r) % 2 == 0 else ("b", "a"))
+    seeds = {(int(p), s) for _, p, s in requests}
+    assert len(seeds) == 6  # a seed per point and round
+    a1 = json.loads((out / "a.json").read_text())
+    a2 = json.loads((out / "a-r2.json").read_text())
+    b1 = json.loads((out / "b.json").read_text())
+    assert a1["meta"]["commit"] == "abc1234" and a1["meta"]["interleaved_with"] == ["b"]
+    assert [row["sq"] for row in a1["rows"]] == [0, 1, 2] and len(a2["rows"]) == 3
+    assert [row["sq"] for row in b1["rows"]] == [0, 1]  # b's point 2 failed in each round
+    assert "b: 2 rows a round, 2 point timing(s) failed" in run.stdout
+    assert a1["rows"][0]["flashbuf"] == b1["rows"][0]["flashbuf"]  # the same seed for both builds
+
+
+def test_builds_must_list_the_same_points(tmp_path):
+    server = tmp_path / "server.py"
+    server.write_text("import json, os, sys\n"
+                      "n = 3 if os.environ['PYTHONPATH'].endswith('a') else 4\n"
+                      "print(json.dumps({'points': n}), flush=True)\n"
+                      "sys.stdin.read()\n")
+    run = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "ab_interleaved.py"), "--out", str(tmp_path / "out"),
+         "--server", str(server), f"a={tmp_path / 'a'}", f"b={tmp_path / 'b'}", "--", "--decode"],
+        capture_output=True, text=True, timeout=60)
+    assert run.returncode != 0
+    assert "different numbers of points" in run.stderr
