@@ -873,14 +873,12 @@ def run_meta() -> dict:
     return meta
 
 
-def serve(run: list) -> int:
+def serve(run: list, channel) -> int:
     """--serve: the timing end of bench/ab_interleaved.py. Says {"points": n} on stdout, then
     for each request line "<point> <seed>" on stdin times that point with the inputs drawn
     after torch.manual_seed(seed) (two servers given the same seed time the same tensors) and
     answers {"point", "rows", "error"}; on "meta" it answers the run's meta. One JSON line per
-    answer; everything else the run prints goes to stderr."""
-    channel = sys.stdout
-    sys.stdout = sys.stderr
+    answer on `channel` (the process's stdout; main sends everything else to stderr)."""
     say = lambda obj: (channel.write(json.dumps(obj) + "\n"), channel.flush())
     say({"points": len(run)})
     for line in sys.stdin:
@@ -946,6 +944,9 @@ def main(argv=None) -> int:
                    help="time single points on request (stdin/stdout JSON lines): bench/ab_interleaved.py's server")
     p.add_argument("--plot", help="PNG plot (default: next to the JSON)")
     args = p.parse_args(argv)
+    channel = sys.stdout
+    if args.serve:  # stdout carries the answers alone
+        sys.stdout = sys.stderr
     apply_tuning_environment()
     if args.prefill_page and args.prefill_varlen:
         p.error("--prefill-page and --prefill-varlen: one K/V form at a time")
@@ -977,7 +978,7 @@ def main(argv=None) -> int:
         note_failure("import flash_attn.cute", FA4_IMPORT_ERROR)
 
     if args.serve:
-        return serve(tasks(args, run_prefill, run_decode, causals))
+        return serve(tasks(args, run_prefill, run_decode, causals), channel)
     rows = []
     for label, task in tasks(args, run_prefill, run_decode, causals):
         print(label, flush=True)

@@ -1,10 +1,14 @@
 """bench/ab_interleaved.py's protocol, against a stand-in for `bench.py --serve`: every build
 times every point once a round, in alternating order, on the seed of that point and round, and
 the results land in bench.py's schema under the build's name."""
+import importlib
+import io
 import json
 import pathlib
 import subprocess
 import sys
+
+import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -72,3 +76,36 @@ def test_builds_must_list_the_same_points(tmp_path):
         capture_output=True, text=True, timeout=60)
     assert run.returncode != 0
     assert "different numbers of points" in run.stderr
+
+
+def test_bench_serve_answers_points_on_stdout_alone(monkeypatch, capsys, tmp_path):
+    """bench.py --serve itself, with its timing functions stood in for (no GPU needed): the
+    first line says how many points, each request gets its point's rows, "meta" the run's meta,
+    and nothing else the run prints (its notes, the failure lines) reaches stdout."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    bench = importlib.import_module("bench")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.backends.cudnn, "version", lambda: 0)
+    seen = []
+
+    def decode(hq, hkv, b, skv, pages, args):
+        seen.append((skv, float(torch.rand(1))))
+        return [{"kind": "decode", "b": b, "hq": hq, "sk": skv, "page": page, "unit": "us", "flashbuf": 1.0}
+                for page in pages]
+
+    monkeypatch.setattr(bench, "bench_decode_shape", decode)
+    monkeypatch.setattr(bench, "gpu_meta", lambda: {"gpu": "stand-in"})
+    monkeypatch.setattr(bench, "l2_bytes", lambda: 0)
+    monkeypatch.setattr(bench, "fa4_version", lambda: None)
+    monkeypatch.setattr(bench, "note_failure", lambda what, err: print("  !", what))  # as the real one, to stdout
+    monkeypatch.setattr(sys, "stdin", io.StringIO("1 5\n0 5\n1 5\nmeta\n"))
+    rc = bench.main(["--decode", "--heads", "32/8", "--b", "1", "--kv", "512,2048", "--pages", "0,16",
+                     "--anchors", "none", "--serve"])
+    answers = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert rc == 0
+    assert answers[0] == {"points": 2}
+    assert [a["point"] for a in answers[1:4]] == [1, 0, 1]
+    assert [r["sk"] for r in answers[1]["rows"]] == [2048, 2048] and answers[1]["error"] is None
+    assert answers[4]["gpu"] == "stand-in" and "commit" in answers[4]
+    assert seen[0] == seen[2]  # the same seed, the same inputs
