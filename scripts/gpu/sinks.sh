@@ -67,6 +67,17 @@ mode_all() {
   # ---- C++: the sinks suite, then its Hopper prefill on the persistent grid wherever it applies --
   if [ -x build-sinks/tests/flashbuf_gpu_tests ]; then
     gtests '*Sinks*' 8 200 sinks
+    # The error table: per test and path (decode: its splits), the largest error of O and LSE
+    # against float64 and its share of the rule's bound (twice the naive error plus atol).
+    say "| path | checks | O max error | of its bound | LSE max error | of its bound |"
+    say "|---|---|---|---|---|---|"
+    say "$(awk -F' [|] ' '/^\[ sinks error \]/ {
+        key = substr($1, 17); split($2, o, " "); split($3, l, " ")
+        if (o[2] > oe[key]) oe[key] = o[2]; if (o[3] > 0 && o[2] / o[3] > orat[key]) orat[key] = o[2] / o[3]
+        if (l[2] > le[key]) le[key] = l[2]; if (l[3] > 0 && l[2] / l[3] > lrat[key]) lrat[key] = l[2] / l[3]
+        n[key]++ }
+      END { for (k in n) printf "| %s | %d | %.2e | %.2f | %.2e | %.2f |\n", k, n[k], oe[k], orat[k], le[k], lrat[k] }' \
+      "$logs/sinks.log" | sort)"
     FLASHBUF_PREFILL_GRID=on gtests 'Kernels/SinksPrefill.*/sm90' 4 120 sinks-persistent-forced
   fi
 

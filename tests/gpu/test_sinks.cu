@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <string>
@@ -267,15 +268,27 @@ Expected expected_with_sinks(const ProblemSpec& spec, const AttentionTensors& t,
   return e;
 }
 
-// t's output (after a run) against the references, under check.hpp's rule.
-::testing::AssertionResult matches(const ProblemSpec& spec, const AttentionTensors& t, const Expected& e) {
+// One line a comparison, "[ sinks error ] <path> | o <err> <bound> | lse <err> <bound>", from
+// which scripts/gpu/sinks.sh tabulates the largest error per path (the test, and for decode
+// its split run) against the float64 reference.
+void report_error(const std::string& path, const Comparison& o, const Comparison* lse) {
+  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::printf("[ sinks error ] %s.%s%s%s | o %.3e %.3e | lse %.3e %.3e\n", test->test_suite_name(), test->name(),
+              path.empty() ? "" : " ", path.c_str(), o.max_abs_err, o.bound, lse ? lse->max_abs_err : 0.0,
+              lse ? lse->bound : 0.0);
+}
+
+// t's output (after a run) against the references, under check.hpp's rule; `path` names the
+// run in the error report (decode: its splits).
+::testing::AssertionResult matches(const ProblemSpec& spec, const AttentionTensors& t, const Expected& e,
+                                   const std::string& path = "") {
   const RowResults out = gather_output(spec, t, e.rows);
   const Comparison o = compare(out.o, e.ref.o, e.low.o, default_atol(spec.dtype), "o");
+  Comparison l;
+  if (spec.lse) l = compare(out.lse, e.ref.lse, e.low.lse, kLseAtol, "lse");
+  report_error(path, o, spec.lse ? &l : nullptr);
   if (!o.ok) return ::testing::AssertionFailure() << o.detail;
-  if (spec.lse) {
-    const Comparison l = compare(out.lse, e.ref.lse, e.low.lse, kLseAtol, "lse");
-    if (!l.ok) return ::testing::AssertionFailure() << l.detail;
-  }
+  if (!l.ok) return ::testing::AssertionFailure() << l.detail;
   return ::testing::AssertionSuccess();
 }
 
@@ -692,7 +705,7 @@ class SinksDecode : public ::testing::Test {
       t.lse.poison();
       if (run_decode(spec, t, run, sinks) != DecodeOutcome::ran) continue;
       ++ran;
-      EXPECT_TRUE(matches(spec, t, expected));
+      EXPECT_TRUE(matches(spec, t, expected, run.describe()));
     }
     return ran;
   }
@@ -736,7 +749,7 @@ TEST_F(SinksDecode, ExtremeSinksAndRowsWithoutKeys) {
     t.o.poison();
     t.lse.poison();
     if (run_decode(s, t, run, sinks) != DecodeOutcome::ran) continue;
-    EXPECT_TRUE(matches(s, t, expected));
+    EXPECT_TRUE(matches(s, t, expected, run.describe()));
     int bad = 0;  // sequence 1 has no key: O = 0, LSE = the sink, exactly
     for (int h = 0; h < s.heads_q; ++h) {
       if (t.lse.at({1, h, 0}) != static_cast<double>(sinks[h])) ++bad;
@@ -796,14 +809,14 @@ TEST_F(SinksDecode, SplitMatchesUnsplit) {
   const std::vector<float> sinks = random_sinks(s.heads_q, rng, 6.0, 10.0);
   const Expected expected = expected_with_sinks(s, t, all_rows(s), sinks);
   ASSERT_EQ(run_decode(s, t, SplitRun{1}, sinks), DecodeOutcome::ran);
-  EXPECT_TRUE(matches(s, t, expected));
+  EXPECT_TRUE(matches(s, t, expected, SplitRun{1}.describe()));
   const RowResults one = gather_output(s, t, all_rows(s));
   for (const SplitRun run : {SplitRun{16}, SplitRun{16, Merge::cluster}, SplitRun{8, Merge::cluster}}) {
     SCOPED_TRACE(run.describe());
     t.o.poison();
     t.lse.poison();
     if (run_decode(s, t, run, sinks) != DecodeOutcome::ran) continue;
-    EXPECT_TRUE(matches(s, t, expected));
+    EXPECT_TRUE(matches(s, t, expected, run.describe()));
     const RowResults many = gather_output(s, t, all_rows(s));
     double max_diff = 0.0;
     for (std::size_t i = 0; i < one.o.size(); ++i) max_diff = std::max(max_diff, std::fabs(one.o[i] - many.o[i]));
