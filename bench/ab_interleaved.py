@@ -4,7 +4,7 @@ seconds, instead of whole grids minutes apart.
 
 scripts/gpu_ab.sh times each build's whole grid in its own process, one after another, so a
 point's builds are timed minutes apart and the GPU's clocks and temperature drift between
-them (up to 5% a point between rounds on the H200: bench/NOTES-prefill.md, 2026-12-02). Here one
+them (bench/NOTES-prefill.md, "The grids of record in three rounds"). Here one
 `bench.py --serve` process per build stays up; for each point and round the builds time it
 back to back, in an order that alternates (A B, then B A), on the same tensors (one seed per
 point and round).
