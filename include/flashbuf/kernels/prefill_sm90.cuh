@@ -244,10 +244,12 @@ struct PrefillSm90 {
   // S(kt) is complete (the walk hands Q's slot back after an item's last S), and `softmax_s()`
   // masks and exponentiates S(kt) into `correction` (the schedule knows S's key tile).
   template <class RingT, class VBufT, class BeforeIssue, class IssueS, class ScoresDone, class SoftmaxS>
-  __device__ static void steady_tile(const RingT& kring, const RingT& vring, int kt, int vt, int consumer, SFrag& s,
-                                     OFrag& o, PFrag& packed, VBufT& vbuf, PBuf& pbuf, OBuf& out,
-                                     float (&correction)[1][2], BeforeIssue before_issue, IssueS issue_s,
-                                     ScoresDone scores_done, SoftmaxS softmax_s) {
+  __device__ static void steady_tile(const RingT& kring, const RingT& vring, int kt, int vt, int consumer,
+                                     PBuf& pbuf, OBuf& out, PFrag& packed, VBufT& vbuf, float (&correction)[1][2],
+                                     BeforeIssue before_issue, IssueS issue_s, ScoresDone scores_done,
+                                     SoftmaxS softmax_s) {
+    SFrag& s = reinterpret_cast<SFrag&>(pbuf.s);  // the wgmma views of P's and O's registers
+    OFrag& o = reinterpret_cast<OFrag&>(out.o);
     kring.wait(kt);
     vring.wait(vt);
     before_issue();
@@ -440,7 +442,7 @@ struct PrefillSm90 {
 
       for (int i = 1; i < num_tiles; ++i) {
         steady_tile(
-            kring, vring, i, i - 1, consumer, s, o, packed, vbuf, pbuf, out, correction,
+            kring, vring, i, i - 1, consumer, pbuf, out, packed, vbuf, correction,
             [&] {
               if (i >= tma_tiles) sm90::fence_proxy_async_shared();  // cp.async wrote it (TMA: the async proxy)
             },

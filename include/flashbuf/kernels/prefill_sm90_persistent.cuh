@@ -227,7 +227,7 @@ struct PrefillSm90Persistent {
     for (;;) {
       if (i < num_tiles) {  // a steady tile
         Base::steady_tile(
-            kring, vring, t + 1, t, consumer, s, o, packed, vbuf, pbuf, out, correction, [] {},
+            kring, vring, t + 1, t, consumer, pbuf, out, packed, vbuf, correction, [] {},
             [&] { issue_scores(t + 1, r % kQSlots); }, [&] { q_read(i, num_tiles, r % kQSlots); },
             [&] { softmax_scores(blk, n_first + i); });
         ++i;
