@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A/B of source trees in ONE device call: the same benchmark, on the same GPU, for each tree
-# (e.g. main and a branch, exported with `git archive <rev> | tar -x -C .ab/<name>` and carried
+# (e.g. main and a branch, exported by `scripts/ab_trees.sh REV...` into .ab/<name> and carried
 # to the device machine). Each tree's Python package builds into its own folder (in parallel,
 # sharing the cores), then this tree's bench/bench.py (one harness for all) runs against each
 # tree's package; the anchors run with the first tree only (the others get --anchors none, and

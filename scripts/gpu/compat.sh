@@ -45,8 +45,7 @@ fi
 
 # FlashAttention 4 from the carried parts, if any (scripts/gpu/fa4_site.sh; flash_attn.cute's
 # tests skip without it).
-[ -d .fa4site ] && bash scripts/gpu/fa4_site.sh stash 2>>"$OUT/build.log"
-eval "$(bash scripts/gpu/fa4_site.sh finish 2>>"$OUT/build.log" | grep '^export ')"
+eval "$(bash scripts/gpu/fa4_site.sh env 2>>"$OUT/build.log")"
 say "FA4: $(python3 -c 'import flash_attn.cute; print("importable")' 2>&1 | tail -1)"
 
 # From outside the repository, so that `import flashbuf` is the installed package.

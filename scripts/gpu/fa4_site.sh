@@ -7,9 +7,10 @@
 # 7 MB of .deps).
 #
 #   here:    bash scripts/gpu/fa4_site.sh pack        # fetches the wheels, writes .fa4site/part.*
-#   device:  bash scripts/gpu/fa4_site.sh stash       # in each call that carries a part
-#            eval "$(bash scripts/gpu/fa4_site.sh finish)"   # once every part is stashed:
-#                                                     # unpacks /root/fa4site, prints the export
+#   device:  eval "$(bash scripts/gpu/fa4_site.sh env)"
+#            in every call: stashes the parts it carries and, once every part is stashed,
+#            unpacks /root/fa4site and prints the export (nothing while a part is missing;
+#            `stash` and `finish` are its two halves)
 # Carry one part per call (carry [".fa4site/part.aa", ...], with .fa4site/SHA256SUMS each time);
 # the stash lives in /root, which survives between calls only while the machine stays warm.
 # Later calls on the same machine: export PYTHONPATH=/root/fa4site:/root/fa4site/nvidia_cutlass_dsl/dsl_packages
@@ -43,5 +44,8 @@ case "${1:-}" in
     export PYTHONPATH=$site:$site/nvidia_cutlass_dsl/dsl_packages${PYTHONPATH:+:$PYTHONPATH}
     python3 -c "import flash_attn.cute" >&2
     echo "export PYTHONPATH=$PYTHONPATH" ;;
-  *) echo "usage: scripts/gpu/fa4_site.sh pack|stash|finish" >&2; exit 2 ;;
+  env)
+    [ -d .fa4site ] && bash "$0" stash
+    bash "$0" finish || true ;;
+  *) echo "usage: scripts/gpu/fa4_site.sh pack|stash|finish|env" >&2; exit 2 ;;
 esac

@@ -11,8 +11,7 @@
 #                  $OUT/<grid>.tgz each); no sinks run
 #   SKIP_SINKS=1   no sinks run; GPU_TESTS / AB_TEST_TREES as in gpu_ab.sh (the first grid only);
 #   AB_INTERLEAVE=1 as in gpu_ab.sh: each point timed by both trees back to back
-#   here:  rm -rf .ab && mkdir -p .ab/base && git archive BASE -- . ':!bench/results' | tar -x -C .ab/base
-#          && echo BASE > .ab/base/.commit      then carry [".ab", ".deps", ".commit"]
+#   here:  scripts/ab_trees.sh -b BASE      then carry [".ab", ".deps", ".commit"]
 # Later calls on the same warm machine reuse the packages (AB_SKIP_BUILD=1).
 set -uo pipefail
 cd "$(dirname "$0")/../.."

@@ -32,8 +32,7 @@ trap pack_logs EXIT
 commit=$(git rev-parse --short HEAD 2>/dev/null || cat .commit 2>/dev/null || echo unknown)
 export FLASHBUF_COMMIT=${FLASHBUF_COMMIT:-$commit}
 say "serving.sh at $FLASHBUF_COMMIT on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
-[ -d .fa4site ] && bash scripts/gpu/fa4_site.sh stash 2>>"$logs/fa4-import.log"
-eval "$(bash scripts/gpu/fa4_site.sh finish 2>>"$logs/fa4-import.log" | grep '^export ')"
+eval "$(bash scripts/gpu/fa4_site.sh env 2>>"$logs/fa4-import.log")"
 if python3 -c "import flash_attn.cute" >"$logs/fa4-import.log" 2>&1; then
   say "FA4: flash_attn.cute imports ($(python3 -c 'from importlib.metadata import version; print(version("flash-attn-4"))' 2>/dev/null || echo 'version unknown'))"
 else

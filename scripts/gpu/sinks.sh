@@ -10,7 +10,7 @@
 #                                   in the same rounds), then the existing prefill / decode / merge
 #                                   GPU tests whose epilogues changed, in the time that is left
 #   scripts/gpu/sinks.sh ab MAIN    sinks absent: this tree against MAIN (a source tree of main,
-#                                   e.g. `mkdir -p .ab/main && git archive main | tar -x -C .ab/main`,
+#                                   e.g. `scripts/ab_trees.sh main`,
 #                                   carried as .ab) on a few points of the prefill and decode grids,
 #                                   through scripts/gpu_ab.sh (2 rounds, alternating order)
 #
