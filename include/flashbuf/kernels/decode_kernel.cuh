@@ -49,6 +49,7 @@
 #include "flashbuf/arch/sm80/mma.cuh"
 #include "flashbuf/arch/sm90/cluster.cuh"
 #include "flashbuf/arch/sm90/griddepcontrol.cuh"
+#include "flashbuf/buffers/kv_buffer.cuh"
 #include "flashbuf/buffers/online_softmax.cuh"
 #include "flashbuf/buffers/register_buffers.cuh"
 #include "flashbuf/buffers/tensor_core.cuh"
@@ -196,6 +197,14 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
   using PBuf = PRegisterBuffer<TC, 1, Tile::kKeysPerWarp>;
   using OBuf = OutputRegisterBuffer<TCV, 1, D>;
   using Softmax = OnlineSoftmax<1, Tile::kKeysPerWarp / 8>;
+  // Q's rows in the buffer layer's Q buffer (over the block's Q tile); K and V through the
+  // K and V buffers' reads, each warp viewing its slice of a stage (kKeysPerWarp keys from
+  // key wn * kKeysPerWarp, a multiple of 16: the slice keeps the stage's swizzle) as a tile of
+  // its own, filled by the block's ring below (the views' NumThreads is the warp reading them).
+  using QBuf = QRegisterBuffer<TC, 1, D, Tile::kRows, Tile::kQInRegisters>;
+  using KView = KVBufferLDS<KBufferConfig<Tile::kKeysPerWarp, D, Tile::kKeysPerWarp>, TC, 32>;
+  static constexpr int kVChunk = 32;  // V columns per fragment read: 8 registers
+  using VView = KVBufferLDS<VBufferConfig<Tile::kKeysPerWarp, Tile::kKeysPerWarp, kVChunk, D>, TCV, 32>;
   constexpr int kRows = Tile::kRows;
   constexpr int kBN = Tile::kBlockN;
   constexpr int kKW = Tile::kKeysPerWarp;
@@ -425,16 +434,11 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
   PBuf pbuf;
   Softmax softmax;
   softmax.init();
-  std::uint32_t q_frag[Tile::kQInRegisters ? kQK : 1][4];
-
-  // ldmatrix lane addresses (row % 8 == lane % 8 in every case below, hence the XOR term).
-  const int swz = lane & 7;
-  const int q_row = wm * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;   // A: rows 0-7 / 8-15
-  const int q_chunk_hi = lane >> 4;                                   //    k 0-7 / 8-15
-  const int k_key = wn * kKW + (lane >> 4) * 8 + (lane & 7);         // B (K): n 0-7 / 8-15
-  const int k_chunk_hi = (lane >> 3) & 1;                             //        k 0-7 / 8-15
-  const int v_key = wn * kKW + ((lane >> 3) & 1) * 8 + (lane & 7);   // B (V^T): k 0-7 / 8-15
-  const int v_chunk_hi = lane >> 4;                                   //          n 0-7 / 8-15
+  QBuf qbuf;
+  qbuf.smem = reinterpret_cast<const Elem*>(smem_q);
+  qbuf.warp_row0 = wm * 16;
+  KView kview;
+  VView vview;
   const bool softcap = p.softcap_log2 > 0.0f;
   // Scores times scale_log2 are base 2 (after softcap's tanh(x * score_scale), if any).
   const float scale_log2 = softcap ? p.softcap_log2 : p.score_scale;
@@ -457,14 +461,7 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
       }
     }
     __syncthreads();  // tile t visible to all; tile t-1's buffer free for reuse
-    if constexpr (Tile::kQInRegisters) {
-      if (t == 0) {
-#pragma unroll
-        for (int ks = 0; ks < kQK; ++ks) {
-          sm80::ldmatrix_x4(q_frag[ks], smem_q + q_row * kRowBytes + (((ks * 2 + q_chunk_hi) ^ swz) << 4));
-        }
-      }
-    }
+    if (t == 0) qbuf.load_from_shared();  // Q has landed (a no-op unless it stays in registers)
     {
       const int next = t + S - 1;  // into tile t - 1's stage, free since the barrier above
       load_tile(next, stage == 0 ? S - 1 : stage - 1, blk_hi);
@@ -472,29 +469,20 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
       sm80::cp_async_commit_group();
     }
 
-    const unsigned char* const sk = smem + stage * Tile::kStageBytes;
+    unsigned char* const sk = smem + stage * Tile::kStageBytes;
     stage = stage + 1 == S ? 0 : stage + 1;
-    const unsigned char* const sv = sk + Tile::kTileBytes;
+    kview.smem = reinterpret_cast<Elem*>(sk + wn * kKW * kRowBytes);
+    vview.smem = reinterpret_cast<Elem*>(sk + Tile::kTileBytes + wn * kKW * kRowBytes);
 
     // S = Q K^T over this warp's kKW keys (fp32 accumulators, C layout of m16n8).
     pbuf.zero();
+    static_for<kQK>([&](auto kc) {
+      constexpr int ks = decltype(kc)::value;
+      const std::uint32_t (&a)[4] = qbuf.template mma_tile<ks>(0);
+      kview.template load_from_shared<ks>(0);
 #pragma unroll
-    for (int ks = 0; ks < kQK; ++ks) {
-      std::uint32_t a_reg[4];
-      if constexpr (Tile::kQInRegisters) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) a_reg[e] = q_frag[ks][e];
-      } else {
-        sm80::ldmatrix_x4(a_reg, smem_q + q_row * kRowBytes + (((ks * 2 + q_chunk_hi) ^ swz) << 4));
-      }
-#pragma unroll
-      for (int np = 0; np < kKW / 16; ++np) {
-        std::uint32_t b_reg[4];
-        sm80::ldmatrix_x4(b_reg, sk + (k_key + np * 16) * kRowBytes + (((ks * 2 + k_chunk_hi) ^ swz) << 4));
-        TC::mma(pbuf.s[0][2 * np], a_reg, b_reg[0], b_reg[1]);
-        TC::mma(pbuf.s[0][2 * np + 1], a_reg, b_reg[2], b_reg[3]);
-      }
-    }
+      for (int n = 0; n < kKW / 8; ++n) TC::mma(pbuf.s[0][n], a, kview.mma_tile()[n][0], kview.mma_tile()[n][1]);
+    });
 
     // Softcap, the keys outside each row's range hidden, then the online softmax: P = exp2 of
     // the base-2 scores against each row's running max, and O rescaled.
@@ -505,17 +493,17 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
     // O += P V: the S accumulators of keys 16kk..16kk+15 are the A fragment as they stand.
     typename PBuf::Packed packed;
     pbuf.pack(packed);
+    static_for<kKW / 16>([&](auto kc) {
+      constexpr int kk = decltype(kc)::value;
 #pragma unroll
-    for (int kk = 0; kk < kKW / 16; ++kk) {
-      const std::uint32_t (&a_reg)[4] = packed[0][kk];
+      for (int chunk = 0; chunk < D / kVChunk; ++chunk) {
+        vview.template load_from_shared<kk>(chunk);
 #pragma unroll
-      for (int np = 0; np < D / 16; ++np) {
-        std::uint32_t b_reg[4];
-        sm80::ldmatrix_x4_trans(b_reg, sv + (v_key + kk * 16) * kRowBytes + (((np * 2 + v_chunk_hi) ^ swz) << 4));
-        TCV::mma(out.o[0][2 * np], a_reg, b_reg[0], b_reg[1]);
-        TCV::mma(out.o[0][2 * np + 1], a_reg, b_reg[2], b_reg[3]);
+        for (int n = 0; n < kVChunk / 8; ++n) {
+          TCV::mma(out.o[0][chunk * (kVChunk / 8) + n], packed[0][kk], vview.mma_tile()[n][0], vview.mma_tile()[n][1]);
+        }
       }
-    }
+    });
   }
 
   // ---- epilogue: merge the kWarpsN warps of each row tile, normalise, write --------------
