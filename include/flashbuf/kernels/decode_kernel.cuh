@@ -183,7 +183,12 @@ __device__ __forceinline__ void store_output(const DecodeParams& p, int b, int t
   }
 }
 
-template <class Elem, int D, int MT>
+// Lean: the launch has a contiguous cache and no left window (the launcher checks), so the
+// paged copies, the page-entry ring, the deep ring and the splits cut from each sequence's own
+// length are compiled out. The latency-bound launches (a few blocks, each a handful of tiles)
+// run this kernel's body once per SM from a cold instruction cache, where the code's length is
+// itself a cost (bench/NOTES-decode.md, stop 23's profile).
+template <class Elem, int D, int MT, bool Lean = false>
 __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
     decode_split_kv_kernel(const __grid_constant__ DecodeParams p) {
   using Tile = DecodeTile<D, MT>;
@@ -219,7 +224,7 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
 
   extern __shared__ __align__(128) unsigned char smem[];
   // The ring's depth: kStages, or kDeepStages when the launch gave this block its SM alone.
-  const bool deep = Tile::kDeepStages > kStages && p.deep_ring;
+  const bool deep = !Lean && Tile::kDeepStages > kStages && p.deep_ring;
   const int S = deep ? Tile::kDeepStages : kStages;
   unsigned char* const smem_q = smem + (deep ? Tile::q_offset(Tile::kDeepStages) : Tile::q_offset(kStages));
 
@@ -248,7 +253,7 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
   // A left window makes each sequence's first key depend on its length: the splits divide
   // the visible keys of each sequence and the copies wait for the length.
   const int len_loaded = p.seqlens_k[b];
-  const bool static_splits = p.window_left < 0;
+  const bool static_splits = Lean || p.window_left < 0;
   const int kps_static = p.keys_per_split_static;
   int blk_lo = static_splits ? split * kps_static : 0;
   const int early_hi = static_splits ? min(blk_lo + kps_static, p.kv_capacity) : 0;  // rows the early copies read
@@ -263,7 +268,7 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
   // Paged: this thread's chunk of a row at page 0, row 0 (bytes).
   const unsigned char* const k_chunk = reinterpret_cast<const unsigned char*>(k_head + load_chunk * 8);
   const unsigned char* const v_chunk = reinterpret_cast<const unsigned char*>(v_head + load_chunk * 8);
-  const bool paged = p.page_table != nullptr;
+  const bool paged = !Lean && p.page_table != nullptr;
   const std::int32_t* const page_row = p.page_table + (paged ? b * p.page_table_stride : 0);
   const int T = p.q_per_seq;
   const int G = p.group;
