@@ -187,7 +187,7 @@ __device__ __forceinline__ void store_output(const DecodeParams& p, int b, int t
 // paged copies, the page-entry ring, the deep ring and the splits cut from each sequence's own
 // length are compiled out. The latency-bound launches (a few blocks, each a handful of tiles)
 // run this kernel's body once per SM from a cold instruction cache, where the code's length is
-// itself a cost (bench/NOTES-decode.md, stop 23's profile).
+// itself a cost (bench/NOTES-decode.md, the profile of the latency-bound rows).
 template <class Elem, int D, int MT, bool Lean = false>
 __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
     decode_split_kv_kernel(const __grid_constant__ DecodeParams p) {
