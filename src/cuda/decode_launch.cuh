@@ -131,6 +131,11 @@ DecodeKernelInfo prepare(int device) {
   const int smem_limit = info.deep_ring ? Tile::kDeepSmemBytes : Tile::kSmemBytes;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_limit);
   if (err != cudaSuccess) return fail(err, "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+  // The lean variant takes the contiguous plans of this kernel (launch): the same shared memory
+  // (the deep ring is the paged plans' only), blocks and clusters.
+  auto* lean = &decode_split_kv_kernel<Elem, D, MT, true>;
+  err = cudaFuncSetAttribute(lean, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::kSmemBytes);
+  if (err != cudaSuccess) return fail(err, "cudaFuncSetAttribute(MaxDynamicSharedMemorySize), lean kernel");
   int blocks = 0;
   err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, Tile::kThreads, Tile::kSmemBytes);
   if (err != cudaSuccess) return fail(err, "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
@@ -138,6 +143,10 @@ DecodeKernelInfo prepare(int device) {
   if (blocks > 0) {
     const void* k = reinterpret_cast<const void*>(kernel);
     info.max_cluster = max_cluster_size(k, device, Tile::kThreads, Tile::kSmemBytes);
+    if (info.max_cluster > 8) {  // as max_cluster_size did for the general kernel
+      cudaFuncSetAttribute(lean, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+      cudaGetLastError();
+    }
     for (int c = 2; info.deep_ring && c <= info.max_cluster; ++c) {
       info.deep_active_clusters[c] = active_clusters(k, c, Tile::kThreads, Tile::kDeepSmemBytes);
     }
@@ -155,7 +164,9 @@ DecodeKernelInfo prepare(int device) {
 template <class Elem, int D, int MT>
 cudaError_t launch(int device, const DecodeParams& params, dim3 grid, cudaStream_t stream) {
   using Tile = DecodeTile<D, MT>;
-  auto* kernel = &decode_split_kv_kernel<Elem, D, MT>;
+  // Contiguous caches without a left window take the lean kernel (decode_kernel.cuh).
+  const bool lean = params.page_table == nullptr && params.window_left < 0;
+  auto* kernel = lean ? &decode_split_kv_kernel<Elem, D, MT, true> : &decode_split_kv_kernel<Elem, D, MT>;
   // Normally prepared by the plan already (one atomic load here); a device the plan did not
   // prepare (or one past the cache) is prepared now.
   const bool ready = KernelState<Elem, D, MT>::blocks_per_sm.load(device) > 0;

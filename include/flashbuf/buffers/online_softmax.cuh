@@ -1,9 +1,10 @@
 // buffers: the online softmax (base 2) over the m16n8 accumulator fragments of the register
 // buffers (register_buffers.cuh), the device form of core/softmax_state.hpp's math, shared by
-// the prefill kernels (mma.sync and wgmma: each warp's accumulators lie alike). The end of a
-// block's rows, where the kernel's outputs are written, is the kernels' (finalize_rows in
-// kernels/prefill_common.cuh). Row ownership: lane l holds rows l/4 ("lo") and l/4 + 8 ("hi")
-// of each of its m16 tiles, columns 2*(l%4), +1 of each n8 tile; a quad's lanes share a row.
+// the prefill kernels (mma.sync and wgmma: each warp's accumulators lie alike) and decode.
+// The end of a block's rows, where the kernel's outputs are written, is the kernels'
+// (finalize_rows in kernels/prefill_common.cuh, decode's epilogue). Row ownership: lane l
+// holds rows l/4 ("lo") and l/4 + 8 ("hi") of each of its m16 tiles, columns 2*(l%4), +1 of
+// each n8 tile; a quad's lanes share a row.
 #pragma once
 
 #include "flashbuf/arch/sm80/fast_math.cuh"
@@ -109,6 +110,27 @@ struct OnlineSoftmax {
           for (int j = 0; j < 2; ++j) {
             const int k = nt * 8 + j;  // column - c0
             if ((kLeftBound && k < lo) || k >= hi) s[mt][nt][2 * h + j] = kNegInf;
+          }
+      }
+  }
+  // The same test for rows whose keys the caller bounds itself (decode: a packed row's token
+  // and its split): row h of m-tile mt sees keys [lo[mt][h], hi[mt][h]); key0 is the tile's
+  // first. (Not one helper shared with apply_key_interval: that changed the code nvcc makes
+  // for a prefill kernel.)
+  __device__ static void apply_key_bounds(float (&s)[MTiles][NTiles][4], const int (&lo)[MTiles][2],
+                                          const int (&hi)[MTiles][2], int key0) {
+    const int c0 = mma_m16n8k16::c_coord(threadIdx.x % 32, 0).col;
+#pragma unroll
+    for (int mt = 0; mt < MTiles; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int first = lo[mt][h] - key0 - c0, end = hi[mt][h] - key0 - c0;  // relative to c0
+#pragma unroll
+        for (int nt = 0; nt < NTiles; ++nt)
+#pragma unroll
+          for (int j = 0; j < 2; ++j) {
+            const int k = nt * 8 + j;  // column - c0
+            if (k < first || k >= end) s[mt][nt][2 * h + j] = kNegInf;
           }
       }
   }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <type_traits>
+#include <utility>
 
 #if defined(__CUDACC__)
 #define FLASHBUF_HOST_DEVICE __host__ __device__
@@ -35,6 +36,15 @@ template <class Int>
 FLASHBUF_HOST_DEVICE constexpr Int ceil_div(Int a, Int b) {
   static_assert(std::is_integral_v<Int>, "ceil_div takes integers");
   return (a + b - 1) / b;
+}
+
+// f(std::integral_constant<int, i>{}) for i = 0 .. N - 1, unrolled: i is a constant
+// expression in f (a template argument, e.g. an MMA k-step).
+template <int N, class F>
+FLASHBUF_HOST_DEVICE FLASHBUF_FORCEINLINE void static_for(F&& f) {
+  [&]<int... I>(std::integer_sequence<int, I...>) {
+    (f(std::integral_constant<int, I>{}), ...);
+  }(std::make_integer_sequence<int, N>{});
 }
 
 // floor(a / b) for any a and positive b (integer division rounds toward zero).

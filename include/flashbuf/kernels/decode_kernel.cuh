@@ -8,6 +8,11 @@
 // the workspace, which the combine (combine.cuh, the public merge_states) folds together
 // (decode_config.cuh's SplitMerge says when each).
 //
+// Each warp's scores and output are the buffer layer's register buffers (PRegisterBuffer,
+// OutputRegisterBuffer: one m16 tile of packed query rows) and its softmax the prefill
+// kernels' (OnlineSoftmax, buffers/online_softmax.cuh); K and V still move through this
+// kernel's own ring.
+//
 // The launch shape depends only on the plan (max sizes): lengths come from seqlens_k on the
 // device, so a captured CUDA graph replays correctly for any lengths <= max_seqlen_k.
 //
@@ -44,6 +49,9 @@
 #include "flashbuf/arch/sm80/mma.cuh"
 #include "flashbuf/arch/sm90/cluster.cuh"
 #include "flashbuf/arch/sm90/griddepcontrol.cuh"
+#include "flashbuf/buffers/kv_buffer.cuh"
+#include "flashbuf/buffers/online_softmax.cuh"
+#include "flashbuf/buffers/register_buffers.cuh"
 #include "flashbuf/buffers/tensor_core.cuh"
 #include "flashbuf/core/config.hpp"
 #include "flashbuf/core/mask.hpp"
@@ -175,7 +183,12 @@ __device__ __forceinline__ void store_output(const DecodeParams& p, int b, int t
   }
 }
 
-template <class Elem, int D, int MT>
+// Lean: the launch has a contiguous cache and no left window (the launcher checks), so the
+// paged copies, the page-entry ring, the deep ring and the splits cut from each sequence's own
+// length are compiled out. The latency-bound launches (a few blocks, each a handful of tiles)
+// run this kernel's body once per SM from a cold instruction cache, where the code's length is
+// itself a cost (bench/NOTES-decode.md, the profile of the latency-bound rows).
+template <class Elem, int D, int MT, bool Lean = false>
 __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
     decode_split_kv_kernel(const __grid_constant__ DecodeParams p) {
   using Tile = DecodeTile<D, MT>;
@@ -184,6 +197,19 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
   // transposed), and the conversion that packs P.
   using TC = MmaSyncTensorCore<Elem>;
   using TCV = MmaSyncTensorCore<Elem, true>;
+  // Each warp's scores (P) and output (O) in the register buffers, one m16 tile of rows; the
+  // online softmax is the prefill kernels'.
+  using PBuf = PRegisterBuffer<TC, 1, Tile::kKeysPerWarp>;
+  using OBuf = OutputRegisterBuffer<TCV, 1, D>;
+  using Softmax = OnlineSoftmax<1, Tile::kKeysPerWarp / 8>;
+  // Q's rows in the buffer layer's Q buffer (over the block's Q tile); K and V through the
+  // K and V buffers' reads, each warp viewing its slice of a stage (kKeysPerWarp keys from
+  // key wn * kKeysPerWarp, a multiple of 16: the slice keeps the stage's swizzle) as a tile of
+  // its own, filled by the block's ring below (the views' NumThreads is the warp reading them).
+  using QBuf = QRegisterBuffer<TC, 1, D, Tile::kRows, Tile::kQInRegisters>;
+  using KView = KVBufferLDS<KBufferConfig<Tile::kKeysPerWarp, D, Tile::kKeysPerWarp>, TC, 32>;
+  static constexpr int kVChunk = 32;  // V columns per fragment read: 8 registers
+  using VView = KVBufferLDS<VBufferConfig<Tile::kKeysPerWarp, Tile::kKeysPerWarp, kVChunk, D>, TCV, 32>;
   constexpr int kRows = Tile::kRows;
   constexpr int kBN = Tile::kBlockN;
   constexpr int kKW = Tile::kKeysPerWarp;
@@ -194,13 +220,11 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
   constexpr int kPasses = Tile::kLoadPasses;
   constexpr int kRowsPerPass = Tile::kRowsPerPass;
   constexpr int kQK = D / 16;      // k16 steps of Q.K^T
-  constexpr int kSN = kKW / 8;     // n8 tiles of S per warp
   constexpr int kON = D / 8;       // n8 tiles of O per warp
-  constexpr float kNegInfF = kNegInf;
 
   extern __shared__ __align__(128) unsigned char smem[];
   // The ring's depth: kStages, or kDeepStages when the launch gave this block its SM alone.
-  const bool deep = Tile::kDeepStages > kStages && p.deep_ring;
+  const bool deep = !Lean && Tile::kDeepStages > kStages && p.deep_ring;
   const int S = deep ? Tile::kDeepStages : kStages;
   unsigned char* const smem_q = smem + (deep ? Tile::q_offset(Tile::kDeepStages) : Tile::q_offset(kStages));
 
@@ -229,7 +253,7 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
   // A left window makes each sequence's first key depend on its length: the splits divide
   // the visible keys of each sequence and the copies wait for the length.
   const int len_loaded = p.seqlens_k[b];
-  const bool static_splits = p.window_left < 0;
+  const bool static_splits = Lean || p.window_left < 0;
   const int kps_static = p.keys_per_split_static;
   int blk_lo = static_splits ? split * kps_static : 0;
   const int early_hi = static_splits ? min(blk_lo + kps_static, p.kv_capacity) : 0;  // rows the early copies read
@@ -244,7 +268,7 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
   // Paged: this thread's chunk of a row at page 0, row 0 (bytes).
   const unsigned char* const k_chunk = reinterpret_cast<const unsigned char*>(k_head + load_chunk * 8);
   const unsigned char* const v_chunk = reinterpret_cast<const unsigned char*>(v_head + load_chunk * 8);
-  const bool paged = p.page_table != nullptr;
+  const bool paged = !Lean && p.page_table != nullptr;
   const std::int32_t* const page_row = p.page_table + (paged ? b * p.page_table_stride : 0);
   const int T = p.q_per_seq;
   const int G = p.group;
@@ -395,37 +419,34 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
 
   // The two rows this thread holds in the MMA accumulators (lane / 4 and lane / 4 + 8 of the
   // warp's tile) and the keys each may see in this split.
-  int row_lo[2], row_hi[2];
+  int row_lo[1][2], row_hi[1][2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int gr = row0 + wm * 16 + (lane >> 2) + 8 * h;
-    row_lo[h] = 0;
-    row_hi[h] = 0;
+    row_lo[0][h] = 0;
+    row_hi[0][h] = 0;
     if (gr < rows_total) {
       const int token = p.group_div.div(gr);
       const KeyRange kr = key_range(mask, token, token + 1);
-      row_lo[h] = max(kr.begin, split_lo);
-      row_hi[h] = min(kr.end, split_hi);
+      row_lo[0][h] = max(kr.begin, split_lo);
+      row_hi[0][h] = min(kr.end, split_hi);
     }
   }
 
   // ---- main loop -----------------------------------------------------------------------
-  float o_acc[kON][4];
-#pragma unroll
-  for (int n = 0; n < kON; ++n) o_acc[n][0] = o_acc[n][1] = o_acc[n][2] = o_acc[n][3] = 0.0f;
-  float m_run[2] = {kNegInfF, kNegInfF};
-  float l_run[2] = {0.0f, 0.0f};
-  std::uint32_t q_frag[Tile::kQInRegisters ? kQK : 1][4];
-
-  // ldmatrix lane addresses (row % 8 == lane % 8 in every case below, hence the XOR term).
-  const int swz = lane & 7;
-  const int q_row = wm * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;   // A: rows 0-7 / 8-15
-  const int q_chunk_hi = lane >> 4;                                   //    k 0-7 / 8-15
-  const int k_key = wn * kKW + (lane >> 4) * 8 + (lane & 7);         // B (K): n 0-7 / 8-15
-  const int k_chunk_hi = (lane >> 3) & 1;                             //        k 0-7 / 8-15
-  const int v_key = wn * kKW + ((lane >> 3) & 1) * 8 + (lane & 7);   // B (V^T): k 0-7 / 8-15
-  const int v_chunk_hi = lane >> 4;                                   //          n 0-7 / 8-15
+  OBuf out;
+  out.zero();
+  PBuf pbuf;
+  Softmax softmax;
+  softmax.init();
+  QBuf qbuf;
+  qbuf.smem = reinterpret_cast<const Elem*>(smem_q);
+  qbuf.warp_row0 = wm * 16;
+  KView kview;
+  VView vview;
   const bool softcap = p.softcap_log2 > 0.0f;
+  // Scores times scale_log2 are base 2 (after softcap's tanh(x * score_scale), if any).
+  const float scale_log2 = softcap ? p.softcap_log2 : p.score_scale;
 
   int stage = 0;  // tile t's stage, t % S
   for (int t = 0; t < n_tiles; ++t) {
@@ -445,14 +466,7 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
       }
     }
     __syncthreads();  // tile t visible to all; tile t-1's buffer free for reuse
-    if constexpr (Tile::kQInRegisters) {
-      if (t == 0) {
-#pragma unroll
-        for (int ks = 0; ks < kQK; ++ks) {
-          sm80::ldmatrix_x4(q_frag[ks], smem_q + q_row * kRowBytes + (((ks * 2 + q_chunk_hi) ^ swz) << 4));
-        }
-      }
-    }
+    if (t == 0) qbuf.load_from_shared();  // Q has landed (a no-op unless it stays in registers)
     {
       const int next = t + S - 1;  // into tile t - 1's stage, free since the barrier above
       load_tile(next, stage == 0 ? S - 1 : stage - 1, blk_hi);
@@ -460,89 +474,41 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
       sm80::cp_async_commit_group();
     }
 
-    const unsigned char* const sk = smem + stage * Tile::kStageBytes;
+    unsigned char* const sk = smem + stage * Tile::kStageBytes;
     stage = stage + 1 == S ? 0 : stage + 1;
-    const unsigned char* const sv = sk + Tile::kTileBytes;
+    kview.smem = reinterpret_cast<Elem*>(sk + wn * kKW * kRowBytes);
+    vview.smem = reinterpret_cast<Elem*>(sk + Tile::kTileBytes + wn * kKW * kRowBytes);
 
     // S = Q K^T over this warp's kKW keys (fp32 accumulators, C layout of m16n8).
-    float s_acc[kSN][4];
+    pbuf.zero();
+    static_for<kQK>([&](auto kc) {
+      constexpr int ks = decltype(kc)::value;
+      const std::uint32_t (&a)[4] = qbuf.template mma_tile<ks>(0);
+      kview.template load_from_shared<ks>(0);
 #pragma unroll
-    for (int n = 0; n < kSN; ++n) s_acc[n][0] = s_acc[n][1] = s_acc[n][2] = s_acc[n][3] = 0.0f;
-#pragma unroll
-    for (int ks = 0; ks < kQK; ++ks) {
-      std::uint32_t a_reg[4];
-      if constexpr (Tile::kQInRegisters) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) a_reg[e] = q_frag[ks][e];
-      } else {
-        sm80::ldmatrix_x4(a_reg, smem_q + q_row * kRowBytes + (((ks * 2 + q_chunk_hi) ^ swz) << 4));
-      }
-#pragma unroll
-      for (int np = 0; np < kKW / 16; ++np) {
-        std::uint32_t b_reg[4];
-        sm80::ldmatrix_x4(b_reg, sk + (k_key + np * 16) * kRowBytes + (((ks * 2 + k_chunk_hi) ^ swz) << 4));
-        TC::mma(s_acc[2 * np], a_reg, b_reg[0], b_reg[1]);
-        TC::mma(s_acc[2 * np + 1], a_reg, b_reg[2], b_reg[3]);
-      }
-    }
+      for (int n = 0; n < kKW / 8; ++n) TC::mma(pbuf.s[0][n], a, kview.mma_tile()[n][0], kview.mma_tile()[n][1]);
+    });
 
-    // Scale (and softcap) into base-2 scores; mask keys outside each row's range.
-    const int key0 = blk_lo + t * kBN + wn * kKW + 2 * (lane & 3);
-#pragma unroll
-    for (int n = 0; n < kSN; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = key0 + n * 8 + (e & 1);
-        const int h = e >> 1;
-        float x = s_acc[n][e];
-        x = softcap ? tanhf(x * p.score_scale) * p.softcap_log2 : x * p.score_scale;
-        s_acc[n][e] = (key >= row_lo[h] && key < row_hi[h]) ? x : kNegInfF;
-      }
-    }
-
-    // Online softmax per row; a row with no visible key so far keeps max = -inf and uses 0
-    // as its reference, so no -inf - -inf NaN arises and its p are exactly 0.
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float mx = m_run[h];
-#pragma unroll
-      for (int n = 0; n < kSN; ++n) mx = fmaxf(mx, fmaxf(s_acc[n][2 * h], s_acc[n][2 * h + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float ref = mx == kNegInfF ? 0.0f : mx;
-      const float corr = sm80::ex2_approx_ftz(m_run[h] - ref);
-      m_run[h] = mx;
-      float sum = 0.0f;
-#pragma unroll
-      for (int n = 0; n < kSN; ++n) {
-        s_acc[n][2 * h] = sm80::ex2_approx_ftz(s_acc[n][2 * h] - ref);
-        s_acc[n][2 * h + 1] = sm80::ex2_approx_ftz(s_acc[n][2 * h + 1] - ref);
-        sum += s_acc[n][2 * h] + s_acc[n][2 * h + 1];
-      }
-      l_run[h] = l_run[h] * corr + sum;
-#pragma unroll
-      for (int n = 0; n < kON; ++n) {
-        o_acc[n][2 * h] *= corr;
-        o_acc[n][2 * h + 1] *= corr;
-      }
-    }
+    // Softcap, the keys outside each row's range hidden, then the online softmax: P = exp2 of
+    // the base-2 scores against each row's running max, and O rescaled.
+    if (softcap) Softmax::apply_softcap(pbuf.s, p.score_scale);
+    Softmax::apply_key_bounds(pbuf.s, row_lo, row_hi, blk_lo + t * kBN + wn * kKW);
+    softmax.update(pbuf.s, out, scale_log2);
 
     // O += P V: the S accumulators of keys 16kk..16kk+15 are the A fragment as they stand.
+    typename PBuf::Packed packed;
+    pbuf.pack(packed);
+    static_for<kKW / 16>([&](auto kc) {
+      constexpr int kk = decltype(kc)::value;
 #pragma unroll
-    for (int kk = 0; kk < kKW / 16; ++kk) {
-      std::uint32_t a_reg[4];
-      a_reg[0] = TC::pack(s_acc[2 * kk][0], s_acc[2 * kk][1]);
-      a_reg[1] = TC::pack(s_acc[2 * kk][2], s_acc[2 * kk][3]);
-      a_reg[2] = TC::pack(s_acc[2 * kk + 1][0], s_acc[2 * kk + 1][1]);
-      a_reg[3] = TC::pack(s_acc[2 * kk + 1][2], s_acc[2 * kk + 1][3]);
+      for (int chunk = 0; chunk < D / kVChunk; ++chunk) {
+        vview.template load_from_shared<kk>(chunk);
 #pragma unroll
-      for (int np = 0; np < D / 16; ++np) {
-        std::uint32_t b_reg[4];
-        sm80::ldmatrix_x4_trans(b_reg, sv + (v_key + kk * 16) * kRowBytes + (((np * 2 + v_chunk_hi) ^ swz) << 4));
-        TCV::mma(o_acc[2 * np], a_reg, b_reg[0], b_reg[1]);
-        TCV::mma(o_acc[2 * np + 1], a_reg, b_reg[2], b_reg[3]);
+        for (int n = 0; n < kVChunk / 8; ++n) {
+          TCV::mma(out.o[0][chunk * (kVChunk / 8) + n], packed[0][kk], vview.mma_tile()[n][0], vview.mma_tile()[n][1]);
+        }
       }
-    }
+    });
   }
 
   // ---- epilogue: merge the kWarpsN warps of each row tile, normalise, write --------------
@@ -551,14 +517,11 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
   // whose elements of a row hold one makes its partial sum NaN, the quad sum below carries it
   // to the row's lanes, and merge_piece makes every piece's O and the LSE NaN (unsplit rows,
   // cluster parts and workspace parts alike: the merges and the combine keep a NaN part NaN).
+  float (&row_sum)[2] = softmax.row_sum[0];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    bool nan = false;
-#pragma unroll
-    for (int n = 0; n < kON; ++n) nan |= sm80::either_nan(o_acc[n][2 * h], o_acc[n][2 * h + 1]);
-    if (nan) l_run[h] = __int_as_float(0x7fffffff);
-    l_run[h] += __shfl_xor_sync(0xffffffffu, l_run[h], 1);
-    l_run[h] += __shfl_xor_sync(0xffffffffu, l_run[h], 2);
+    if (out.holds_nan(0, h)) row_sum[h] = __int_as_float(0x7fffffff);
+    row_sum[h] = quad_sum(row_sum[h]);
   }
   sm80::cp_async_wait_group<0>();
   __syncthreads();  // every warp is done with the pipeline buffers: reuse them
@@ -572,11 +535,11 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
     float* const orow = so + (wn * kRows + r) * kOStride + 2 * (lane & 3);
 #pragma unroll
     for (int n = 0; n < kON; ++n) {
-      *reinterpret_cast<float2*>(orow + n * 8) = make_float2(o_acc[n][2 * h], o_acc[n][2 * h + 1]);
+      *reinterpret_cast<float2*>(orow + n * 8) = make_float2(out.o[0][n][2 * h], out.o[0][n][2 * h + 1]);
     }
     if ((lane & 3) == 0) {
-      sml[(wn * kRows + r) * 2] = m_run[h];
-      sml[(wn * kRows + r) * 2 + 1] = l_run[h];
+      sml[(wn * kRows + r) * 2] = softmax.row_max_log2[0][h];
+      sml[(wn * kRows + r) * 2 + 1] = row_sum[h];
     }
   }
   __syncthreads();
@@ -642,7 +605,7 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
       const int head = hkv * G + (gr - token * G);
       const bool stores = idx < items && part == 0;
       const float sink = stores ? load_sink(p, head) : 0.0f;
-      float l = kNegInfF;
+      float l = kNegInf;
       float4 lo = make_float4(0.0f, 0.0f, 0.0f, 0.0f), hi = lo;
       if (idx < items && part < n) {
         l = sm90::ld_shared_cluster_f32(sm90::mapa_shared_cluster(sxl + r, part));
@@ -655,7 +618,7 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
       // Parts with LSE -inf (empty splits, O = 0) weigh 0; a piece no part saw gives 0, -inf
       // (its reference is 0, not -inf: no -inf - -inf); a NaN part (fmaxf skipped it) makes
       // the sum, O and LSE NaN.
-      const float f = sm80::ex2_approx_ftz(l - (mx == kNegInfF ? 0.0f : mx));
+      const float f = sm80::ex2_approx_ftz(l - (mx == kNegInf ? 0.0f : mx));
       float acc[8] = {f * lo.x, f * lo.y, f * lo.z, f * lo.w, f * hi.x, f * hi.y, f * hi.z, f * hi.w};
       float sum = f;
       for (int o = 1; o < g; o <<= 1) {
@@ -667,7 +630,7 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
         const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
 #pragma unroll
         for (int e = 0; e < 8; ++e) acc[e] *= inv;
-        store_output<Elem>(p, b, token, head, c, acc, sum == 0.0f ? kNegInfF : mx + __log2f(sum), sink);
+        store_output<Elem>(p, b, token, head, c, acc, sum == 0.0f ? kNegInf : mx + __log2f(sum), sink);
       }
     }
     // Keep this block's shared memory alive until the peers have read it. Relaxed: the reads

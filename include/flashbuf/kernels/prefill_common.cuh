@@ -272,11 +272,4 @@ __device__ void store_output(const float (&o)[MTiles][OTiles][4], In* smem, int 
                                       [] { __syncthreads(); });
 }
 
-template <int N, class F>
-__device__ __forceinline__ void static_for(F&& f) {
-  [&]<int... I>(std::integer_sequence<int, I...>) {
-    (f(std::integral_constant<int, I>{}), ...);
-  }(std::make_integer_sequence<int, N>{});
-}
-
 }  // namespace flashbuf
