@@ -157,11 +157,13 @@ struct OutputRegisterBuffer {
   // Whether this thread's elements of row lo (half 0) / hi (half 1) of m-tile mt hold a NaN:
   // a NaN in a visible value reaches O through P V but not the row sum. One compare per
   // element pair, in the epilogue only.
+  // Four chains of pair tests joined at the end, not one chain of kNTiles: the test stands
+  // between the last O += P V and the row sums on the epilogue's path.
   __device__ bool holds_nan(int mt, int half) const {
-    bool nan = false;
+    bool nan[4] = {false, false, false, false};
 #pragma unroll
-    for (int n = 0; n < kNTiles; ++n) nan |= sm80::either_nan(o[mt][n][2 * half], o[mt][n][2 * half + 1]);
-    return nan;
+    for (int n = 0; n < kNTiles; ++n) nan[n % 4] |= sm80::either_nan(o[mt][n][2 * half], o[mt][n][2 * half + 1]);
+    return (nan[0] || nan[1]) || (nan[2] || nan[3]);
   }
   // Divide by the softmax denominators (row sums); a row with no visible key has sum 0 and
   // must come out as 0, not NaN; a NaN sum (the row read a NaN) stays NaN. A denominator with
