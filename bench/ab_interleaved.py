@@ -106,7 +106,9 @@ def main(argv=None) -> int:
                 for s in order:
                     answer = s.ask(f"{point} {seed}")
                     rows[s.name][r].extend(answer["rows"])
-                    failed[s.name] += answer.get("error") is not None
+                    # A point fails when its task raised or a row of it has no flashbuf time.
+                    failed[s.name] += answer.get("error") is not None or \
+                        any(row.get("flashbuf") is None for row in answer["rows"])
             print(f"round {r + 1}: {n} points x {len(servers)} builds, {time.time() - start:.0f} s", flush=True)
         command = "python3 " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__)] + argv)
         for s in servers:

@@ -978,6 +978,11 @@ def main(argv=None) -> int:
         note_failure("import flash_attn.cute", FA4_IMPORT_ERROR)
 
     if args.serve:
+        # An A/B of a build that cannot time flashbuf measures nothing: say so before any point.
+        if flashbuf is None or not flashbuf.cuda_available():
+            print(f"bench.py --serve: flashbuf cannot run here ({FLASHBUF_IMPORT_ERROR or 'no CUDA kernels'})",
+                  file=sys.stderr)
+            return 2
         return serve(tasks(args, run_prefill, run_decode, causals), channel)
     rows = []
     for label, task in tasks(args, run_prefill, run_decode, causals):

@@ -36,6 +36,7 @@ build_tests() {  # $1 tree, $2 build jobs
 for t in "${trees[@]}"; do  # packages (and test binaries) build side by side, sharing the cores
   name=$(basename "$t")
   if [ -z "${AB_SKIP_BUILD:-}" ] || [ ! -d "/tmp/ab-pkg-$name" ]; then
+    rm -rf "/tmp/ab-pkg-$name"  # pip --target leaves an existing folder's package in place
     (cd "$t" && CMAKE_BUILD_PARALLEL_LEVEL=$jobs_each CMAKE_ARGS="-DFLASHBUF_CUDA_ARCHS=${FLASHBUF_CUDA_ARCHS:-90a} ${AB_CMAKE_ARGS:-}" \
        python3 -m pip install --no-build-isolation --no-deps --target "/tmp/ab-pkg-$name" . >"$OUT/pip-$name.log" 2>&1;
      echo "pip exit $?" >>"$OUT/pip-$name.log") &

@@ -7,6 +7,7 @@ import json
 import pathlib
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -95,6 +96,7 @@ def test_bench_serve_answers_points_on_stdout_alone(monkeypatch, capsys, tmp_pat
                 for page in pages]
 
     monkeypatch.setattr(bench, "bench_decode_shape", decode)
+    monkeypatch.setattr(bench, "flashbuf", types.SimpleNamespace(cuda_available=lambda: True, build_info=lambda: {}))
     monkeypatch.setattr(bench, "gpu_meta", lambda: {"gpu": "stand-in"})
     monkeypatch.setattr(bench, "l2_bytes", lambda: 0)
     monkeypatch.setattr(bench, "fa4_version", lambda: None)
@@ -109,3 +111,22 @@ def test_bench_serve_answers_points_on_stdout_alone(monkeypatch, capsys, tmp_pat
     assert [r["sk"] for r in answers[1]["rows"]] == [2048, 2048] and answers[1]["error"] is None
     assert answers[4]["gpu"] == "stand-in" and "commit" in answers[4]
     assert seen[0] == seen[2]  # the same seed, the same inputs
+
+
+@pytest.mark.parametrize("package", [None, types.SimpleNamespace(cuda_available=lambda: False)],
+                         ids=["import-failed", "no-cuda-kernels"])
+def test_bench_serve_refuses_a_build_that_cannot_time_flashbuf(monkeypatch, capsys, package):
+    """A server whose flashbuf did not import (or has no CUDA kernels) would answer every point
+    with null times, an A/B that measures nothing: it stops before its first answer instead."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    bench = importlib.import_module("bench")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(bench, "flashbuf", package)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("0 5\n"))
+    rc = bench.main(["--decode", "--heads", "32/8", "--b", "1", "--kv", "512", "--pages", "0",
+                     "--anchors", "none", "--serve"])
+    captured = capsys.readouterr()
+    assert rc == 2
+    assert captured.out == ""  # no {"points": n}: ab_interleaved.py reports the server's end
+    assert "flashbuf cannot run here" in captured.err
