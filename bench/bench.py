@@ -651,8 +651,15 @@ def serving_cases(cases=("gqa", "varlen", "paged")):
 def git_commit() -> str:
     if os.environ.get("FLASHBUF_COMMIT"):
         return os.environ["FLASHBUF_COMMIT"]
+    here = os.path.dirname(os.path.abspath(__file__))
+    # The GPU machine's copy of the tree can hold a stale git HEAD; the .commit file written
+    # before the device call (git rev-parse --short HEAD > .commit) names the tree instead.
     try:
-        here = os.path.dirname(os.path.abspath(__file__))
+        with open(os.path.join(here, "..", ".commit")) as f:
+            return f.read().strip()
+    except OSError:
+        pass
+    try:
         return subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True,
                               check=True).stdout.strip()
     except Exception:

@@ -28,7 +28,7 @@ note() { echo "$*" | tee -a "$summary"; }
 step() { echo; echo "=== $* ($(date +%T))"; }
 failed=0
 : >"$summary"
-note "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), phases: $phases"
+note "commit $(cat .commit 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown), phases: $phases"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,driver_version --format=csv,noheader 2>&1 | tee "$OUT/gpu.txt" | sed 's/^/gpu: /' | tee -a "$summary"
 
 if [[ " $phases " == *" build "* ]]; then

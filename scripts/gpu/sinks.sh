@@ -35,7 +35,7 @@ elapsed() { echo $(( $(date +%s) - start )); }
 # 0, which `timeout` takes as no limit).
 cap() { local left=$(( budget_s - $(elapsed) )); [ "$left" -lt 15 ] && left=1; [ "$left" -lt "$1" ] && echo "$left" || echo "$1"; }
 trap pack_logs EXIT
-commit=$(git rev-parse --short HEAD 2>/dev/null || cat .commit 2>/dev/null || echo unknown)
+commit=$(cat .commit 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)  # .commit first: the device copy's git can be stale
 export FLASHBUF_COMMIT=${FLASHBUF_COMMIT:-$commit}
 say "sinks.sh $* at $FLASHBUF_COMMIT on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
 
