@@ -268,6 +268,52 @@ struct PrefillSm90 {
     pbuf.pack(packed);
   }
 
+  // An item's first tile, the other step both schedules share: no P V is pending and O is
+  // zero. Its S in a turn of its own (`issue_s()`), then, once it is complete, `scores_done()`
+  // and its softmax (`softmax_s()`: no rescale) and P(kt) packed. The two halves are apart
+  // because the persistent walk puts an item's epilogue between them where one Q slot makes
+  // the next item's S wait for it (prefill_sm90_persistent.cuh).
+  template <class IssueS>
+  __device__ static void first_scores_issue(int consumer, PBuf& pbuf, OBuf& out, PFrag& packed, IssueS issue_s) {
+    take_turn(consumer);
+    fence_operands(reinterpret_cast<SFrag&>(pbuf.s), reinterpret_cast<OFrag&>(out.o), packed);
+    issue_s();
+    pass_turn(consumer, false);
+  }
+  template <class RingT, class ScoresDone, class SoftmaxS>
+  __device__ static void first_scores_finish(const RingT& kring, int kt, PBuf& pbuf, PFrag& packed,
+                                             ScoresDone scores_done, SoftmaxS softmax_s) {
+    sm90::wgmma_wait_group<0>();
+    kring.release(kt);
+    scores_done();
+    softmax_s();
+    pbuf.pack(packed);
+  }
+  // Both halves, once `wait_operands()` has returned (Q and K(kt) readable by wgmma).
+  template <class RingT, class WaitOperands, class IssueS, class ScoresDone, class SoftmaxS>
+  __device__ static void first_tile(const RingT& kring, int kt, int consumer, PBuf& pbuf, OBuf& out, PFrag& packed,
+                                    WaitOperands wait_operands, IssueS issue_s, ScoresDone scores_done,
+                                    SoftmaxS softmax_s) {
+    wait_operands();
+    first_scores_issue(consumer, pbuf, out, packed, issue_s);
+    first_scores_finish(kring, kt, pbuf, packed, scores_done, softmax_s);
+  }
+  // A consumer's last step: O += P V(vt) of its last tile in its last turn, waited for.
+  // `before_issue()` runs once V(vt) has landed (a gathered tile's proxy fence).
+  template <class RingT, class VBufT, class BeforeIssue>
+  __device__ static void last_pv(const RingT& vring, int vt, int consumer, OBuf& out, PBuf& pbuf, PFrag& packed,
+                                 VBufT& vbuf, BeforeIssue before_issue) {
+    OFrag& o = reinterpret_cast<OFrag&>(out.o);
+    vring.wait(vt);
+    before_issue();
+    take_turn(consumer);
+    fence_operands(reinterpret_cast<SFrag&>(pbuf.s), o, packed);
+    issue_pv(o, packed, vbuf, RingT::stage(vt));
+    pass_turn(consumer, true);
+    wait_pv<0>(o, packed);
+    vring.release(vt);
+  }
+
   // The epilogue by TMA: this consumer's O rows staged over its own rows of `smem_tile` (Q's
   // slab layout; its S products must be done with them), then one thread stores them, a box
   // per slab (the map clips rows past seqlen_q). The generic-proxy writes of every thread are
@@ -411,52 +457,37 @@ struct PrefillSm90 {
     softmax.init();
 
     if (num_tiles > 0) {
-      float(&o)[Dv / 2] = reinterpret_cast<float(&)[Dv / 2]>(out.o);
-      PBuf pbuf;  // S(i), exponentiated in place
-      float(&s)[kBN / 2] = reinterpret_cast<float(&)[kBN / 2]>(pbuf.s);
-      typename PBuf::Packed packed;         // P(i - 1) as the A fragments of O += P V
-
-      const auto take_turn = [consumer] { PrefillSm90::take_turn(consumer); };
-      const auto pass_turn = [consumer](bool last) { PrefillSm90::pass_turn(consumer, last); };
+      PBuf pbuf;                     // S(i), exponentiated in place
+      typename PBuf::Packed packed;  // P(i - 1) as the A fragments of O += P V
       grant_first_turn(consumer);
-      const auto fence_operands = [&] { PrefillSm90::fence_operands(s, o, packed); };
-      const auto issue_scores = [&](int i) { PrefillSm90::issue_scores(s, qbuf, kbuf, Ring::stage(i)); };
-      const auto issue_pv = [&](int i) { PrefillSm90::issue_pv(o, packed, vbuf, Ring::stage(i)); };
+      const auto issue_scores = [&](int i) {
+        PrefillSm90::issue_scores(reinterpret_cast<SFrag&>(pbuf.s), qbuf, kbuf, Ring::stage(i));
+      };
       const TileSpan unmasked = unmasked_tiles(blk.mask, blk.m0 + warp_row0);
-      const auto softmax_scores = [&](int i, float(&correction)[1][2]) {
+      float correction[1][2];
+      const auto softmax_scores = [&](int i) {
         PrefillSm90::softmax_scores(pbuf, softmax, p, blk.mask, blk.m0 + warp_row0, n_first + i, unmasked, correction);
       };
+      // A tile copied by cp.async (every tile i >= tma_tiles) is fenced to the async proxy
+      // before wgmma reads it; TMA writes through that proxy already.
+      const auto fence_gathered = [&](int i) {
+        if (i >= tma_tiles) sm90::fence_proxy_async_shared();
+      };
 
-      sm90::mbarrier_wait_parity(q_full, 0);
-      kring.wait(0);
-      sm90::fence_proxy_async_shared();  // cp.async wrote Q and K(0): visible to wgmma
-      take_turn();
-      fence_operands();
-      issue_scores(0);
-      pass_turn(false);
-      sm90::wgmma_wait_group<0>();
-      kring.release(0);
-      float correction[1][2];
-      softmax_scores(0, correction);  // O is still zero: no rescale
-      pbuf.pack(packed);
-
+      first_tile(
+          kring, 0, consumer, pbuf, out, packed,
+          [&] {
+            sm90::mbarrier_wait_parity(q_full, 0);
+            kring.wait(0);
+            sm90::fence_proxy_async_shared();  // cp.async may have written Q and K(0)
+          },
+          [&] { issue_scores(0); }, [] {}, [&] { softmax_scores(0); });
       for (int i = 1; i < num_tiles; ++i) {
         steady_tile(
-            kring, vring, i, i - 1, consumer, pbuf, out, packed, vbuf, correction,
-            [&] {
-              if (i >= tma_tiles) sm90::fence_proxy_async_shared();  // cp.async wrote it (TMA: the async proxy)
-            },
-            [&] { issue_scores(i); }, [] {}, [&] { softmax_scores(i, correction); });
+            kring, vring, i, i - 1, consumer, pbuf, out, packed, vbuf, correction, [&] { fence_gathered(i); },
+            [&] { issue_scores(i); }, [] {}, [&] { softmax_scores(i); });
       }
-
-      vring.wait(num_tiles - 1);
-      if (num_tiles - 1 >= tma_tiles) sm90::fence_proxy_async_shared();
-      take_turn();
-      fence_operands();
-      issue_pv(num_tiles - 1);
-      pass_turn(true);
-      wait_pv<0>(o, packed);
-      vring.release(num_tiles - 1);
+      last_pv(vring, num_tiles - 1, consumer, out, pbuf, packed, vbuf, [&] { fence_gathered(num_tiles - 1); });
     }
 
     // The block again for the epilogue (the same one: blockIdx and an order table the kernel

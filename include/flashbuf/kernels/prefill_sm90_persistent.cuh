@@ -162,17 +162,13 @@ struct PrefillSm90Persistent {
     float(&s)[kBN / 2] = reinterpret_cast<float(&)[kBN / 2]>(pbuf.s);
     typename PBuf::Packed packed;  // P(t) as the A fragments of O += P V
 
-    // The steps of PrefillSm90's consumers; one issue turn per tile plus the last P V, over
-    // every item alike.
-    const auto take_turn = [consumer] { Base::take_turn(consumer); };
-    const auto pass_turn = [consumer](bool last) { Base::pass_turn(consumer, last); };
+    // The steps of PrefillSm90's consumers (first_tile, steady_tile, last_pv); one issue turn
+    // per tile plus the last P V, over every item alike.
     Base::grant_first_turn(consumer);
-    const auto fence_operands = [&] { Base::fence_operands(s, o, packed); };
     const auto issue_scores = [&](int t, int slot) {
       qbuf.smem = q_slot(slot);
       Base::issue_scores(s, qbuf, kbuf, Ring::stage(t));
     };
-    const auto issue_pv = [&](int t) { Base::issue_pv(o, packed, vbuf, Ring::stage(t)); };
     float correction[1][2];
     TileSpan unmasked;  // of the current item (Base::unmasked_tiles)
     const auto softmax_scores = [&](const PrefillBlock& b, int key_tile) {
@@ -212,17 +208,13 @@ struct PrefillSm90Persistent {
     PrefillBlock blk = PrefillBlock::make_item(p, kBM, items.at(0), paired);
     int n_first = blk.keys.first_tile(kBN), num_tiles = blk.keys.tiles(kBN), i = 1;
     unmasked = Base::unmasked_tiles(blk.mask, blk.m0 + warp_row0);
-    sm90::mbarrier_wait_parity(&q_full[0], 0);
-    kring.wait(0);
-    take_turn();
-    fence_operands();
-    issue_scores(0, 0);
-    pass_turn(false);
-    sm90::wgmma_wait_group<0>();
-    kring.release(0);
-    q_read(0, num_tiles, 0);
-    softmax_scores(blk, n_first);
-    pbuf.pack(packed);
+    Base::first_tile(
+        kring, 0, consumer, pbuf, out, packed,
+        [&] {
+          sm90::mbarrier_wait_parity(&q_full[0], 0);
+          kring.wait(0);
+        },
+        [&] { issue_scores(0, 0); }, [&] { q_read(0, num_tiles, 0); }, [&] { softmax_scores(blk, n_first); });
 
     for (;;) {
       if (i < num_tiles) {  // a steady tile
@@ -245,20 +237,17 @@ struct PrefillSm90Persistent {
       };
       if constexpr (kQSlots == 2) wait_first_operands();
       vring.wait(t);
-      take_turn();
-      fence_operands();
-      issue_pv(t);
+      Base::take_turn(consumer);
+      Base::fence_operands(s, o, packed);
+      Base::issue_pv(o, packed, vbuf, Ring::stage(t));
       if constexpr (kQSlots == 2) issue_scores(t + 1, slot);
-      pass_turn(false);
+      Base::pass_turn(consumer, false);
       Base::template wait_pv<kQSlots - 1>(o, packed);  // the P V (committed first) is done
       vring.release(t);
       epilogue(blk, r % kQSlots);
       if constexpr (kQSlots == 1) {
         wait_first_operands();
-        take_turn();
-        fence_operands();
-        issue_scores(t + 1, slot);
-        pass_turn(false);
+        Base::first_scores_issue(consumer, pbuf, out, packed, [&] { issue_scores(t + 1, slot); });
       }
       out.zero();
       softmax.init();
@@ -267,22 +256,13 @@ struct PrefillSm90Persistent {
       n_first = blk.keys.first_tile(kBN);
       num_tiles = blk.keys.tiles(kBN);
       unmasked = Base::unmasked_tiles(blk.mask, blk.m0 + warp_row0);
-      sm90::wgmma_wait_group<0>();
-      kring.release(t + 1);
-      q_read(0, num_tiles, r % kQSlots);
-      softmax_scores(blk, n_first);  // O is zero: no rescale
-      pbuf.pack(packed);
+      Base::first_scores_finish(kring, t + 1, pbuf, packed, [&] { q_read(0, num_tiles, r % kQSlots); },
+                                [&] { softmax_scores(blk, n_first); });  // O is zero: no rescale
       i = 1;
       ++t;
     }
 
-    vring.wait(t);
-    take_turn();
-    fence_operands();
-    issue_pv(t);
-    pass_turn(true);
-    Base::template wait_pv<0>(o, packed);
-    vring.release(t);
+    Base::last_pv(vring, t, consumer, out, pbuf, packed, vbuf, [] {});
     epilogue(blk, r % kQSlots);
 #endif
   }
