@@ -51,6 +51,7 @@
 #include "flashbuf/arch/sm90/griddepcontrol.cuh"
 #include "flashbuf/buffers/kv_buffer.cuh"
 #include "flashbuf/buffers/online_softmax.cuh"
+#include "flashbuf/buffers/part_merge.cuh"
 #include "flashbuf/buffers/register_buffers.cuh"
 #include "flashbuf/buffers/tensor_core.cuh"
 #include "flashbuf/core/config.hpp"
@@ -130,24 +131,23 @@ __device__ __forceinline__ float merge_piece(Lse lse, Weight weight, Piece piece
     lo[i] = src[0];
     hi[i] = src[1];
   }
-  float mx = kNegInf;
+  PartMerge<> merge;
 #pragma unroll
-  for (int i = 0; i < Parts; ++i) mx = fmaxf(mx, l[i]);
-  const float ref = mx == kNegInf ? 0.0f : mx;  // no part saw a key: every weight exp2(-inf) = 0, not NaN
+  for (int i = 0; i < Parts; ++i) merge.add(l[i]);
 #pragma unroll
   for (int e = 0; e < 8; ++e) acc[e] = 0.0f;
   float sum = 0.0f;
 #pragma unroll
   for (int i = 0; i < Parts; ++i) {
-    const float f = sm80::ex2_approx_ftz(l[i] - ref);  // 0 for an empty part
+    const float f = merge.weight(l[i]);
     sum += f * w[i];
     acc[0] += f * lo[i].x; acc[1] += f * lo[i].y; acc[2] += f * lo[i].z; acc[3] += f * lo[i].w;
     acc[4] += f * hi[i].x; acc[5] += f * hi[i].y; acc[6] += f * hi[i].z; acc[7] += f * hi[i].w;
   }
-  const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
+  const float inv = PartMerge<>::inverse(sum);
 #pragma unroll
   for (int e = 0; e < 8; ++e) acc[e] *= inv;
-  return sum == 0.0f ? kNegInf : mx + __log2f(sum);
+  return merge.lse(sum);
 }
 
 // The sink of query head `head` (0 without sinks), loaded by the callers of store_output
@@ -613,12 +613,9 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
         lo = sm90::ld_shared_cluster_v4_f32(a);
         hi = sm90::ld_shared_cluster_v4_f32(a + 16);
       }
-      float mx = l;
-      for (int o = 1; o < g; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-      // Parts with LSE -inf (empty splits, O = 0) weigh 0; a piece no part saw gives 0, -inf
-      // (its reference is 0, not -inf: no -inf - -inf); a NaN part (fmaxf skipped it) makes
-      // the sum, O and LSE NaN.
-      const float f = sm80::ex2_approx_ftz(l - (mx == kNegInf ? 0.0f : mx));
+      PartMerge<> merge{l};  // empty splits (LSE -inf, O = 0) weigh 0; a NaN part makes the piece NaN
+      for (int o = 1; o < g; o <<= 1) merge.add(__shfl_xor_sync(0xffffffffu, merge.max, o));
+      const float f = merge.weight(l);
       float acc[8] = {f * lo.x, f * lo.y, f * lo.z, f * lo.w, f * hi.x, f * hi.y, f * hi.z, f * hi.w};
       float sum = f;
       for (int o = 1; o < g; o <<= 1) {
@@ -627,10 +624,10 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
         for (int e = 0; e < 8; ++e) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], o);
       }
       if (stores) {
-        const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
+        const float inv = PartMerge<>::inverse(sum);
 #pragma unroll
         for (int e = 0; e < 8; ++e) acc[e] *= inv;
-        store_output<Elem>(p, b, token, head, c, acc, sum == 0.0f ? kNegInf : mx + __log2f(sum), sink);
+        store_output<Elem>(p, b, token, head, c, acc, merge.lse(sum), sink);
       }
     }
     // Keep this block's shared memory alive until the peers have read it. Relaxed: the reads

@@ -1,0 +1,44 @@
+// buffers: the merge of partial softmax states over disjoint keys, the device form of
+// core/softmax_state.hpp's merge and merge_partials (on the MUFU), for every device
+// merge: decode's merge of the warps that split a block's keys, its in-cluster merge of the
+// splits, and the combine kernel (merge_states, and decode's split-KV combine).
+//
+// A part is a log-scale l (its running max, whose row sum travels beside it, or its LSE, whose
+// sum is 1): base 2 in the kernels, natural log (NaturalLog) where LSEs cross the API, as in
+// the combine kernel. Relative to the largest l over the parts, part i weighs exp(l_i - max)
+// (exp2 in base 2); the merged output is sum_i weight_i o_i / sum and its LSE max + log(sum),
+// with sum = sum_i weight_i (times each part's row sum where the parts are not normalised).
+// The edge cases are core's:
+// - a part that saw no key (l = -inf) weighs 0 (its output is 0, or never read);
+// - no part saw a key: the reference is 0, not -inf (no -inf - -inf), every weight 0, so the
+//   output is 0 and the LSE -inf;
+// - a NaN part: fmaxf skips it in the max, and its NaN weight or sum carries into the output
+//   and the LSE (the combine kernel tests for it first, as the merge_states contract asks).
+#pragma once
+
+#include "flashbuf/arch/sm80/fast_math.cuh"
+#include "flashbuf/core/config.hpp"
+
+namespace flashbuf {
+
+template <bool NaturalLog = false>
+struct PartMerge {
+  float max = kNegInf;  // the largest log-scale over the parts; -inf: none saw a key
+
+  __device__ __forceinline__ void add(float l) { max = fmaxf(max, l); }
+  __device__ __forceinline__ float reference() const { return max == kNegInf ? 0.0f : max; }
+  // A part's weight relative to the reference: in [0, 1], 0 for a part that saw no key. The
+  // difference is taken in the parts' own units, so a large finite max cannot overflow.
+  __device__ __forceinline__ float weight(float l) const {
+    const float d = l - reference();
+    return sm80::ex2_approx_ftz(NaturalLog ? d * kLog2e : d);
+  }
+  // What the weighted sum of outputs is multiplied by: 1 / sum, or 0 when no part saw a key.
+  __device__ __forceinline__ static float inverse(float sum) { return sum == 0.0f ? 0.0f : 1.0f / sum; }
+  // The merged LSE, in the parts' units: -inf when no part saw a key.
+  __device__ __forceinline__ float lse(float sum) const {
+    return sum == 0.0f ? kNegInf : max + (NaturalLog ? __log2f(sum) * kLn2 : __log2f(sum));
+  }
+};
+
+}  // namespace flashbuf
