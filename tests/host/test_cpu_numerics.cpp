@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <set>
 #include <vector>
@@ -232,6 +233,11 @@ TEST(CpuNumerics, SinksAgainstFloat64) {
       const auto lse = reference::compare(out.lse, ref.lse, low.lse, reference::kLseAtol, "lse");
       EXPECT_TRUE(o.ok) << s.describe() << (decode_path ? " decode" : "") << ": " << o.detail;
       EXPECT_TRUE(lse.ok) << s.describe() << (decode_path ? " decode" : "") << ": " << lse.detail;
+      // The CPU backend's row of the sinks error table (the GPU paths' lines come from
+      // tests/gpu/test_sinks.cu, in the same form; scripts/gpu/sinks.sh tabulates them).
+      std::printf("[ sinks error ] CpuNumerics.SinksAgainstFloat64 %s %s | o %.3e %.3e | lse %.3e %.3e\n",
+                  dtype_name(dtype), decode_path ? "decode" : "prefill", o.max_abs_err, o.bound, lse.max_abs_err,
+                  lse.bound);
       if (!decode_path) {  // rows without keys: O = 0, LSE = sink
         for (int h = 0; h < 4; ++h) {
           EXPECT_EQ(t.lse.at({0, h, 0}), sinks[h]);
