@@ -9,9 +9,11 @@
 // (decode_config.cuh's SplitMerge says when each).
 //
 // Each warp's scores and output are the buffer layer's register buffers (PRegisterBuffer,
-// OutputRegisterBuffer: one m16 tile of packed query rows) and its softmax the prefill
-// kernels' (OnlineSoftmax, buffers/online_softmax.cuh); K and V still move through this
-// kernel's own ring.
+// OutputRegisterBuffer: one m16 tile of packed query rows), its softmax the prefill kernels'
+// (OnlineSoftmax, buffers/online_softmax.cuh), and it reads Q, K and V through the Q buffer
+// and the K/V buffers (each warp's slice of a ring stage viewed as a tile of its own). The
+// ring's copies into the stages (and, paged, of the page-table entries) are still this
+// kernel's; the merges of partial states are buffers/part_merge.cuh's.
 //
 // The launch shape depends only on the plan (max sizes): lengths come from seqlens_k on the
 // device, so a captured CUDA graph replays correctly for any lengths <= max_seqlen_k.
