@@ -228,7 +228,6 @@ struct Case {
   int splits = 0;      // 0: the plan's heuristic
 
   int batch() const { return static_cast<int>(lens.size()); }
-  int group() const { return hq / hkv; }
   int smax() const {
     if (capacity > 0) return capacity;
     return *std::max_element(lens.begin(), lens.end()) + 5;
