@@ -42,9 +42,8 @@ std::int64_t kv_offset(const ProblemSpec& s, const AttentionTensors& t, const Ho
       return kv.offset({row + j, h, 0});
     }
     case KvLayout::paged: {
-      const int cols = static_cast<int>(t.page_table.shape()[1]);
-      const int page = t.page_table.i32()[std::int64_t(b) * cols + j / s.page_size];
-      return kv.offset({page, j % s.page_size, h, 0});
+      const PagedRow at = paged_row(s, t, b, j);
+      return kv.offset({at.page, at.row, h, 0});
     }
   }
   return 0;

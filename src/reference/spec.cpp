@@ -241,6 +241,26 @@ void copy_varlen_sequence(const AttentionTensors& packed, std::int64_t q_row, st
     }
 }
 
+PagedRow paged_row(const ProblemSpec& spec, const AttentionTensors& t, int b, int j) {
+  const std::int64_t cols = t.page_table.shape()[1];
+  return {t.page_table.i32()[b * cols + j / spec.page_size], j % spec.page_size};
+}
+
+void copy_to_paged(const AttentionTensors& contiguous, const ProblemSpec& paged_spec, AttentionTensors& paged) {
+  for (std::int64_t i = 0; i < contiguous.q.numel(); ++i)
+    paged.q.set(paged.q.logical_to_storage(i), contiguous.q.get(contiguous.q.logical_to_storage(i)));
+  for (int b = 0; b < paged_spec.batch; ++b)
+    for (int j = 0; j < paged_spec.k_len(b); ++j) {
+      const PagedRow at = paged_row(paged_spec, paged, b, j);
+      for (int h = 0; h < paged_spec.heads_kv; ++h) {
+        for (int c = 0; c < paged_spec.head_dim; ++c)
+          paged.k.set(paged.k.offset({at.page, at.row, h, c}), contiguous.k.at({b, j, h, c}));
+        for (int c = 0; c < paged_spec.head_dim_v; ++c)
+          paged.v.set(paged.v.offset({at.page, at.row, h, c}), contiguous.v.at({b, j, h, c}));
+      }
+    }
+}
+
 void randomize_lengths(ProblemSpec& spec, Rng& rng, int min_q, int max_q, int min_k, int max_k) {
   spec.q_lens.resize(spec.batch);
   spec.k_lens.resize(spec.batch);

@@ -93,6 +93,18 @@ DecodeArgs bind_decode(const ProblemSpec& spec, AttentionTensors& t, DeviceKind 
 void copy_varlen_sequence(const AttentionTensors& packed, std::int64_t q_row, std::int64_t k_row,
                           const ProblemSpec& one_spec, AttentionTensors& one);
 
+// Key j of sequence b of a paged problem: its pool page (from t's page table) and its row in
+// that page.
+struct PagedRow {
+  int page, row;
+};
+PagedRow paged_row(const ProblemSpec& spec, const AttentionTensors& t, int b, int j);
+
+// The inputs of a batch-form (contiguous K/V) problem in a paged problem's layout: q as it is
+// (the same shape), and keys [0, paged_spec.k_len(b)) of every sequence into the pool pages
+// the paged problem's table gives them, so the two runs can be compared bit for bit.
+void copy_to_paged(const AttentionTensors& contiguous, const ProblemSpec& paged_spec, AttentionTensors& paged);
+
 // Random per-sequence lengths: q_lens in [min_q, max_q], k_lens in [min_k, max_k].
 void randomize_lengths(ProblemSpec& spec, Rng& rng, int min_q, int max_q, int min_k, int max_k);
 

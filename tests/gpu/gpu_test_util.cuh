@@ -17,7 +17,12 @@
     }                                                                           \
   } while (0)
 
-#define CUDA_OK(call) ASSERT_EQ(cudaSuccess, (call)) << #call << ": " << cudaGetErrorString(call)
+// The call runs once; its error, if any, is named in the failure.
+#define CUDA_OK(call)                                                                      \
+  do {                                                                                     \
+    const cudaError_t err_ = (call);                                                       \
+    ASSERT_EQ(cudaSuccess, err_) << #call << " failed: " << cudaGetErrorString(err_);      \
+  } while (0)
 
 template <class T>
 struct DeviceBuffer {

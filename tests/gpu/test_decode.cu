@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "api/backends.hpp"
+#include "gpu_test_util.cuh"
 #include "flashbuf/core/numeric.hpp"
 #include "flashbuf/flashbuf.hpp"
 #include "flashbuf/kernels/decode_config.cuh"
@@ -128,20 +129,6 @@ class Watchdog final : public ::testing::EmptyTestEventListener {
 
 // ---- helpers -----------------------------------------------------------------------------
 
-bool gpu_present() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return count > 0;
-}
-
-#define DECODE_REQUIRE_GPU()                                                         \
-  do {                                                                               \
-    if (!gpu_present()) GTEST_SKIP() << "no CUDA GPU on this machine: decode GPU test skipped"; \
-  } while (0)
-
 // The decode kernels this build compiled (FLASHBUF_DECODE_INSTANTIATIONS).
 bool decode_built(DType dtype, int d) { return detail::decode_instantiated(dtype, d); }
 
@@ -151,12 +138,6 @@ bool decode_built(DType dtype, int d) { return detail::decode_instantiated(dtype
       GTEST_SKIP() << "decode " << dtype_name(dtype) << " head_dim " << (d)                      \
                    << " is not in FLASHBUF_DECODE_INSTANTIATIONS of this build";                 \
     }                                                                                            \
-  } while (0)
-
-#define DECODE_CUDA_OK(call)                                                                 \
-  do {                                                                                       \
-    const cudaError_t err_ = (call);                                                         \
-    ASSERT_EQ(cudaSuccess, err_) << #call << " failed: " << cudaGetErrorString(err_);        \
   } while (0)
 
 constexpr std::uint16_t kPoison16 = 0xFFFF;      // NaN as bf16 and as fp16
@@ -664,7 +645,7 @@ std::vector<Case> feature_cases() {
 // 11 = a cluster merge over lane groups of 16 parts, where 16-block clusters run),
 // against float64.
 TEST(DecodeGpu, FeaturesAgainstReference) {
-  DECODE_REQUIRE_GPU();
+  FLASHBUF_REQUIRE_GPU();
   std::uint32_t seed = 1234;
   int ran = 0;
   for (const Case& base : feature_cases()) {
@@ -716,7 +697,7 @@ void sanitizer_case(const Case& c, std::uint32_t seed) {
 
 // bf16, D = 128, 8 rows (one 16-row tile, 4 warps splitting each key tile), causal.
 TEST(DecodeSanitizer, Bf16D128OneTile) {
-  DECODE_REQUIRE_GPU();
+  FLASHBUF_REQUIRE_GPU();
   DECODE_REQUIRE_KERNEL(DType::bf16, 128);
   Case c{"sanitizer_bf16_d128"};
   c.hq = 8, c.hkv = 2, c.t = 2, c.lens = {0, 1, 70, 200};
@@ -726,7 +707,7 @@ TEST(DecodeSanitizer, Bf16D128OneTile) {
 
 // fp16, D = 64, 32 rows (two row tiles: 2 x 2 warps), causal, softcap, odd page size.
 TEST(DecodeSanitizer, Fp16D64TwoTiles) {
-  DECODE_REQUIRE_GPU();
+  FLASHBUF_REQUIRE_GPU();
   DECODE_REQUIRE_KERNEL(DType::fp16, 64);
   Case c{"sanitizer_fp16_d64"};
   c.dtype = DType::fp16, c.d = 64, c.hq = 8, c.hkv = 1, c.t = 4, c.lens = {3, 130};
@@ -736,7 +717,7 @@ TEST(DecodeSanitizer, Fp16D64TwoTiles) {
 
 // bf16, D = 256 (Q re-read from shared memory), 12 rows, sliding window.
 TEST(DecodeSanitizer, Bf16D256Window) {
-  DECODE_REQUIRE_GPU();
+  FLASHBUF_REQUIRE_GPU();
   DECODE_REQUIRE_KERNEL(DType::bf16, 256);
   Case c{"sanitizer_bf16_d256"};
   c.d = 256, c.hq = 8, c.hkv = 2, c.t = 3, c.lens = {2, 150};
@@ -748,7 +729,7 @@ TEST(DecodeSanitizer, Bf16D256Window) {
 // prepares each kernel separately (shared-memory opt-in, then occupancy): a cache shared by
 // kernels once let the first kernel's opt-in stand for all, and the others reported 0 blocks.
 TEST(DecodeGpu, EveryKernelShapePlansAndRuns) {
-  DECODE_REQUIRE_GPU();
+  FLASHBUF_REQUIRE_GPU();
   int ran = 0;
   std::uint32_t seed = 500;
   for (DType dtype : {DType::bf16, DType::fp16}) {
@@ -780,7 +761,7 @@ TEST(DecodeGpu, EveryKernelShapePlansAndRuns) {
 
 // Paged and contiguous caches run the same tiles in the same order: identical bits.
 TEST(DecodeGpu, PagedMatchesContiguousBitExactly) {
-  DECODE_REQUIRE_GPU();
+  FLASHBUF_REQUIRE_GPU();
   int ran = 0;
   for (const Case& base : feature_cases()) {
     if (!decode_built(base.dtype, base.d)) continue;
@@ -810,7 +791,7 @@ TEST(DecodeGpu, PagedMatchesContiguousBitExactly) {
 
 // Split against unsplit on a long-ish sequence: both near the reference and near each other.
 TEST(DecodeGpu, SplitMatchesUnsplit) {
-  DECODE_REQUIRE_GPU();
+  FLASHBUF_REQUIRE_GPU();
   DECODE_REQUIRE_KERNEL(DType::bf16, 128);
   Case c{"split_vs_unsplit"};
   c.hq = 32, c.hkv = 8, c.lens = {4000, 1, 0, 2500};
@@ -842,7 +823,7 @@ TEST(DecodeGpu, SplitMatchesUnsplit) {
 
 // Sequences whose length changes from 0 and 1 to more, and queries that see nothing.
 TEST(DecodeGpu, EmptyAndSingleKeySequences) {
-  DECODE_REQUIRE_GPU();
+  FLASHBUF_REQUIRE_GPU();
   DECODE_REQUIRE_KERNEL(DType::bf16, 128);
   Case c{"empty_and_single"};
   c.hq = 8, c.hkv = 8, c.t = 3, c.lens = {0, 1, 0, 2, 1};
@@ -864,7 +845,7 @@ TEST(DecodeGpu, EmptyAndSingleKeySequences) {
 
 // A CUDA graph captured once replays correctly after seqlens_k changes on the device.
 TEST(DecodeGpu, GraphReplayWithChangedLengths) {
-  DECODE_REQUIRE_GPU();
+  FLASHBUF_REQUIRE_GPU();
   DECODE_REQUIRE_KERNEL(DType::bf16, 128);
   for (const SplitRun run : {SplitRun{1}, SplitRun{6}, SplitRun{6, Merge::cluster}}) {
     for (bool paged : {false, true}) {
@@ -900,15 +881,15 @@ TEST(DecodeGpu, GraphReplayWithChangedLengths) {
           cudaGetLastError();
         }
       } g;
-      DECODE_CUDA_OK(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking));
+      CUDA_OK(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking));
       const cudaStream_t stream = g.stream;
       const DecodeArgs args = dc.args(stream);
       // Warm-up outside capture (a first call may still set things up).
       ASSERT_NO_THROW(decode(dc.plan, args));
-      DECODE_CUDA_OK(cudaStreamSynchronize(stream));
+      CUDA_OK(cudaStreamSynchronize(stream));
 
       // Global mode: any unsafe runtime call decode makes while capturing fails the capture.
-      DECODE_CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+      CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
       std::string threw;
       try {
         decode(dc.plan, args);
@@ -919,7 +900,7 @@ TEST(DecodeGpu, GraphReplayWithChangedLengths) {
       ASSERT_TRUE(threw.empty()) << "decode threw during graph capture: " << threw;
       ASSERT_EQ(cudaSuccess, end) << "capturing decode failed: " << cudaGetErrorString(end)
                                   << " (decode made a call that is illegal during capture?)";
-      DECODE_CUDA_OK(cudaGraphInstantiate(&g.exec, g.graph, 0));
+      CUDA_OK(cudaGraphInstantiate(&g.exec, g.graph, 0));
 
       const std::vector<std::vector<int>> length_sets = {{100, 7, 0, 513}, {899, 1, 64, 0}, {0, 0, 0, 3}, {450, 900, 2, 65}};
       for (const auto& lens : length_sets) {
@@ -927,9 +908,9 @@ TEST(DecodeGpu, GraphReplayWithChangedLengths) {
                      std::to_string(lens[2]) + "," + std::to_string(lens[3]) + "}");
         dc.lens.upload(lens);
         dc.poison();
-        DECODE_CUDA_OK(cudaDeviceSynchronize());
-        DECODE_CUDA_OK(cudaGraphLaunch(g.exec, stream));
-        DECODE_CUDA_OK(cudaStreamSynchronize(stream));
+        CUDA_OK(cudaDeviceSynchronize());
+        CUDA_OK(cudaGraphLaunch(g.exec, stream));
+        CUDA_OK(cudaStreamSynchronize(stream));
         Case now = c;
         now.lens = lens;
         const Reference ref = reference_outputs(now, in, lens);
@@ -941,7 +922,7 @@ TEST(DecodeGpu, GraphReplayWithChangedLengths) {
 
 // Decode and the prefill path (flashbuf::attention on CUDA tensors) agree on the same data.
 TEST(DecodeGpu, MatchesPrefill) {
-  DECODE_REQUIRE_GPU();
+  FLASHBUF_REQUIRE_GPU();
   DECODE_REQUIRE_KERNEL(DType::bf16, 128);
   if (!detail::prefill_instantiated(DType::bf16, 128, 128)) {
     GTEST_SKIP() << "prefill bf16 128/128 is not in FLASHBUF_INSTANTIATIONS of this build";
@@ -974,7 +955,7 @@ TEST(DecodeGpu, MatchesPrefill) {
               "compared with it: "
            << e.what();
   }
-  DECODE_CUDA_OK(cudaDeviceSynchronize());
+  CUDA_OK(cudaDeviceSynchronize());
   const auto od = dc.o.download<std::uint16_t>(), op = o2.download<std::uint16_t>();
   const auto ld = dc.lse.download<float>(), lp = lse2.download<float>();
   double max_diff = 0.0, max_lse_diff = 0.0;
@@ -1004,7 +985,7 @@ TEST(DecodeGpu, MatchesPrefill) {
 
 // Out-of-range page indices on the device (not validated on the decode path) must not fault.
 TEST(DecodeGpu, BadPageIndicesStayInBounds) {
-  DECODE_REQUIRE_GPU();
+  FLASHBUF_REQUIRE_GPU();
   DECODE_REQUIRE_KERNEL(DType::bf16, 128);
   Case c{"bad_pages"};
   c.hq = 8, c.hkv = 2, c.lens = {200, 64}, c.page = 16;
@@ -1023,7 +1004,7 @@ TEST(DecodeGpu, BadPageIndicesStayInBounds) {
 // refused, naming k, before anything launches (O keeps its poison). Nothing is read: the view's
 // stride is never dereferenced.
 TEST(DecodeGpu, PagedStridesBeyond32BitsAreRefused) {
-  DECODE_REQUIRE_GPU();
+  FLASHBUF_REQUIRE_GPU();
   DECODE_REQUIRE_KERNEL(DType::bf16, 128);
   Case c{"huge_page_stride"};
   c.hq = 8, c.hkv = 2, c.lens = {40}, c.page = 16;
@@ -1045,7 +1026,7 @@ TEST(DecodeGpu, PagedStridesBeyond32BitsAreRefused) {
 }
 
 TEST(DecodeGpu, PlanRejectsUnsupportedShapes) {
-  DECODE_REQUIRE_GPU();
+  FLASHBUF_REQUIRE_GPU();
   DECODE_REQUIRE_KERNEL(DType::bf16, 128);
   DecodeProblem pr;
   pr.batch = 2, pr.q_per_seq = 1, pr.heads_q = 8, pr.heads_kv = 2, pr.head_dim = 96, pr.head_dim_v = 96;
@@ -1062,7 +1043,7 @@ TEST(DecodeGpu, PlanRejectsUnsupportedShapes) {
 
 // The heuristic: few (sequence, head) items split into many, a full grid does not split.
 TEST(DecodeGpu, PlanSplitsSmallBatchesOnly) {
-  DECODE_REQUIRE_GPU();
+  FLASHBUF_REQUIRE_GPU();
   DECODE_REQUIRE_KERNEL(DType::bf16, 128);
   DecodeProblem pr;
   pr.batch = 1, pr.q_per_seq = 1, pr.heads_q = 32, pr.heads_kv = 8, pr.head_dim = 128, pr.head_dim_v = 128;
@@ -1090,7 +1071,7 @@ TEST(DecodeGpu, PlanSplitsSmallBatchesOnly) {
 }
 
 TEST(DecodeGpu, EmptyBatchDoesNothing) {
-  DECODE_REQUIRE_GPU();
+  FLASHBUF_REQUIRE_GPU();
   DECODE_REQUIRE_KERNEL(DType::fp16, 64);
   DecodeProblem pr;
   pr.batch = 0, pr.q_per_seq = 1, pr.heads_q = 8, pr.heads_kv = 2, pr.head_dim = 64, pr.head_dim_v = 64;
@@ -1117,7 +1098,7 @@ struct MergeCase {
 };
 
 TEST(MergeStatesGpu, AgainstHostMerge) {
-  DECODE_REQUIRE_GPU();
+  FLASHBUF_REQUIRE_GPU();
   // Dv = 50 and 30 (not multiples of 4) take the kernel's scalar path; 40 parts > one warp.
   const MergeCase cases[] = {{DType::fp32, 1, 5, 3, 64, 64},  {DType::fp32, 5, 7, 3, 128, 128},
                              {DType::bf16, 40, 3, 2, 128, 128}, {DType::fp16, 3, 4, 5, 256, 264},
@@ -1212,7 +1193,7 @@ TEST(MergeStatesGpu, AgainstHostMerge) {
       ADD_FAILURE() << "merge_states threw: " << e.what();
       continue;
     }
-    DECODE_CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaDeviceSynchronize());
     const auto ob = d_o.download<unsigned char>();
     const auto lb = d_lse.download<float>();
     std::vector<double> got_o(rows * mc.dv), got_lse(rows);

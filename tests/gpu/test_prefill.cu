@@ -287,16 +287,7 @@ TEST_P(PrefillGpu, PagedMatchesContiguousBitExactly) {
       paged.page_size = page;
       Rng rng2(rng.seed() + page);
       AttentionTensors b = make_tensors(paged, rng2);
-      // Same q and keys: copy the contiguous inputs into the paged layout's logical elements.
-      for (std::int64_t i = 0; i < a.q.numel(); ++i) b.q.set(b.q.logical_to_storage(i), a.q.get(a.q.logical_to_storage(i)));
-      for (int bb = 0; bb < contiguous.batch; ++bb)
-        for (int j = 0; j < contiguous.seqlen_k; ++j) {
-          const int page_id = b.page_table.i32()[bb * paged.max_pages() + j / page];
-          for (int h = 0; h < contiguous.heads_kv; ++h) {
-            for (int c = 0; c < contiguous.head_dim; ++c) b.k.set(b.k.offset({page_id, j % page, h, c}), a.k.at({bb, j, h, c}));
-            for (int c = 0; c < contiguous.head_dim_v; ++c) b.v.set(b.v.offset({page_id, j % page, h, c}), a.v.at({bb, j, h, c}));
-          }
-        }
+      copy_to_paged(a, paged, b);  // the same q and keys
       ASSERT_EQ(run_on_gpu(paged, b, backend()), "");
       for (std::int64_t i = 0; i < a.o.numel(); ++i)
         ASSERT_EQ(a.o.get(a.o.logical_to_storage(i)), b.o.get(b.o.logical_to_storage(i)))

@@ -26,6 +26,7 @@
 #include "cuda/prefill_grid_knob.hpp"
 #include "flashbuf/core/numeric.hpp"
 #include "flashbuf/kernels/decode_config.cuh"
+#include "gpu_test_util.cuh"
 #include "reference/check.hpp"
 #include "reference/spec.hpp"
 
@@ -34,18 +35,6 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInfD = std::numeric_limits<double>::infinity();
-
-bool gpu_present() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return count > 0;
-}
-
-#define SINKS_REQUIRE_GPU() \
-  if (!gpu_present()) GTEST_SKIP() << "no CUDA GPU on this machine: GPU test skipped"
 
 // A device copy of a HostTensor's storage, with guard bytes on both sides.
 class Mirror {
@@ -355,7 +344,7 @@ std::vector<int> built_head_dims(bool decode) {
 class SinksPrefill : public ::testing::TestWithParam<Backend> {
  protected:
   void SetUp() override {
-    SINKS_REQUIRE_GPU();
+    FLASHBUF_REQUIRE_GPU();
     if (GetParam() == Backend::sm90 && !detail::sm90_prefill_available(0))
       GTEST_SKIP() << "the Hopper kernel needs compute capability 9.0 and sm_90a code";
   }
@@ -502,15 +491,7 @@ TEST_P(SinksPrefill, PagedMatchesContiguousBitExactly) {
       paged.page_size = page;
       Rng rng2(rng.seed() + page);
       AttentionTensors b = make_tensors(paged, rng2);
-      for (std::int64_t i = 0; i < a.q.numel(); ++i) b.q.set(b.q.logical_to_storage(i), a.q.get(a.q.logical_to_storage(i)));
-      for (int bb = 0; bb < contiguous.batch; ++bb)
-        for (int j = 0; j < contiguous.seqlen_k; ++j) {
-          const int page_id = b.page_table.i32()[bb * paged.max_pages() + j / page];
-          for (int h = 0; h < contiguous.heads_kv; ++h) {
-            for (int c = 0; c < d; ++c) b.k.set(b.k.offset({page_id, j % page, h, c}), a.k.at({bb, j, h, c}));
-            for (int c = 0; c < d; ++c) b.v.set(b.v.offset({page_id, j % page, h, c}), a.v.at({bb, j, h, c}));
-          }
-        }
+      copy_to_paged(a, paged, b);  // the same q and keys
       ASSERT_TRUE(run_prefill(paged, b, backend(), sinks));
       for (std::int64_t i = 0; i < a.o.numel(); ++i)
         ASSERT_EQ(a.o.get(a.o.logical_to_storage(i)), b.o.get(b.o.logical_to_storage(i))) << "page " << page << " o element " << i;
@@ -687,7 +668,7 @@ const SplitRun kSplitRuns[] = {SplitRun{1}, SplitRun{3}, SplitRun{7}, SplitRun{3
 
 class SinksDecode : public ::testing::Test {
  protected:
-  void SetUp() override { SINKS_REQUIRE_GPU(); }
+  void SetUp() override { FLASHBUF_REQUIRE_GPU(); }
 
   // One spec under every split run, against the reference with sinks. Returns the runs that ran.
   int check_runs(const ProblemSpec& spec, double sink_lo, double sink_hi) {
@@ -777,16 +758,7 @@ TEST_F(SinksDecode, PagedMatchesContiguousBitExactly) {
     const ProblemSpec paged = decode_spec(dims.front(), 2, lens, 16, 2, 16);
     Rng rng2(rng.seed() + 1);
     AttentionTensors b = make_tensors(paged, rng2);
-    for (std::int64_t i = 0; i < a.q.numel(); ++i) b.q.set(b.q.logical_to_storage(i), a.q.get(a.q.logical_to_storage(i)));
-    for (int bb = 0; bb < paged.batch; ++bb)
-      for (int j = 0; j < lens[bb]; ++j) {
-        const int page_id = b.page_table.i32()[bb * paged.max_pages() + j / paged.page_size];
-        for (int h = 0; h < paged.heads_kv; ++h)
-          for (int c = 0; c < paged.head_dim; ++c) {
-            b.k.set(b.k.offset({page_id, j % paged.page_size, h, c}), a.k.at({bb, j, h, c}));
-            b.v.set(b.v.offset({page_id, j % paged.page_size, h, c}), a.v.at({bb, j, h, c}));
-          }
-      }
+    copy_to_paged(a, paged, b);  // the same q and keys
     ASSERT_EQ(decode_problem(paged, DeviceKind::cuda).max_seqlen_k, decode_problem(contiguous, DeviceKind::cuda).max_seqlen_k);
     ASSERT_EQ(run_decode(paged, b, run, sinks), DecodeOutcome::ran);
     for (std::int64_t i = 0; i < a.o.numel(); ++i)

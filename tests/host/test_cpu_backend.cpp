@@ -196,11 +196,11 @@ TEST(CpuBackend, PagedEqualsContiguous) {
   tc.q = tp.q;
   for (int b = 0; b < paged.batch; ++b) {  // copy the paged rows into the contiguous cache
     for (int j = 0; j < paged.k_len(b); ++j) {
-      const int page = tp.page_table.i32()[b * tp.page_table.shape()[1] + j / paged.page_size];
+      const reference::PagedRow at = reference::paged_row(paged, tp, b, j);
       for (int h = 0; h < paged.heads_kv; ++h) {
         for (int d = 0; d < paged.head_dim; ++d) {
-          tc.k.set(tc.k.offset({b, j, h, d}), tp.k.at({page, j % paged.page_size, h, d}));
-          tc.v.set(tc.v.offset({b, j, h, d}), tp.v.at({page, j % paged.page_size, h, d}));
+          tc.k.set(tc.k.offset({b, j, h, d}), tp.k.at({at.page, at.row, h, d}));
+          tc.v.set(tc.v.offset({b, j, h, d}), tp.v.at({at.page, at.row, h, d}));
         }
       }
     }

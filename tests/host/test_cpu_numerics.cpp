@@ -152,9 +152,9 @@ TEST(CpuNumerics, UnusedCacheRowsNeverLeak) {
         for (int d = 0; d < s.head_dim; ++d) {
           std::int64_t ko, vo;
           if (kv == KvLayout::paged) {
-            const int page = t.page_table.i32()[b * s.max_pages() + j / s.page_size];
-            ko = t.k.offset({page, j % s.page_size, 0, d});
-            vo = t.v.offset({page, j % s.page_size, 0, d});
+            const reference::PagedRow at = reference::paged_row(s, t, b, j);
+            ko = t.k.offset({at.page, at.row, 0, d});
+            vo = t.v.offset({at.page, at.row, 0, d});
           } else {
             ko = t.k.offset({b, j, 0, d});
             vo = t.v.offset({b, j, 0, d});
