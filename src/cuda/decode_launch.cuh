@@ -75,6 +75,12 @@ inline int active_clusters(const void* kernel, int size, int threads, int smem_b
   return clusters;
 }
 
+// Cluster sizes above 8 need the non-portable opt-in; if it fails, 16 simply does not schedule.
+inline void allow_nonportable_clusters(const void* kernel) {
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  cudaGetLastError();
+}
+
 inline int max_cluster_size(const void* kernel, int device, int threads, int smem_bytes) {
   int major = 0;
   cudaFuncAttributes attributes{};
@@ -83,9 +89,7 @@ inline int max_cluster_size(const void* kernel, int device, int threads, int sme
     cudaGetLastError();
     return 0;
   }
-  // Sizes above 8 need the non-portable opt-in; if it fails, 16 simply does not schedule.
-  cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-  cudaGetLastError();
+  allow_nonportable_clusters(kernel);
   for (int size : {kMaxClusterSplits, 8}) {
     if (active_clusters(kernel, size, threads, smem_bytes) > 0) return size;
   }
@@ -143,10 +147,7 @@ DecodeKernelInfo prepare(int device) {
   if (blocks > 0) {
     const void* k = reinterpret_cast<const void*>(kernel);
     info.max_cluster = max_cluster_size(k, device, Tile::kThreads, Tile::kSmemBytes);
-    if (info.max_cluster > 8) {  // as max_cluster_size did for the general kernel
-      cudaFuncSetAttribute(lean, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-      cudaGetLastError();
-    }
+    if (info.max_cluster > 8) allow_nonportable_clusters(reinterpret_cast<const void*>(lean));
     for (int c = 2; info.deep_ring && c <= info.max_cluster; ++c) {
       info.deep_active_clusters[c] = active_clusters(k, c, Tile::kThreads, Tile::kDeepSmemBytes);
     }
