@@ -302,9 +302,8 @@ void cuda_decode(const DecodePlan& plan, const AttentionProblem& p, void* worksp
   if (p.page_size > 0) {
     params.page_table = p.page_table;
     params.page_table_stride = p.page_table_stride;
-    params.page_size = p.page_size;
     params.num_pages = p.num_pages;
-    params.page_div = dk::FastDivmod(p.page_size);
+    params.page_div = FastDivmod(p.page_size);
     params.k_page_bytes = page_row_bytes[0];
     params.k_row_bytes = page_row_bytes[1];
     params.v_page_bytes = page_row_bytes[2];
@@ -313,7 +312,7 @@ void cuda_decode(const DecodePlan& plan, const AttentionProblem& p, void* worksp
   params.batch = pr.batch;
   params.q_per_seq = pr.q_per_seq;
   params.group = shape.group;
-  params.group_div = dk::FastDivmod(shape.group);
+  params.group_div = FastDivmod(shape.group);
   params.heads_kv = pr.heads_kv;
   params.heads_q = pr.heads_q;
   // Lengths are clamped on the device to what both the plan and the K/V tensors hold

@@ -209,6 +209,7 @@ inline PrefillParams make_prefill_params(const AttentionProblem& pr, int block_m
   p.page_table = pr.page_table;
   p.page_table_stride = pr.page_table_stride;
   p.page_size = pr.page_size;
+  p.page_div = FastDivmod(pr.page_size);
   p.num_pages = pr.num_pages;
   p.seqlen_q = pr.seqlen_q;
   p.seqlen_k = pr.seqlen_k;

@@ -31,7 +31,7 @@ __device__ void fill_and_read_back(Buf& buf, __nv_bfloat16* smem, const __nv_bfl
   buf.src.row_stride = row_stride;
   buf.src.pages = pages;
   buf.src.page_stride = std::int64_t(page_size) * row_stride;
-  buf.src.page_size = page_size;
+  buf.src.page_div = FastDivmod(page_size);
   buf.src.num_pages = num_pages;
   buf.load_from_dram(tile_row, rows_valid);
   if constexpr (RegisterStaged) buf.template copy_to_shared<0>();

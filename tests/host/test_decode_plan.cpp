@@ -17,7 +17,7 @@ using Merge = dk::SplitMerge;
 TEST(DecodeHost, FastDivmodIsExact) {
   long bad = 0;
   for (int d = 1; d <= 256; ++d) {
-    const dk::FastDivmod f(d);
+    const flashbuf::FastDivmod f(d);
     for (int n = 0; n < 70000; ++n) bad += f.div(n) != n / d;
     for (int n = std::numeric_limits<int>::max() - 5000; n > 0 && n <= std::numeric_limits<int>::max() - 1; ++n) {
       bad += f.div(n) != n / d;

@@ -96,8 +96,8 @@ struct KVBufferLDSSm90 {
   // page rows, heads, pages; boxes of box_rows rows, a multiple of 8 dividing both the page and
   // the tile, so no box straddles pages): one box per box_rows rows per slab, issued by one
   // thread. Every row must be a key of the sequence (the caller gathers a tile that reaches
-  // past its end). One division per tile (KVSource::paged_rows_within_pages: a division costs
-  // ~100 cycles of this thread, which must stay ahead of the consumers); a tile's page-table
+  // past its end). One division per tile (KVSource::paged_rows_within_pages), none per box: this
+  // thread must stay ahead of the consumers; a tile's page-table
   // entries share a line, so all but the first read hit L1. (Reading the entries a tile ahead by
   // the lanes of the warp and shuffling them to the issuing lane is slower: bench/NOTES-prefill.md,
   // "Measurements behind the code's choices".)

@@ -24,6 +24,7 @@
 #include <cstdint>
 
 #include "flashbuf/core/config.hpp"
+#include "flashbuf/core/fast_divmod.hpp"
 #include "flashbuf/core/split_kv.hpp"
 
 namespace flashbuf::kernels::decode {
@@ -127,29 +128,6 @@ consteval bool check_decode_tile() {
   static_assert(T::kDeepStages >= T::kStages, "the deep ring is at least as deep as the shared one");
   return true;
 }
-
-// Division by a run-time constant (the page size) with a multiply and a shift
-// (Granlund-Montgomery, as in CUTLASS's FastDivmod); exact for 0 <= n < 2^31.
-struct FastDivmod {
-  int divisor = 1;
-  std::uint32_t multiplier = 0;
-  int shift = 0;  // quotient = umulhi(n, multiplier) >> shift, or n when divisor == 1
-
-  FastDivmod() = default;
-  FLASHBUF_HOST_DEVICE constexpr explicit FastDivmod(int d) : divisor(d < 1 ? 1 : d) {
-    if (divisor == 1) return;
-    int l = 0;  // ceil(log2(divisor))
-    while ((1ll << l) < divisor) ++l;
-    multiplier = static_cast<std::uint32_t>(((1ull << (31 + l)) + divisor - 1) / divisor);
-    shift = l - 1;
-  }
-  FLASHBUF_HOST_DEVICE constexpr int div(int n) const {
-    if (divisor == 1) return n;
-    const std::uint32_t hi =
-        static_cast<std::uint32_t>((static_cast<std::uint64_t>(static_cast<std::uint32_t>(n)) * multiplier) >> 32);
-    return static_cast<int>(hi >> shift);
-  }
-};
 
 // The workspace (workspace merge only; the cluster merge needs none): partial O of every
 // split, then their LSEs (natural log), laid out as the public merge_states parts so the

@@ -83,9 +83,8 @@ struct DecodeParams {
   const std::int32_t* seqlens_k = nullptr;
   const std::int32_t* page_table = nullptr;  // null: contiguous cache
   std::int64_t page_table_stride = 0;
-  int page_size = 0;
   int num_pages = 0;
-  FastDivmod page_div{};
+  FastDivmod page_div{};  // by the page size
   // Paged: the K/V strides of a page and of a row in bytes, 32-bit (the launcher checks they
   // fit), so a row's address is two wide multiply-adds onto the head's base per operand.
   std::uint32_t k_page_bytes = 0, k_row_bytes = 0, v_page_bytes = 0, v_row_bytes = 0;
@@ -272,6 +271,12 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
   const unsigned char* const v_chunk = reinterpret_cast<const unsigned char*>(v_head + load_chunk * 8);
   const bool paged = !Lean && p.page_table != nullptr;
   const std::int32_t* const page_row = p.page_table + (paged ? b * p.page_table_stride : 0);
+  // K and V rows as the buffers' sources (buffers/kv_source.cuh), whose page addressing (the
+  // page-size division, the pool clamp, the byte-wise row address) prefill's paged copies use
+  // too: contiguous, from this sequence's first row (made where the first rows are set, so
+  // nothing of them stays live before); paged, the pool (K's; V's pages are the same). The
+  // paged copies read the page-table entries from the ring of slots below.
+  const KVSource<Elem> pool{k_head, p.k_row_stride, page_row, p.k_batch_stride, p.page_div, p.num_pages};
   const int T = p.q_per_seq;
   const int G = p.group;
   const int rows_total = T * G;
@@ -292,8 +297,8 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
   auto fetch_entries = [&](int tile, int hi) {
     const int lo = blk_lo + tile * kBN;
     if (!paged || lo >= hi) return;
-    const int first = p.page_div.div(lo);
-    const int count = p.page_div.div(min(lo + kBN, hi) - 1) - first + 1;
+    const int first = pool.page_div.div(lo);
+    const int count = pool.page_div.div(min(lo + kBN, hi) - 1) - first + 1;
     if (tid < count) sm80::cp_async_ca_4(page_slots + slot_of(tile) * kBN + tid, page_row + first + tid);
   };
   // Shared-memory destination of pass i: when a pass covers a multiple of 8 rows the XOR
@@ -309,9 +314,10 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
   const Elem* k_first = nullptr;
   const Elem* v_first = nullptr;
   auto set_first_rows = [&] {
-    const std::int64_t row = blk_lo + load_row;
-    k_first = k_head + b * p.k_batch_stride + row * p.k_row_stride + load_chunk * 8;
-    v_first = v_head + b * p.v_batch_stride + row * p.v_row_stride + load_chunk * 8;
+    const KVSource<Elem> k_seq{k_head + b * p.k_batch_stride, p.k_row_stride};
+    const KVSource<Elem> v_seq{v_head + b * p.v_batch_stride, p.v_row_stride};
+    k_first = k_seq.contiguous_row(blk_lo + load_row) + load_chunk * 8;
+    v_first = v_seq.contiguous_row(blk_lo + load_row) + load_chunk * 8;
   };
   // Tile `tile` of [blk_lo, hi) into stage `stage`; rows at or past hi are zero-filled.
   auto load_tile = [&](int tile, int stage, int hi) {
@@ -333,7 +339,7 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
       }
     } else {
       const std::int32_t* const entries = page_slots + slot_of(tile) * kBN;
-      const int first = p.page_div.div(blk_lo + tile * kBN);
+      const int first = pool.page_div.div(blk_lo + tile * kBN);
       // Every pass's page entry is read before the first copy: the reads are volatile, so they
       // stay above the copies and their latencies overlap (read per pass, each copy waited on
       // its own shared-memory read: one chain per pass).
@@ -342,24 +348,18 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
       for (int i = 0; i < kPasses; ++i) {
         // Rows past the end read the last key's (a zero-fill, from an address inside the pool).
         const int jj = min(kb + i * kRowsPerPass, hi - 1);
-        const int page_in_seq = p.page_div.div(jj);
-        in_page[i] = jj - page_in_seq * p.page_size;
+        const int page_in_seq = pool.page_div.div(jj);
+        in_page[i] = jj - page_in_seq * pool.page_size();
         pg[i] = sm80::ld_shared_ordered_u32(entries + page_in_seq - first);
       }
 #pragma unroll
       for (int i = 0; i < kPasses; ++i) {
         const int j = kb + i * kRowsPerPass;
-        // A bad index stays in bounds: one unsigned min clamps negatives and overflows alike.
-        const unsigned page = min(pg[i], static_cast<unsigned>(p.num_pages - 1));
-        // Two 32 x 32 -> 64-bit multiply-adds per operand, where 64-bit strides took ~20
-        // instructions a row (a select kept rows past the end at the head's base; the clamp
-        // above already does).
-        const auto row_address = [&](const unsigned char* chunk, std::uint32_t page_bytes, std::uint32_t row_bytes) {
-          const std::uint64_t at = sm80::mad_wide_u32(page, page_bytes, reinterpret_cast<std::uint64_t>(chunk));
-          return reinterpret_cast<const void*>(sm80::mad_wide_u32(in_page[i], row_bytes, at));
-        };
-        sm80::cp_async_cg_16(sk + tile_dst(i), row_address(k_chunk, p.k_page_bytes, p.k_row_bytes), j < hi);
-        sm80::cp_async_cg_16(sv + tile_dst(i), row_address(v_chunk, p.v_page_bytes, p.v_row_bytes), j < hi);
+        // A bad index stays in bounds (KVSource::pool_page; a row past the end keeps the last
+        // key's address, which jj above already clamps), the address by 32-bit multiply-adds.
+        const unsigned page = pool.pool_page(static_cast<int>(pg[i]));
+        sm80::cp_async_cg_16(sk + tile_dst(i), KVSource<Elem>::paged_chunk(k_chunk, page, in_page[i], p.k_page_bytes, p.k_row_bytes), j < hi);
+        sm80::cp_async_cg_16(sv + tile_dst(i), KVSource<Elem>::paged_chunk(v_chunk, page, in_page[i], p.v_page_bytes, p.v_row_bytes), j < hi);
       }
     }
   };

@@ -115,7 +115,7 @@ struct PrefillBlock {
       src.base = b;
       src.pages = p.page_table + batch * p.page_table_stride;
       src.page_stride = batch_stride;
-      src.page_size = p.page_size;
+      src.page_div = p.page_div;
       src.num_pages = p.num_pages;
     } else {
       src.base = b + batch * batch_stride + std::int64_t(k_begin) * row_stride;

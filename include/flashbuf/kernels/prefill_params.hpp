@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "flashbuf/core/fast_divmod.hpp"
+
 namespace flashbuf {
 
 struct PrefillParams {
@@ -25,6 +27,7 @@ struct PrefillParams {
   const std::int32_t* page_table;
   std::int64_t page_table_stride;
   int page_size, num_pages;
+  FastDivmod page_div;     // by page_size
   int seqlen_q, seqlen_k;  // fixed lengths when not varlen; seqlen_k bounds seqlens_k
   int total_q, total_k;    // varlen: rows of q / o and of k / v, the bounds of cu_seqlens_*
   int heads_q, group;      // group = heads_q / heads_kv
