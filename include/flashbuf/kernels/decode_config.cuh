@@ -109,6 +109,9 @@ struct DecodeTile {
   // Tile loads: threads cover a tile row by row, kChunksPerRow threads per key row.
   static constexpr int kRowsPerPass = kThreads / kChunksPerRow;
   static constexpr int kLoadPasses = kBlockN / kRowsPerPass;
+  // Paged: the page-entry slots of each depth (buffers/kv_tile_ring.cuh).
+  static constexpr int kEntrySlots = page_entry_slots(kStages);
+  static constexpr int kDeepEntrySlots = page_entry_slots(kDeepStages);
 };
 
 template <int HeadDim, int MTiles>

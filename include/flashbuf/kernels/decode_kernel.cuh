@@ -12,8 +12,8 @@
 // OutputRegisterBuffer: one m16 tile of packed query rows), its softmax the prefill kernels'
 // (OnlineSoftmax, buffers/online_softmax.cuh), and it reads Q, K and V through the Q buffer
 // and the K/V buffers (each warp's slice of a ring stage viewed as a tile of its own). The
-// ring's copies into the stages (and, paged, of the page-table entries) are still this
-// kernel's; the merges of partial states are buffers/part_merge.cuh's.
+// ring is the buffer layer's too (buffers/kv_tile_ring.cuh, over KVSource's page addressing),
+// and the merges of partial states are buffers/part_merge.cuh's.
 //
 // The launch shape depends only on the plan (max sizes): lengths come from seqlens_k on the
 // device, so a captured CUDA graph replays correctly for any lengths <= max_seqlen_k.
@@ -52,6 +52,7 @@
 #include "flashbuf/arch/sm90/cluster.cuh"
 #include "flashbuf/arch/sm90/griddepcontrol.cuh"
 #include "flashbuf/buffers/kv_buffer.cuh"
+#include "flashbuf/buffers/kv_tile_ring.cuh"
 #include "flashbuf/buffers/online_softmax.cuh"
 #include "flashbuf/buffers/part_merge.cuh"
 #include "flashbuf/buffers/register_buffers.cuh"
@@ -107,12 +108,6 @@ struct DecodeParams {
   float* o_parts = nullptr;
   float* lse_parts = nullptr;
 };
-
-// Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled tile (see the picture).
-template <int kRowBytes>
-__device__ __forceinline__ int swizzled_offset(int row, int chunk) {
-  return row * kRowBytes + ((chunk ^ (row & 7)) << 4);
-}
 
 // Merges the Parts partial results of one (row, 8 channels) piece (the warps of a block that
 // split its key tiles): part i has base-2 max lse(i), row sum weight(i) and O at piece(i)
@@ -218,8 +213,6 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
   constexpr int kCPR = Tile::kChunksPerRow;
   constexpr int kRowBytes = Tile::kRowBytes;
   constexpr int kThreads = Tile::kThreads;
-  constexpr int kPasses = Tile::kLoadPasses;
-  constexpr int kRowsPerPass = Tile::kRowsPerPass;
   constexpr int kQK = D / 16;      // k16 steps of Q.K^T
   constexpr int kON = D / 8;       // n8 tiles of O per warp
 
@@ -264,122 +257,35 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
   const Elem* const q_seq = static_cast<const Elem*>(p.q) + b * p.q_batch_stride;
   const Elem* const k_head = static_cast<const Elem*>(p.k) + hkv * p.k_head_stride;
   const Elem* const v_head = static_cast<const Elem*>(p.v) + hkv * p.v_head_stride;
-  const int load_chunk = tid % kCPR;
-  const int load_row = tid / kCPR;
-  // Paged: this thread's chunk of a row at page 0, row 0 (bytes).
-  const unsigned char* const k_chunk = reinterpret_cast<const unsigned char*>(k_head + load_chunk * 8);
-  const unsigned char* const v_chunk = reinterpret_cast<const unsigned char*>(v_head + load_chunk * 8);
   const bool paged = !Lean && p.page_table != nullptr;
   const std::int32_t* const page_row = p.page_table + (paged ? b * p.page_table_stride : 0);
-  // K and V rows as the buffers' sources (buffers/kv_source.cuh), whose page addressing (the
-  // page-size division, the pool clamp, the byte-wise row address) prefill's paged copies use
-  // too: contiguous, from this sequence's first row (made where the first rows are set, so
-  // nothing of them stays live before); paged, the pool (K's; V's pages are the same). The
-  // paged copies read the page-table entries from the ring of slots below.
-  const KVSource<Elem> pool{k_head, p.k_row_stride, page_row, p.k_batch_stride, p.page_div, p.num_pages};
   const int T = p.q_per_seq;
   const int G = p.group;
   const int rows_total = T * G;
   const int row0 = chunk * kRows;
 
-  // Paged caches: the page-table entries of tile `tile` (its first key's page onwards, one per
-  // thread) are copied into slot tile % (2 S) of a small ring by cp.async, in the group of
-  // the tile S - 1 earlier, so they have landed (and, after that iteration's barrier, are
-  // visible) when the tile's K/V copies are issued. No register ever waits for them: a page
-  // read into registers a tile ahead still stalled its warp, its load queued behind the tile
-  // copies (bench/NOTES-decode.md, "Measurements behind the code's choices"). Slots are reused 2 S
-  // tiles later, after a barrier that follows the last read. `hi` bounds the keys (blk_hi, or
-  // early_hi before the length).
-  std::int32_t* const page_slots = reinterpret_cast<std::int32_t*>(smem_q + Tile::kQBytes);
-  auto slot_of = [&](int tile) {  // tile % (2 S), by constants
-    return deep ? tile % page_entry_slots(Tile::kDeepStages) : tile % page_entry_slots(kStages);
-  };
-  auto fetch_entries = [&](int tile, int hi) {
-    const int lo = blk_lo + tile * kBN;
-    if (!paged || lo >= hi) return;
-    const int first = pool.page_div.div(lo);
-    const int count = pool.page_div.div(min(lo + kBN, hi) - 1) - first + 1;
-    if (tid < count) sm80::cp_async_ca_4(page_slots + slot_of(tile) * kBN + tid, page_row + first + tid);
-  };
-  // Shared-memory destination of pass i: when a pass covers a multiple of 8 rows the XOR
-  // term is the same in every pass and the offset is a constant step.
-  auto tile_dst = [&](int i) {
-    return swizzled_offset<kRowBytes>(i * kRowsPerPass + load_row, load_chunk);
-  };
-  const std::int64_t k_pass_step = kRowsPerPass * p.k_row_stride;
-  const std::int64_t v_pass_step = kRowsPerPass * p.v_row_stride;
-  const std::int64_t k_tile_step = kBN * p.k_row_stride;
-  const std::int64_t v_tile_step = kBN * p.v_row_stride;
-  // Contiguous caches: this thread's first row of tile 0 (set once blk_lo is final).
-  const Elem* k_first = nullptr;
-  const Elem* v_first = nullptr;
-  auto set_first_rows = [&] {
-    const KVSource<Elem> k_seq{k_head + b * p.k_batch_stride, p.k_row_stride};
-    const KVSource<Elem> v_seq{v_head + b * p.v_batch_stride, p.v_row_stride};
-    k_first = k_seq.contiguous_row(blk_lo + load_row) + load_chunk * 8;
-    v_first = v_seq.contiguous_row(blk_lo + load_row) + load_chunk * 8;
-  };
-  // Tile `tile` of [blk_lo, hi) into stage `stage`; rows at or past hi are zero-filled.
-  auto load_tile = [&](int tile, int stage, int hi) {
-    if (blk_lo + tile * kBN >= hi) return;  // past the block's keys: nothing to read
-    const int kb = blk_lo + tile * kBN + load_row;  // key of this thread's pass-0 row
-    unsigned char* const sk = smem + stage * Tile::kStageBytes;
-    unsigned char* const sv = sk + Tile::kTileBytes;
-    if (!paged) {
-      // Contiguous: a running pointer per pass, no per-row multiplies.
-      const Elem* kp = k_first + tile * k_tile_step;
-      const Elem* vp = v_first + tile * v_tile_step;
-#pragma unroll
-      for (int i = 0; i < kPasses; ++i) {
-        const bool valid = kb + i * kRowsPerPass < hi;
-        sm80::cp_async_cg_16(sk + tile_dst(i), valid ? kp : k_head, valid);
-        sm80::cp_async_cg_16(sv + tile_dst(i), valid ? vp : v_head, valid);
-        kp += k_pass_step;
-        vp += v_pass_step;
-      }
-    } else {
-      const std::int32_t* const entries = page_slots + slot_of(tile) * kBN;
-      const int first = pool.page_div.div(blk_lo + tile * kBN);
-      // Every pass's page entry is read before the first copy: the reads are volatile, so they
-      // stay above the copies and their latencies overlap (read per pass, each copy waited on
-      // its own shared-memory read: one chain per pass).
-      unsigned pg[kPasses], in_page[kPasses];
-#pragma unroll
-      for (int i = 0; i < kPasses; ++i) {
-        // Rows past the end read the last key's (a zero-fill, from an address inside the pool).
-        const int jj = min(kb + i * kRowsPerPass, hi - 1);
-        const int page_in_seq = pool.page_div.div(jj);
-        in_page[i] = jj - page_in_seq * pool.page_size();
-        pg[i] = sm80::ld_shared_ordered_u32(entries + page_in_seq - first);
-      }
-#pragma unroll
-      for (int i = 0; i < kPasses; ++i) {
-        const int j = kb + i * kRowsPerPass;
-        // A bad index stays in bounds (KVSource::pool_page; a row past the end keeps the last
-        // key's address, which jj above already clamps), the address by 32-bit multiply-adds.
-        const unsigned page = pool.pool_page(static_cast<int>(pg[i]));
-        sm80::cp_async_cg_16(sk + tile_dst(i), KVSource<Elem>::paged_chunk(k_chunk, page, in_page[i], p.k_page_bytes, p.k_row_bytes), j < hi);
-        sm80::cp_async_cg_16(sv + tile_dst(i), KVSource<Elem>::paged_chunk(v_chunk, page, in_page[i], p.v_page_bytes, p.v_row_bytes), j < hi);
-      }
-    }
-  };
-  // Prologue: S - 1 tiles in flight (group 0 also carries Q). Empty groups keep the group
-  // count uniform, so wait_group<S - 2> always means "tile t has landed". Paged: the entries
-  // of the prologue's tiles first (one wait, before any K/V copy), then each group also
-  // carries the entries of the tile S - 1 after its own.
-  auto issue_prologue = [&](int hi) {
-    set_first_rows();
-    if (paged) {
-      for (int s = 0; s < S - 1; ++s) fetch_entries(s, hi);
-      sm80::cp_async_wait_all();
-      __syncthreads();
-    }
-    for (int s = 0; s < S - 1; ++s) {
-      load_tile(s, s, hi);
-      fetch_entries(s + S - 1, hi);
-      sm80::cp_async_commit_group();
-    }
-  };
+  // K and V through the ring of stages (buffers/kv_tile_ring.cuh) over the buffers' sources
+  // (buffers/kv_source.cuh), whose page addressing prefill's paged copies use too: contiguous,
+  // from this sequence's first row; paged, the pool, with the page-table entries copied a few
+  // tiles ahead into the slots after Q.
+  const int load_chunk = tid % kCPR;
+  using Ring = KVTileRing<Elem, Tile>;
+  Ring ring{smem,
+            reinterpret_cast<std::int32_t*>(smem_q + Tile::kQBytes),
+            deep,
+            paged,
+            KVSource<Elem>{k_head, p.k_row_stride, page_row, p.k_batch_stride, p.page_div, p.num_pages},
+            k_head,
+            v_head,
+            reinterpret_cast<const unsigned char*>(k_head + load_chunk * 8),
+            reinterpret_cast<const unsigned char*>(v_head + load_chunk * 8),
+            p.k_page_bytes,
+            p.k_row_bytes,
+            p.v_page_bytes,
+            p.v_row_bytes,
+            tid / kCPR,
+            load_chunk,
+            blk_lo};
 
   // Q rows: packed row gr = token * G + g -> q[b, token, hkv * G + g, :]; padding rows are 0.
   {
@@ -400,7 +306,10 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
       sm80::cp_async_cg_16(smem_q + swizzled_offset<kRowBytes>(r, c), src, valid);
     }
   }
-  if (static_splits) issue_prologue(early_hi);
+  // Contiguous caches: this sequence's K and V rows, from its first.
+  const auto k_seq = [&] { return KVSource<Elem>{k_head + b * p.k_batch_stride, p.k_row_stride}; };
+  const auto v_seq = [&] { return KVSource<Elem>{v_head + b * p.v_batch_stride, p.v_row_stride}; };
+  if (static_splits) ring.issue_prologue(S, early_hi, k_seq(), v_seq());
 
   // ---- the length: this block's keys ----------------------------------------------------
   const int len = len_loaded < 0 ? 0 : (len_loaded > p.kv_capacity ? p.kv_capacity : len_loaded);  // bad lengths stay in bounds
@@ -417,7 +326,10 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
   if (!static_splits) blk_lo = max(split_lo, blk.begin);  // static: blk.begin is 0 (no left window)
   blk_hi = min(split_hi, blk.end);
   const int n_tiles = blk_hi > blk_lo ? ceil_div(blk_hi - blk_lo, kBN) : 0;
-  if (!static_splits) issue_prologue(blk_hi);
+  if (!static_splits) {
+    ring.blk_lo = blk_lo;
+    ring.issue_prologue(S, blk_hi, k_seq(), v_seq());
+  }
 
   // The two rows this thread holds in the MMA accumulators (lane / 4 and lane / 4 + 8 of the
   // warp's tile) and the keys each may see in this split.
@@ -457,29 +369,19 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
     } else {
       sm80::cp_async_wait_group<kStages - 2>();
     }
-    if (t < S - 1 && blk_hi < early_hi) {
-      // An early tile read rows past the length: zero their V (this thread's own copies,
-      // complete for it after the wait) so masked keys add 0, never NaN.
-      unsigned char* const sv = smem + t * Tile::kStageBytes + Tile::kTileBytes;
-      const int kb = blk_lo + t * kBN + load_row;
-#pragma unroll
-      for (int i = 0; i < kPasses; ++i) {
-        if (kb + i * kRowsPerPass >= blk_hi) *reinterpret_cast<uint4*>(sv + tile_dst(i)) = make_uint4(0, 0, 0, 0);
-      }
-    }
+    if (t < S - 1 && blk_hi < early_hi) ring.zero_v_rows_past(t, blk_hi);  // an early tile read past the length
     __syncthreads();  // tile t visible to all; tile t-1's buffer free for reuse
     if (t == 0) qbuf.load_from_shared();  // Q has landed (a no-op unless it stays in registers)
     {
       const int next = t + S - 1;  // into tile t - 1's stage, free since the barrier above
-      load_tile(next, stage == 0 ? S - 1 : stage - 1, blk_hi);
-      fetch_entries(next + S - 1, blk_hi);
+      ring.load_tile(next, stage == 0 ? S - 1 : stage - 1, blk_hi);
+      ring.fetch_entries(next + S - 1, blk_hi);
       sm80::cp_async_commit_group();
     }
 
-    unsigned char* const sk = smem + stage * Tile::kStageBytes;
+    kview.smem = reinterpret_cast<Elem*>(ring.k_stage(stage) + wn * kKW * kRowBytes);
+    vview.smem = reinterpret_cast<Elem*>(ring.v_stage(stage) + wn * kKW * kRowBytes);
     stage = stage + 1 == S ? 0 : stage + 1;
-    kview.smem = reinterpret_cast<Elem*>(sk + wn * kKW * kRowBytes);
-    vview.smem = reinterpret_cast<Elem*>(sk + Tile::kTileBytes + wn * kKW * kRowBytes);
 
     // S = Q K^T over this warp's kKW keys (fp32 accumulators, C layout of m16n8).
     pbuf.zero();
