@@ -61,123 +61,10 @@
 #include "flashbuf/core/mask.hpp"
 #include "flashbuf/core/softmax_state.hpp"
 #include "flashbuf/kernels/decode_config.cuh"
+#include "flashbuf/kernels/decode_epilogue.cuh"
+#include "flashbuf/kernels/decode_params.cuh"
 
 namespace flashbuf::kernels::decode {
-
-// Device-side parameters (built by the launcher from the validated problem and the plan).
-struct DecodeParams {
-  const void* q = nullptr;
-  std::int64_t q_batch_stride = 0, q_row_stride = 0, q_head_stride = 0;
-  const void* k = nullptr;
-  std::int64_t k_batch_stride = 0, k_row_stride = 0, k_head_stride = 0;  // batch = page if paged
-  const void* v = nullptr;
-  std::int64_t v_batch_stride = 0, v_row_stride = 0, v_head_stride = 0;
-  void* o = nullptr;
-  std::int64_t o_batch_stride = 0, o_row_stride = 0, o_head_stride = 0;
-  float* lse = nullptr;  // optional: lse[b * lse_batch_stride + h * lse_head_stride + token]
-  std::int64_t lse_batch_stride = 0, lse_head_stride = 0;
-  // Optional: one natural-log sink logit per query head, joined to each row once, where its
-  // final O and LSE are written (store_output: one split, or after the cluster merge); with
-  // the workspace merge the combine joins it instead (combine.cuh).
-  const float* sinks = nullptr;
-
-  const std::int32_t* seqlens_k = nullptr;
-  const std::int32_t* page_table = nullptr;  // null: contiguous cache
-  std::int64_t page_table_stride = 0;
-  int num_pages = 0;
-  FastDivmod page_div{};  // by the page size
-  // Paged: the K/V strides of a page and of a row in bytes, 32-bit (the launcher checks they
-  // fit), so a row's address is two wide multiply-adds onto the head's base per operand.
-  std::uint32_t k_page_bytes = 0, k_row_bytes = 0, v_page_bytes = 0, v_row_bytes = 0;
-
-  int batch = 0, q_per_seq = 1, group = 1, heads_kv = 1, heads_q = 1;
-  FastDivmod group_div{};  // packed row -> token (divides by group; no integer division before the copies)
-  int kv_capacity = 0;  // every seqlens_k entry is clamped to [0, kv_capacity]
-  int num_splits = 1;
-  bool deep_ring = false;  // DecodeTile::kDeepStages (paged grids of at most one block per SM)
-  int keys_per_split_static = 0;  // split_keys(kv_capacity, num_splits, block_n): the splits without a left window
-  SplitMerge merge = SplitMerge::none;  // num_splits > 1: cluster (grid x = one cluster) or workspace
-
-  // Scores in base 2: s = x * score_scale (no softcap), or
-  //                   s = tanh(x * score_scale) * softcap_log2 (softcap > 0).
-  float score_scale = 0.0f;
-  float softcap_log2 = 0.0f;  // softcap * log2(e); 0 = no softcap
-  int window_left = -1, window_right = -1;
-
-  // Workspace (num_splits > 1): see decode_config.cuh's workspace_layout.
-  float* o_parts = nullptr;
-  float* lse_parts = nullptr;
-};
-
-// Merges the Parts partial results of one (row, 8 channels) piece (the warps of a block that
-// split its key tiles): part i has base-2 max lse(i), row sum weight(i) and O at piece(i)
-// (two float4). Writes the normalised O to acc and returns the merged base-2 LSE; parts with
-// max -inf weigh 0 (their O is 0), and a piece no part saw gives O = 0, LSE = -inf. A part
-// that read a NaN has a NaN sum (a NaN query leaves its max at -inf: fmaxf skips NaN), which
-// makes the piece's sum, O and LSE NaN. Every part's loads are issued before any is used.
-template <int Parts, class Lse, class Weight, class Piece>
-__device__ __forceinline__ float merge_piece(Lse lse, Weight weight, Piece piece, float (&acc)[8]) {
-  float l[Parts], w[Parts];
-  float4 lo[Parts], hi[Parts];
-#pragma unroll
-  for (int i = 0; i < Parts; ++i) {
-    l[i] = lse(i);
-    w[i] = weight(i);
-    const float4* const src = piece(i);
-    lo[i] = src[0];
-    hi[i] = src[1];
-  }
-  PartMerge<> merge;
-#pragma unroll
-  for (int i = 0; i < Parts; ++i) merge.add(l[i]);
-#pragma unroll
-  for (int e = 0; e < 8; ++e) acc[e] = 0.0f;
-  float sum = 0.0f;
-#pragma unroll
-  for (int i = 0; i < Parts; ++i) {
-    const float f = merge.weight(l[i]);
-    sum += f * w[i];
-    acc[0] += f * lo[i].x; acc[1] += f * lo[i].y; acc[2] += f * lo[i].z; acc[3] += f * lo[i].w;
-    acc[4] += f * hi[i].x; acc[5] += f * hi[i].y; acc[6] += f * hi[i].z; acc[7] += f * hi[i].w;
-  }
-  const float inv = PartMerge<>::inverse(sum);
-#pragma unroll
-  for (int e = 0; e < 8; ++e) acc[e] *= inv;
-  return merge.lse(sum);
-}
-
-// The sink of query head `head` (0 without sinks), loaded by the callers of store_output
-// before their merge's shared-memory reads, so its latency hides behind them.
-__device__ __forceinline__ float load_sink(const DecodeParams& p, int head) {
-  return p.sinks != nullptr ? p.sinks[head] : 0.0f;
-}
-
-// The final O (8 channels from column 8c) and LSE of one (token, head) row; lse2 is base 2.
-// The head's sink (if any; `sink` from load_sink) joins the row here: every row's final O and
-// LSE pass through once. O is already divided by its sum l, so in the row's own scale (max
-// lse2, sum 1: sink_weight_log2 in core) it is divided by 1 + e^(sink - lse) (a row with no
-// key: by +inf, so O = 0); the LSE with the sink comes from apply_sink, where it is stored.
-template <class Elem>
-__device__ __forceinline__ void store_output(const DecodeParams& p, int b, int token, int head, int c,
-                                             float (&acc)[8], float lse2, float sink) {
-  float lse = lse2 * kLn2;  // -inf stays -inf
-  if (p.sinks != nullptr) {
-    const float factor = 1.0f / (1.0f + sink_weight_log2(sink, lse2));
-#pragma unroll
-    for (int e = 0; e < 8; ++e) acc[e] *= factor;
-    if (c == 0 && p.lse != nullptr) apply_sink(lse, sink, lse);
-  }
-  uint4 packed;
-  packed.x = MmaSyncTensorCore<Elem>::pack(acc[0], acc[1]);
-  packed.y = MmaSyncTensorCore<Elem>::pack(acc[2], acc[3]);
-  packed.z = MmaSyncTensorCore<Elem>::pack(acc[4], acc[5]);
-  packed.w = MmaSyncTensorCore<Elem>::pack(acc[6], acc[7]);
-  Elem* const dst = static_cast<Elem*>(p.o) + b * p.o_batch_stride + token * p.o_row_stride + head * p.o_head_stride + c * 8;
-  *reinterpret_cast<uint4*>(dst) = packed;
-  if (c == 0 && p.lse != nullptr) {
-    p.lse[b * p.lse_batch_stride + head * p.lse_head_stride + token] = lse;
-  }
-}
 
 // Lean: the launch has a contiguous cache and no left window (the launcher checks), so the
 // paged copies, the page-entry ring, the deep ring and the splits cut from each sequence's own
@@ -214,7 +101,6 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
   constexpr int kRowBytes = Tile::kRowBytes;
   constexpr int kThreads = Tile::kThreads;
   constexpr int kQK = D / 16;      // k16 steps of Q.K^T
-  constexpr int kON = D / 8;       // n8 tiles of O per warp
 
   extern __shared__ __align__(128) unsigned char smem[];
   // The ring's depth: kStages, or kDeepStages when the launch gave this block its SM alone.
@@ -415,132 +301,8 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
     });
   }
 
-  // ---- epilogue: merge the kWarpsN warps of each row tile, normalise, write --------------
-  // The NaN rule: a row that read a NaN gets NaN in every O element and NaN LSE. A NaN query
-  // or key makes the row sum NaN already; a NaN value reaches only O's columns, so a thread
-  // whose elements of a row hold one makes its partial sum NaN, the quad sum below carries it
-  // to the row's lanes, and merge_piece makes every piece's O and the LSE NaN (unsplit rows,
-  // cluster parts and workspace parts alike: the merges and the combine keep a NaN part NaN).
-  float (&row_sum)[2] = softmax.row_sum[0];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    if (out.holds_nan(0, h)) row_sum[h] = __int_as_float(0x7fffffff);
-    row_sum[h] = quad_sum(row_sum[h]);
-  }
-  sm80::cp_async_wait_group<0>();
-  __syncthreads();  // every warp is done with the pipeline buffers: reuse them
-
-  constexpr int kOStride = D + Tile::kOPad;  // floats per row of the epilogue O
-  float* const so = reinterpret_cast<float*>(smem);
-  float* const sml = so + Tile::kWarpsN * kRows * kOStride;  // (max, sum) per warp and row
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int r = wm * 16 + (lane >> 2) + 8 * h;
-    float* const orow = so + (wn * kRows + r) * kOStride + 2 * (lane & 3);
-#pragma unroll
-    for (int n = 0; n < kON; ++n) {
-      *reinterpret_cast<float2*>(orow + n * 8) = make_float2(out.o[0][n][2 * h], out.o[0][n][2 * h + 1]);
-    }
-    if ((lane & 3) == 0) {
-      sml[(wn * kRows + r) * 2] = softmax.row_max_log2[0][h];
-      sml[(wn * kRows + r) * 2 + 1] = row_sum[h];
-    }
-  }
-  __syncthreads();
-
-  constexpr int kOutChunks = D / 8;  // 8 outputs per thread and step: one 16-byte store
-  constexpr int kOutPasses = ceil_div(kRows * kOutChunks, kThreads);
-  const SplitMerge merge = p.num_splits == 1 ? SplitMerge::none : p.merge;
-  float* const sxl = sml + Tile::kWarpsN * kRows * 2;  // the block's LSE (base 2) per row
-#pragma unroll
-  for (int i = 0; i < kOutPasses; ++i) {
-    const int idx = i * kThreads + tid;
-    const int r = idx / kOutChunks;
-    const int c = idx % kOutChunks;
-    const int gr = row0 + r;
-    if (r >= kRows || gr >= rows_total) continue;
-    const int token = p.group_div.div(gr);
-    const int head = hkv * G + (gr - token * G);
-    const float sink = merge == SplitMerge::none ? load_sink(p, head) : 0.0f;
-    float acc[8];
-    const float lse2 = merge_piece<Tile::kWarpsN>(
-        [&](int w) { return sml[(w * kRows + r) * 2]; }, [&](int w) { return sml[(w * kRows + r) * 2 + 1]; },
-        [&](int w) { return reinterpret_cast<const float4*>(so + (w * kRows + r) * kOStride + c * 8); }, acc);
-    if (merge == SplitMerge::none) {
-      store_output<Elem>(p, b, token, head, c, acc, lse2, sink);
-    } else if (merge == SplitMerge::cluster) {
-      // Over warp 0's O: only this thread reads or writes these 8 floats of row r.
-      float4* const dst = reinterpret_cast<float4*>(so + r * kOStride + c * 8);
-      dst[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
-      dst[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
-      if (c == 0) sxl[r] = lse2;
-    } else {
-      const std::int64_t part_row =
-          (static_cast<std::int64_t>(split) * p.batch * T + static_cast<std::int64_t>(b) * T + token) * p.heads_q + head;
-      float4* const dst = reinterpret_cast<float4*>(p.o_parts + part_row * D + c * 8);
-      dst[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
-      dst[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
-      if (c == 0) p.lse_parts[part_row] = lse2 * kLn2;
-    }
-  }
-
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // Cluster merge: the num_splits blocks of this (sequence, kv head, row chunk) are one
-  // cluster (rank = split), each holding its normalised O and LSE in shared memory. One
-  // thread per (piece, part): a piece (row, 8 channels) owns a group of g = next power of two
-  // >= num_splits adjacent lanes, lane j reads part j from block j's shared memory, and the
-  // group reduces with shuffles; the group's first lane stores. The pieces spread over every
-  // block of the cluster. (One thread merging all parts of a piece ran ~600 instructions in
-  // one warp of one block after the barrier: the latency-bound rows' largest single cost.)
-  if (merge == SplitMerge::cluster) {
-    sm90::barrier_cluster_arrive_release();  // every block's partial is in its shared memory
-    sm90::barrier_cluster_wait();
-    const int n = p.num_splits;
-    const int g = 1 << (32 - __clz(n - 1));  // n in [2, 16]: g in [2, 16], divides 32
-    const int items = min(kRows, rows_total - row0) * kOutChunks * g;
-    // Warp-uniform trip count (every lane joins the shuffles); lanes past the end read nothing.
-    for (int idx = split * kThreads + tid; idx - lane < items; idx += n * kThreads) {
-      const int part = idx & (g - 1);
-      const int piece = idx / g;
-      const int r = piece / kOutChunks;
-      const int c = piece % kOutChunks;
-      const int gr = row0 + r;
-      const int token = p.group_div.div(gr);
-      const int head = hkv * G + (gr - token * G);
-      const bool stores = idx < items && part == 0;
-      const float sink = stores ? load_sink(p, head) : 0.0f;
-      float l = kNegInf;
-      float4 lo = make_float4(0.0f, 0.0f, 0.0f, 0.0f), hi = lo;
-      if (idx < items && part < n) {
-        l = sm90::ld_shared_cluster_f32(sm90::mapa_shared_cluster(sxl + r, part));
-        const std::uint32_t a = sm90::mapa_shared_cluster(so + r * kOStride + c * 8, part);
-        lo = sm90::ld_shared_cluster_v4_f32(a);
-        hi = sm90::ld_shared_cluster_v4_f32(a + 16);
-      }
-      PartMerge<> merge{l};  // empty splits (LSE -inf, O = 0) weigh 0; a NaN part makes the piece NaN
-      for (int o = 1; o < g; o <<= 1) merge.add(__shfl_xor_sync(0xffffffffu, merge.max, o));
-      const float f = merge.weight(l);
-      float acc[8] = {f * lo.x, f * lo.y, f * lo.z, f * lo.w, f * hi.x, f * hi.y, f * hi.z, f * hi.w};
-      float sum = f;
-      for (int o = 1; o < g; o <<= 1) {
-        sum += __shfl_xor_sync(0xffffffffu, sum, o);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], o);
-      }
-      if (stores) {
-        const float inv = PartMerge<>::inverse(sum);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[e] *= inv;
-        store_output<Elem>(p, b, token, head, c, acc, merge.lse(sum), sink);
-      }
-    }
-    // Keep this block's shared memory alive until the peers have read it. Relaxed: the reads
-    // are complete (their values are in the stores above), and the stores need not drain
-    // before the peers may exit.
-    sm90::barrier_cluster_arrive_relaxed();
-    sm90::barrier_cluster_wait();
-  }
-#endif
+  // ---- epilogue (decode_epilogue.cuh) -------------------------------------------------
+  DecodeEpilogue<Elem, D, MT>{p, smem, b, hkv, split, row0, rows_total, tid, lane, wm, wn}.run(softmax, out);
 }
 
 }  // namespace flashbuf::kernels::decode
