@@ -31,6 +31,7 @@
 #include "flashbuf/core/config.hpp"
 #include "flashbuf/core/softmax_state.hpp"
 #include "flashbuf/arch/sm90/griddepcontrol.cuh"
+#include "flashbuf/buffers/part_merge.cuh"
 
 namespace flashbuf::kernels::combine {
 
@@ -143,16 +144,18 @@ __global__ void __launch_bounds__(kThreads, 4) combine_kernel(const __grid_const
     if (lse_out != nullptr && lane == 0) *lse_out = nan_row ? fill[0] : sink;
     return;
   }
-  // exp(lse - mx), except with mx = +inf: the +inf parts get weight 1, the rest 0, and a sink
-  // (finite) adds nothing next to them. Warp-uniform: mx is the same in every lane.
+  // The parts' weights (buffers/part_merge.cuh), except with mx = +inf: the +inf parts get
+  // weight 1, the rest 0, and a sink (finite) adds nothing next to them. Warp-uniform: mx is
+  // the same in every lane.
   const bool infinite = mx == kPosInf;
-  auto weight = [&](float l) { return infinite ? (l == kPosInf ? 1.0f : 0.0f) : __expf(l - mx); };
+  const PartMerge<true> merge{mx};
+  auto weight = [&](float l) { return infinite ? (l == kPosInf ? 1.0f : 0.0f) : merge.weight(l); };
   // Pass 2: the denominator.
   float sum = 0.0f;
   for (int s = lane; s < n; s += 32) sum += weight(lse_row[s * p.lp_part_stride]);
   sum = warp_sum(sum);
   float inv_sum = 1.0f / sum;  // >= 1 term equals 1, so sum >= 1
-  float lse = infinite ? kPosInf : mx + __logf(sum);
+  float lse = infinite ? kPosInf : merge.lse(sum);
   if (p.sinks != nullptr && !infinite) inv_sum *= apply_sink(lse, sink, lse);
 
   // Pass 3: o = sum_s w_s o_s; lane k of each group of 32 parts holds w for part k.
