@@ -87,7 +87,7 @@ else
     done
   done
 fi
-python3 - "$OUT" "$rounds" "${trees[@]}" <<'PY'
+python3 - "$OUT" "$rounds" "${trees[@]}" <<'PY' | tee "$OUT/ab-table.log"
 import json, math, os, sys
 out, rounds, trees = sys.argv[1], int(sys.argv[2]), [os.path.basename(t) for t in sys.argv[3:]]
 runs = {}  # name -> [rows of round 1, rows of round 2, ...]
@@ -121,5 +121,7 @@ if base in runs:
             vs = lambda row: speed(row) * (a["cudnn"] if a["unit"] != "TFLOP/s" else 1.0 / a["cudnn"]) if a.get("cudnn") else float("nan")
             print(f"  {key:45s} {mean:5.2f}   {vs(a):5.2f} -> {vs(bs[0]):5.2f}{per_round}")
 PY
-# Logs, plots and the extra rounds' results travel in one archive: the device returns <= 8 files.
-(cd "$OUT" && tar czf ab-logs.tgz ./*.log ./*.png ./*-r[0-9]*.json 2>/dev/null; rm -f ./*.log ./*.png ./*-r[0-9]*.json)
+# Logs, plots, the table above (ab-table.log) and every round's results travel in one archive:
+# the device returns <= 8 files, so with several trees or calls the first round's files may be
+# left out on their own; the archive still holds them.
+(cd "$OUT" && tar czf ab-logs.tgz ./*.log ./*.png ./*.json 2>/dev/null; rm -f ./*.log ./*.png ./*-r[0-9]*.json)
