@@ -59,6 +59,14 @@ __device__ __forceinline__ float merge_piece(Lse lse, Weight weight, Piece piece
   return merge.lse(sum);
 }
 
+// A merged piece (8 channels of a row, two 16-byte stores) where a later merge reads it:
+// shared memory for the cluster merge, the workspace for the combine kernel.
+__device__ __forceinline__ void store_piece(float* dst, const float (&acc)[8]) {
+  float4* const d = reinterpret_cast<float4*>(dst);
+  d[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+  d[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+}
+
 // The sink of query head `head` (0 without sinks), loaded by the callers of store_output
 // before their merge's shared-memory reads, so its latency hides behind them.
 __device__ __forceinline__ float load_sink(const DecodeParams& p, int head) {
@@ -161,7 +169,7 @@ struct DecodeEpilogue {
   // Each row's warps merged and normalised: the final O and LSE (merge none), the block's part
   // over warp 0's O and the LSE slots (cluster), or its part in the workspace.
   __device__ void merge_warps(SplitMerge merge) const {
-    const int G = p.group, T = p.q_per_seq;
+    const int T = p.q_per_seq;
     constexpr int kOutPasses = ceil_div(kRows * kOutChunks, kThreads);
     float* const so = o_smem();
     float* const sml = ml_smem();
@@ -173,8 +181,7 @@ struct DecodeEpilogue {
       const int c = idx % kOutChunks;
       const int gr = row0 + r;
       if (r >= kRows || gr >= rows_total) continue;
-      const int token = p.group_div.div(gr);
-      const int head = hkv * G + (gr - token * G);
+      const auto [token, head] = p.packed_row(gr, hkv);
       const float sink = merge == SplitMerge::none ? load_sink(p, head) : 0.0f;
       float acc[8];
       const float lse2 = merge_piece<Tile::kWarpsN>(
@@ -183,17 +190,12 @@ struct DecodeEpilogue {
       if (merge == SplitMerge::none) {
         store_output<Elem>(p, b, token, head, c, acc, lse2, sink);
       } else if (merge == SplitMerge::cluster) {
-        // Over warp 0's O: only this thread reads or writes these 8 floats of row r.
-        float4* const dst = reinterpret_cast<float4*>(so + r * kOStride + c * 8);
-        dst[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
-        dst[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+        store_piece(so + r * kOStride + c * 8, acc);  // over warp 0's O: only this thread uses these 8 floats
         if (c == 0) sxl[r] = lse2;
       } else {
         const std::int64_t part_row =
             (static_cast<std::int64_t>(split) * p.batch * T + static_cast<std::int64_t>(b) * T + token) * p.heads_q + head;
-        float4* const dst = reinterpret_cast<float4*>(p.o_parts + part_row * D + c * 8);
-        dst[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
-        dst[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+        store_piece(p.o_parts + part_row * D + c * 8, acc);
         if (c == 0) p.lse_parts[part_row] = lse2 * kLn2;
       }
     }
@@ -208,7 +210,6 @@ struct DecodeEpilogue {
   // block of the cluster. (One thread merging all parts of a piece ran ~600 instructions in
   // one warp of one block after the barrier: the latency-bound rows' largest single cost.)
   __device__ void merge_cluster() const {
-    const int G = p.group;
     float* const so = o_smem();
     float* const sxl = lse_smem();
     sm90::barrier_cluster_arrive_release();  // every block's partial is in its shared memory
@@ -223,8 +224,7 @@ struct DecodeEpilogue {
       const int r = piece / kOutChunks;
       const int c = piece % kOutChunks;
       const int gr = row0 + r;
-      const int token = p.group_div.div(gr);
-      const int head = hkv * G + (gr - token * G);
+      const auto [token, head] = p.packed_row(gr, hkv);
       const bool stores = idx < items && part == 0;
       const float sink = stores ? load_sink(p, head) : 0.0f;
       float l = kNegInf;

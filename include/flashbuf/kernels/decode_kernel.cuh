@@ -185,9 +185,8 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
       const bool valid = gr < rows_total;
       const Elem* src = q_seq;
       if (valid) {
-        const int token = p.group_div.div(gr);
-        const int g = gr - token * G;
-        src += token * p.q_row_stride + (hkv * G + g) * p.q_head_stride + c * 8;
+        const auto row = p.packed_row(gr, hkv);
+        src += row.token * p.q_row_stride + row.head * p.q_head_stride + c * 8;
       }
       sm80::cp_async_cg_16(smem_q + swizzled_offset<kRowBytes>(r, c), src, valid);
     }

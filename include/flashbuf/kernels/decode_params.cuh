@@ -52,6 +52,16 @@ struct DecodeParams {
   // Workspace (num_splits > 1): see decode_config.cuh's workspace_layout.
   float* o_parts = nullptr;
   float* lse_parts = nullptr;
+
+  // A KV head's packed query rows: row gr = token * group + g is query head hkv * group + g
+  // of that token.
+  struct PackedRow {
+    int token, head;
+  };
+  __device__ PackedRow packed_row(int gr, int hkv) const {
+    const int token = group_div.div(gr);
+    return {token, hkv * group + (gr - token * group)};
+  }
 };
 
 }  // namespace flashbuf::kernels::decode
