@@ -262,6 +262,11 @@ struct PrefillSm90 {
     kring.release(kt);
     scores_done();
     softmax_s();
+    // S(kt)'s softmax runs under O += P V(vt) only if the wait for the latter is in a later
+    // block (the correction is an exponential, >= 0 or NaN: the branch is never taken). Not
+    // above 128 output columns: there O's accumulators leave too few registers for P V's
+    // operands to stay live through the softmax, and the kernel spills.
+    if constexpr (Dv <= 128) sm90::end_schedule_block(correction[0][0] < 0.0f);
     wait_pv<0>(o, packed);
     vring.release(vt);
     Softmax::rescale(out, correction);
