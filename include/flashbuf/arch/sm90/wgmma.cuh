@@ -81,9 +81,9 @@ __device__ __forceinline__ void fence_registers(std::uint32_t (&a)[N][4]) {
 }
 
 // Ends the scheduler's basic block here with a branch it cannot remove, for a condition the
-// caller knows never holds (`never`): ptxas moves a wgmma wait to the top of the block it
-// sits in, so work meant to run under an in-flight product must be in an earlier block than
-// the wait for it. The branch's body is a one-cycle sleep, so that it stays a branch (a trap
+// caller knows never holds (`never`): ptxas may move a wgmma wait to the top of the block it
+// sits in, so work meant to run under an in-flight product goes in an earlier block than the
+// wait for it. The branch's body is a one-cycle sleep, so that it stays a branch (a trap
 // there made ptxas stop tracking the products in flight and wait after every wgmma).
 __device__ __forceinline__ void end_schedule_block(bool never) {
   if (never) asm volatile("nanosleep.u32 1;\n" ::: "memory");
