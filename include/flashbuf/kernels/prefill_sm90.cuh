@@ -265,8 +265,9 @@ struct PrefillSm90 {
     sm90::wgmma_wait_group<1>();  // S(kt) done; O += P V(vt) may still run
     kring.release(kt);
     scores_done();
-    // The wait for O += P V(vt) between the softmax's row halves, as FA4 places it: the first
-    // half runs under the product, the second interleaves with O's rescale. ptxas moves a wait
+    // The wait for O += P V(vt) inside the softmax, between its row halves (FA4's is inside its
+    // softmax too): the first half runs under the product, the second interleaves with O's
+    // rescale. ptxas moves a wait
     // to the top of its scheduling block (at the top of the whole softmax it left none of it
     // under the product), so a branch that is never taken (the correction is an exponential,
     // >= 0 or NaN) ends the block before it. (After the whole softmax, P V's operands stay live
