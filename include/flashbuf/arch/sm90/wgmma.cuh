@@ -38,6 +38,13 @@ __device__ __forceinline__ std::uint64_t smem_desc_advance(std::uint64_t desc, s
   const std::uint32_t lo = static_cast<std::uint32_t>(desc) + (bytes >> 4);
   return (desc & 0xFFFFFFFF00000000ull) | lo;
 }
+// The same value by one 64-bit add (the start-address field cannot carry, as above): ptxas
+// then advances the descriptor's register pair with one UIADD3.64 and does not write its
+// constant high word again before each wgmma, two uniform instructions a k-step fewer. Not
+// the default: where every operand's k-steps take it, the paged D 256 kernel spills.
+__device__ __forceinline__ std::uint64_t smem_desc_advance_wide(std::uint64_t desc, std::uint32_t bytes) {
+  return desc + (bytes >> 4);
+}
 
 // Orders this warpgroup's register writes (accumulators, A fragments) before the next wgmma.
 __device__ __forceinline__ void wgmma_fence() {
