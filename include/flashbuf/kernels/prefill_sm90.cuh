@@ -104,6 +104,9 @@ struct PrefillSm90 {
   // 32 + 3 * 160 = 4 * 128).
   static constexpr int kProducerRegisters = kConsumers == 3 ? 32 : 40;
   static constexpr int kConsumerRegisters = kConsumers == 1 ? 216 : kConsumers == 2 ? 232 : 160;
+  // Where a steady tile waits for the previous tile's O += P V: inside S's softmax, or before
+  // it (why: prefill_sm90_pv_wait_in_softmax).
+  static constexpr bool kPvWaitInSoftmax = prefill_sm90_pv_wait_in_softmax(Dv);
 
   using WGS = WgmmaTensorCore<In, kBN>;       // S = Q K^T over a key tile: K is K-major
   using WGO = WgmmaTensorCore<In, Dv, true>;  // O += P V: V is N-major, through the descriptor
@@ -265,17 +268,21 @@ struct PrefillSm90 {
     sm90::wgmma_wait_group<1>();  // S(kt) done; O += P V(vt) may still run
     kring.release(kt);
     scores_done();
-    // The wait for O += P V(vt) inside the softmax, between its row halves (FA4's is inside its
-    // softmax too): the first half runs under the product, the second interleaves with O's
-    // rescale. ptxas moves a wait
-    // to the top of its scheduling block (at the top of the whole softmax it left none of it
-    // under the product), so a branch that is never taken (the correction is an exponential,
-    // >= 0 or NaN) ends the block before it. (After the whole softmax, P V's operands stay live
-    // through all of it, and D 256 spills.)
-    softmax_s([&](float first_correction) {
-      sm90::end_schedule_block(first_correction < 0.0f);
-      wait_pv<0>(o, packed);
-    });
+    if constexpr (kPvWaitInSoftmax) {
+      // The wait for O += P V(vt) between the softmax's row halves (FA4's is inside its softmax
+      // too): the first half runs under the product, the second interleaves with O's rescale.
+      // ptxas moves a wait to the top of its scheduling block (the top of the whole softmax),
+      // so a branch that is never taken (the correction is an exponential, >= 0 or NaN) ends
+      // the block before it. (After the whole softmax, P V's operands stay live through all of
+      // it, and D 256 spills.)
+      softmax_s([&](float first_correction) {
+        sm90::end_schedule_block(first_correction < 0.0f);
+        wait_pv<0>(o, packed);
+      });
+    } else {
+      softmax_s(NoHook{});
+      wait_pv<0>(o, packed);  // ptxas hoists it to the top of the softmax
+    }
     vring.release(vt);
     Softmax::rescale(out, correction);
     pbuf.pack(packed);
