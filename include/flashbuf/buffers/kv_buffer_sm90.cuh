@@ -128,8 +128,12 @@ struct KVBufferLDSSm90 {
         kNMajor ? sm90::make_smem_desc(sm80::smem_u32(smem), Tile::kSlabBytes, Tile::kAtomBytes, sm90::SmemSwizzle::b128)
                 : detail::kmajor_desc<Tile>(smem);
     const std::uint64_t stage_desc = sm90::smem_desc_advance(desc0, read_stage * Tile::kBytes);
-    desc = sm90::smem_desc_advance(stage_desc, kNMajor ? KMma * 16 * Tile::kRowBytes
-                                                       : detail::kmajor_step_bytes<Tile, KMma>());
+    // K's k-steps (S = Q K^T) by the wide add, V's by the low word's (sm90::smem_desc_advance_wide).
+    if constexpr (kNMajor) {
+      desc = sm90::smem_desc_advance(stage_desc, KMma * 16 * Tile::kRowBytes);
+    } else {
+      desc = sm90::smem_desc_advance_wide(stage_desc, detail::kmajor_step_bytes<Tile, KMma>());
+    }
   }
   __device__ std::uint64_t mma_tile() const { return desc; }
 };

@@ -49,6 +49,11 @@ __device__ __forceinline__ float tree_reduce(float (&x)[N], Op op) {
 
 // The online softmax (base 2) of one thread's rows: MTiles m16 tiles x 2 rows each, over
 // score accumulators s[MTiles][NTiles][4], rescaling an OutputRegisterBuffer.
+// A hook that does nothing (update_scores' default).
+struct NoHook {
+  __device__ void operator()(float) const {}
+};
+
 template <int MTiles, int NTiles>
 struct OnlineSoftmax {
   // Each row's running max, already times scale_log2 (rounded: see update_scores), and the
@@ -146,12 +151,16 @@ struct OnlineSoftmax {
   // wholly masked for the row (the persistent grid's 128-row items walk some that a 64-row
   // block skips; bf16 O then differed in the last bit). Scaling is monotonic, so the max of
   // the scaled values is the scaled max.
+  // `between(correction)` runs once, after the first row half's exponentials (a kernel's hook
+  // to end a scheduling block there: prefill_sm90.cuh's steady tile).
+  template <class Between = NoHook>
   __device__ void update_scores(float (&s)[MTiles][NTiles][4], float scale_log2,
-                                float (&correction)[MTiles][2]) {
+                                float (&correction)[MTiles][2], Between between = {}) {
 #pragma unroll
     for (int mt = 0; mt < MTiles; ++mt) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
+        if (mt == 0 && h == 1) between(correction[0][0]);
         float part[NTiles];
 #pragma unroll
         for (int nt = 0; nt < NTiles; ++nt) part[nt] = fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]);

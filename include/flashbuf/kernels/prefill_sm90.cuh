@@ -104,6 +104,9 @@ struct PrefillSm90 {
   // 32 + 3 * 160 = 4 * 128).
   static constexpr int kProducerRegisters = kConsumers == 3 ? 32 : 40;
   static constexpr int kConsumerRegisters = kConsumers == 1 ? 216 : kConsumers == 2 ? 232 : 160;
+  // Where a steady tile waits for the previous tile's O += P V: inside S's softmax, or before
+  // it (why: prefill_sm90_pv_wait_in_softmax).
+  static constexpr bool kPvWaitInSoftmax = prefill_sm90_pv_wait_in_softmax(Dv);
 
   using WGS = WgmmaTensorCore<In, kBN>;       // S = Q K^T over a key tile: K is K-major
   using WGO = WgmmaTensorCore<In, Dv, true>;  // O += P V: V is N-major, through the descriptor
@@ -228,12 +231,15 @@ struct PrefillSm90 {
   }
   // S of key tile `key_tile` landed in registers: mask it (unless `unmasked` holds the tile),
   // exponentiate it, and return the O correction; q_row0 is this warp's first query row.
+  // `between` runs between the two row halves' exponentials (OnlineSoftmax::update_scores).
+  template <class Between = NoHook>
   __device__ static void softmax_scores(PBuf& pbuf, Softmax& softmax, const PrefillParams& p, const MaskParams& mask,
-                                        int q_row0, int key_tile, TileSpan unmasked, float (&correction)[1][2]) {
+                                        int q_row0, int key_tile, TileSpan unmasked, float (&correction)[1][2],
+                                        Between between = {}) {
     sm90::fence_registers(reinterpret_cast<SFrag&>(pbuf.s));
     if (p.softcap_inv > 0.0f) Softmax::apply_softcap(pbuf.s, p.softcap_inv);
     if (!unmasked.contains(key_tile)) Softmax::apply_mask(pbuf.s, mask, q_row0, key_tile * kBN);
-    softmax.update_scores(pbuf.s, p.scale_log2, correction);
+    softmax.update_scores(pbuf.s, p.scale_log2, correction, between);
   }
   // The main loop's steady tile, the step both schedules share (a block per item: its tiles 1 to
   // n - 1; the persistent walk: the tiles inside an item): in this consumer's turn, S(kt) is
@@ -241,8 +247,9 @@ struct PrefillSm90 {
   // is rescaled by the softmax's correction and P(kt) packed for the next step. kt and vt count
   // ring tiles; `before_issue()` runs once both stages have landed (a gathered tile's proxy
   // fence), `issue_s()` issues S(kt) (the schedule knows Q's slot), `scores_done()` runs once
-  // S(kt) is complete (the walk hands Q's slot back after an item's last S), and `softmax_s()`
-  // masks and exponentiates S(kt) into `correction` (the schedule knows S's key tile).
+  // S(kt) is complete (the walk hands Q's slot back after an item's last S), and
+  // `softmax_s(between)` masks and exponentiates S(kt) into `correction` (the schedule knows S's
+  // key tile), running `between(correction of the first row half)` between the row halves.
   template <class RingT, class VBufT, class BeforeIssue, class IssueS, class ScoresDone, class SoftmaxS>
   __device__ static void steady_tile(const RingT& kring, const RingT& vring, int kt, int vt, int consumer,
                                      PBuf& pbuf, OBuf& out, PFrag& packed, VBufT& vbuf, float (&correction)[1][2],
@@ -261,8 +268,21 @@ struct PrefillSm90 {
     sm90::wgmma_wait_group<1>();  // S(kt) done; O += P V(vt) may still run
     kring.release(kt);
     scores_done();
-    softmax_s();
-    wait_pv<0>(o, packed);
+    if constexpr (kPvWaitInSoftmax) {
+      // The wait for O += P V(vt) between the softmax's row halves (FA4's is inside its softmax
+      // too): the first half runs under the product, the second interleaves with O's rescale.
+      // ptxas moves a wait to the top of its scheduling block (the top of the whole softmax),
+      // so a branch that is never taken (the correction is an exponential, >= 0 or NaN) ends
+      // the block before it. (After the whole softmax, P V's operands stay live through all of
+      // it, and D 256 spills.)
+      softmax_s([&](float first_correction) {
+        sm90::end_schedule_block(first_correction < 0.0f);
+        wait_pv<0>(o, packed);
+      });
+    } else {
+      softmax_s(NoHook{});
+      wait_pv<0>(o, packed);  // ptxas hoists it to the top of the softmax
+    }
     vring.release(vt);
     Softmax::rescale(out, correction);
     pbuf.pack(packed);
@@ -270,7 +290,7 @@ struct PrefillSm90 {
 
   // An item's first tile, the other step both schedules share: no P V is pending and O is
   // zero. Its S in a turn of its own (`issue_s()`), then, once it is complete, `scores_done()`
-  // and its softmax (`softmax_s()`: no rescale) and P(kt) packed. The two halves are apart
+  // and its softmax (`softmax_s(NoHook{})`: no rescale) and P(kt) packed. The two halves are apart
   // because the persistent walk puts an item's epilogue between them where one Q slot makes
   // the next item's S wait for it (prefill_sm90_persistent.cuh).
   template <class IssueS>
@@ -286,7 +306,7 @@ struct PrefillSm90 {
     sm90::wgmma_wait_group<0>();
     kring.release(kt);
     scores_done();
-    softmax_s();
+    softmax_s(NoHook{});
     pbuf.pack(packed);
   }
   // Both halves, once `wait_operands()` has returned (Q and K(kt) readable by wgmma).
@@ -465,8 +485,9 @@ struct PrefillSm90 {
       };
       const TileSpan unmasked = unmasked_tiles(blk.mask, blk.m0 + warp_row0);
       float correction[1][2];
-      const auto softmax_scores = [&](int i) {
-        PrefillSm90::softmax_scores(pbuf, softmax, p, blk.mask, blk.m0 + warp_row0, n_first + i, unmasked, correction);
+      const auto softmax_scores = [&](int i, auto between) {
+        PrefillSm90::softmax_scores(pbuf, softmax, p, blk.mask, blk.m0 + warp_row0, n_first + i, unmasked, correction,
+                                    between);
       };
       // A tile copied by cp.async (every tile i >= tma_tiles) is fenced to the async proxy
       // before wgmma reads it; TMA writes through that proxy already.
@@ -481,11 +502,11 @@ struct PrefillSm90 {
             kring.wait(0);
             sm90::fence_proxy_async_shared();  // cp.async may have written Q and K(0)
           },
-          [&] { issue_scores(0); }, [] {}, [&] { softmax_scores(0); });
+          [&] { issue_scores(0); }, [] {}, [&](auto between) { softmax_scores(0, between); });
       for (int i = 1; i < num_tiles; ++i) {
         steady_tile(
             kring, vring, i, i - 1, consumer, pbuf, out, packed, vbuf, correction, [&] { fence_gathered(i); },
-            [&] { issue_scores(i); }, [] {}, [&] { softmax_scores(i); });
+            [&] { issue_scores(i); }, [] {}, [&](auto between) { softmax_scores(i, between); });
       }
       last_pv(vring, num_tiles - 1, consumer, out, pbuf, packed, vbuf, [&] { fence_gathered(num_tiles - 1); });
     }

@@ -171,8 +171,8 @@ struct PrefillSm90Persistent {
     };
     float correction[1][2];
     TileSpan unmasked;  // of the current item (Base::unmasked_tiles)
-    const auto softmax_scores = [&](const PrefillBlock& b, int key_tile) {
-      Base::softmax_scores(pbuf, softmax, p, b.mask, b.m0 + warp_row0, key_tile, unmasked, correction);
+    const auto softmax_scores = [&](const PrefillBlock& b, int key_tile, auto between) {
+      Base::softmax_scores(pbuf, softmax, p, b.mask, b.m0 + warp_row0, key_tile, unmasked, correction, between);
     };
     // Item r's O: normalised, LSE written, stored by TMA over this consumer's Q rows of the
     // item's slot (its S products are done with them); then the slot goes back to the producer.
@@ -214,14 +214,14 @@ struct PrefillSm90Persistent {
           sm90::mbarrier_wait_parity(&q_full[0], 0);
           kring.wait(0);
         },
-        [&] { issue_scores(0, 0); }, [&] { q_read(0, num_tiles, 0); }, [&] { softmax_scores(blk, n_first); });
+        [&] { issue_scores(0, 0); }, [&] { q_read(0, num_tiles, 0); }, [&](auto between) { softmax_scores(blk, n_first, between); });
 
     for (;;) {
       if (i < num_tiles) {  // a steady tile
         Base::steady_tile(
             kring, vring, t + 1, t, consumer, pbuf, out, packed, vbuf, correction, [] {},
             [&] { issue_scores(t + 1, r % kQSlots); }, [&] { q_read(i, num_tiles, r % kQSlots); },
-            [&] { softmax_scores(blk, n_first + i); });
+            [&](auto between) { softmax_scores(blk, n_first + i, between); });
         ++i;
         ++t;
         continue;
@@ -257,7 +257,7 @@ struct PrefillSm90Persistent {
       num_tiles = blk.keys.tiles(kBN);
       unmasked = Base::unmasked_tiles(blk.mask, blk.m0 + warp_row0);
       Base::first_scores_finish(kring, t + 1, pbuf, packed, [&] { q_read(0, num_tiles, r % kQSlots); },
-                                [&] { softmax_scores(blk, n_first); });  // O is zero: no rescale
+                                [&](auto between) { softmax_scores(blk, n_first, between); });  // O is zero: no rescale
       i = 1;
       ++t;
     }

@@ -79,4 +79,12 @@ constexpr PrefillSm90Tile prefill_sm90_tile(int head_dim, int head_dim_v, bool p
   return {consumers, widest <= 128 ? 128 : persistent ? 64 : 80};
 }
 
+// Where a Hopper consumer's steady tile waits for the previous tile's O += P V (both kernels):
+//   Dv > 128    between the two row halves of S's softmax, so that the first half runs under the
+//               product
+//   otherwise   before the softmax (where ptxas puts it): the wait inside made Dv 64 and 128
+//               slower, Dv 256 faster (measured on the sm90 grid: bench/NOTES-prefill.md,
+//               "The P V wait, measured")
+constexpr bool prefill_sm90_pv_wait_in_softmax(int head_dim_v) { return head_dim_v > 128; }
+
 }  // namespace flashbuf

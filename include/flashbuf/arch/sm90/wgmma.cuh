@@ -38,6 +38,13 @@ __device__ __forceinline__ std::uint64_t smem_desc_advance(std::uint64_t desc, s
   const std::uint32_t lo = static_cast<std::uint32_t>(desc) + (bytes >> 4);
   return (desc & 0xFFFFFFFF00000000ull) | lo;
 }
+// The same value by one 64-bit add (the start-address field cannot carry, as above): ptxas
+// then advances the descriptor's register pair with one UIADD3.64 and does not write its
+// constant high word again before each wgmma, two uniform instructions a k-step fewer. Not
+// the default: where every operand's k-steps take it, the paged D 256 kernel spills.
+__device__ __forceinline__ std::uint64_t smem_desc_advance_wide(std::uint64_t desc, std::uint32_t bytes) {
+  return desc + (bytes >> 4);
+}
 
 // Orders this warpgroup's register writes (accumulators, A fragments) before the next wgmma.
 __device__ __forceinline__ void wgmma_fence() {
@@ -78,6 +85,15 @@ __device__ __forceinline__ void fence_registers(std::uint32_t (&a)[N][4]) {
   for (int i = 0; i < N; ++i)
 #pragma unroll
     for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(a[i][j])::"memory");
+}
+
+// Ends the scheduler's basic block here with a branch it cannot remove, for a condition the
+// caller knows never holds (`never`): ptxas may move a wgmma wait to the top of the block it
+// sits in, so work meant to run under an in-flight product goes in an earlier block than the
+// wait for it. The branch's body is a one-cycle sleep, so that it stays a branch (a trap
+// there made ptxas stop tracking the products in flight and wait after every wgmma).
+__device__ __forceinline__ void end_schedule_block(bool never) {
+  if (never) asm volatile("nanosleep.u32 1;\n" ::: "memory");
 }
 
 }  // namespace flashbuf::sm90
