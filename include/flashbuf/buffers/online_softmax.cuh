@@ -47,13 +47,13 @@ __device__ __forceinline__ float tree_reduce(float (&x)[N], Op op) {
   }
 }
 
-// The online softmax (base 2) of one thread's rows: MTiles m16 tiles x 2 rows each, over
-// score accumulators s[MTiles][NTiles][4], rescaling an OutputRegisterBuffer.
-// A hook that does nothing (update_scores' default).
+// A hook that does nothing (OnlineSoftmax::update_scores' default).
 struct NoHook {
   __device__ void operator()(float) const {}
 };
 
+// The online softmax (base 2) of one thread's rows: MTiles m16 tiles x 2 rows each, over
+// score accumulators s[MTiles][NTiles][4], rescaling an OutputRegisterBuffer.
 template <int MTiles, int NTiles>
 struct OnlineSoftmax {
   // Each row's running max, already times scale_log2 (rounded: see update_scores), and the
