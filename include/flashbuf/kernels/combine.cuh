@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(kThreads, 4) combine_kernel(const __grid_const
   float sum = 0.0f;
   for (int s = lane; s < n; s += 32) sum += weight(lse_row[s * p.lp_part_stride]);
   sum = warp_sum(sum);
-  float inv_sum = 1.0f / sum;  // >= 1 term equals 1, so sum >= 1
+  float inv_sum = merge.inverse(sum);  // >= 1 term equals 1, so sum >= 1
   float lse = infinite ? kPosInf : merge.lse(sum);
   if (p.sinks != nullptr && !infinite) inv_sum *= apply_sink(lse, sink, lse);
 
