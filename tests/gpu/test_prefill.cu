@@ -19,6 +19,7 @@
 #include "api/backends.hpp"
 #include "cuda/prefill_grid_knob.hpp"
 #include "flashbuf/core/gqa_packing.hpp"
+#include "flashbuf/kernels/prefill_tiles.hpp"
 #include "gpu_test_util.cuh"
 #include "reference/check.hpp"
 #include "reference/device_mirror.hpp"
@@ -406,8 +407,11 @@ TEST_P(PrefillGpu, VarlenPackedGroupsMatchReferenceAndSingleSequences) {
               packed.mask = mask;
               SCOPED_TRACE(packed.describe());
               std::int64_t total_q = 0;
-              for (const int len : q_lens) total_q += len;
-              ASSERT_EQ(gqa_pack_shift(group, true, total_q), group == 4 ? 2 : 3) << "this case is not packed";
+              int max_q = 0;
+              for (const int len : q_lens) total_q += len, max_q = std::max(max_q, len);
+              const int block_m = 64 * prefill_sm90_tile(hd.d, hd.dv).consumers;  // a block per item
+              ASSERT_EQ(gqa_pack_shift(group, true, total_q, max_q, block_m), group == 4 ? 2 : 3)
+                  << "this case is not packed";
               check_spec(packed, backend(), 3000);
               AttentionTensors a = make_tensors(packed, rng);
               ASSERT_EQ(run_on_gpu(packed, a, backend()), "");

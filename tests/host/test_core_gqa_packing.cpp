@@ -14,15 +14,29 @@ namespace flashbuf {
 namespace {
 
 TEST(CoreGqaPacking, PacksVarlenGroupsOfTwoFourEight) {
-  EXPECT_EQ(gqa_pack_shift(2, true, 4096), 1);
-  EXPECT_EQ(gqa_pack_shift(4, true, 4096), 2);
-  EXPECT_EQ(gqa_pack_shift(8, true, 4096), 3);
-  EXPECT_EQ(gqa_pack_shift(1, true, 4096), 0);    // MHA: nothing to pack
-  EXPECT_EQ(gqa_pack_shift(16, true, 4096), 0);   // a copy run would split a group
-  EXPECT_EQ(gqa_pack_shift(6, true, 4096), 0);    // not a power of two
-  EXPECT_EQ(gqa_pack_shift(4, false, 4096), 0);   // batch form: keeps its TMA maps
-  EXPECT_EQ(gqa_pack_shift(8, true, kMaxPackedRows / 8 + 1), 0);  // packed rows past the int bound
-  EXPECT_EQ(gqa_pack_shift(8, true, kMaxPackedRows / 8), 3);
+  EXPECT_EQ(gqa_pack_shift(2, true, 4096, 513, 128), 1);
+  EXPECT_EQ(gqa_pack_shift(4, true, 4096, 513, 128), 2);
+  EXPECT_EQ(gqa_pack_shift(8, true, 4096, 513, 128), 3);
+  EXPECT_EQ(gqa_pack_shift(1, true, 4096, 513, 128), 0);    // MHA: nothing to pack
+  EXPECT_EQ(gqa_pack_shift(16, true, 4096, 513, 128), 0);   // a copy run would split a group
+  EXPECT_EQ(gqa_pack_shift(6, true, 4096, 513, 128), 0);    // not a power of two
+  EXPECT_EQ(gqa_pack_shift(4, false, 4096, 513, 128), 0);   // batch form: keeps its TMA maps
+  EXPECT_EQ(gqa_pack_shift(8, true, kMaxPackedRows / 8 + 1, 513, 128), 0);  // packed rows past the int bound
+  EXPECT_EQ(gqa_pack_shift(8, true, kMaxPackedRows / 8, 513, 128), 3);
+}
+
+// Packing runs a block per item: only where the longest sequence's last block pads more than
+// 1/16 of its rows (what packing saves) does it give up the persistent walk.
+TEST(CoreGqaPacking, PacksWhereTheLongestSequencePadsItsLastBlock) {
+  EXPECT_EQ(gqa_pack_shift(4, true, 31 * 513, 513, 128), 2);    // 127 of 640 rows padding
+  EXPECT_EQ(gqa_pack_shift(4, true, 393, 131, 128), 2);         // 125 of 256
+  EXPECT_EQ(gqa_pack_shift(4, true, 513, 513, 64), 2);          // 63 of 576 (D 64's 64-row blocks)
+  EXPECT_EQ(gqa_pack_shift(4, true, 14592, 8192, 128), 0);      // whole blocks
+  EXPECT_EQ(gqa_pack_shift(4, true, 24000, 8000, 128), 0);      // 64 of 8064
+  EXPECT_EQ(gqa_pack_shift(4, true, 16384, 16384, 128), 0);
+  EXPECT_EQ(gqa_pack_shift(4, true, 1000, 1000, 128), 0);       // 24 of 1024: 16 * 24 < 1024
+  EXPECT_EQ(gqa_pack_shift(4, true, 1050, 1050, 128), 2);       // 102 of 1152: 16 * 102 > 1152
+  EXPECT_EQ(gqa_pack_shift(4, true, 0, 0, 128), 0);             // no rows
 }
 
 // Rows r = 0 .. (tokens << s) - 1 are token r >> s of head r & (2^s - 1): each pair once.
