@@ -43,7 +43,7 @@ void time_variant(const char* name, int s, bool causal) {
   pr.q_head_stride = pr.k_head_stride = pr.v_head_stride = pr.o_head_stride = D;
   pr.softmax_scale = 1.0f / std::sqrt(float(D));
   pr.window_right = causal ? 0 : -1;
-  const PrefillParams p = detail::make_prefill_params(pr, Tile::value.block_m);
+  const PrefillParams p = detail::make_prefill_params(pr, Tile::value.block_m, 0);
   auto launch = [&] {
     detail::launch_prefill_kernel<PrefillSm80<In, D, D, false, Tile>>(&prefill_sm80_kernel<In, D, D, false, Tile>, p,
                                                                       pr);

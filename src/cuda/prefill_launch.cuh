@@ -12,6 +12,7 @@
 #include "cuda/prefill_grid_knob.hpp"
 #include "cuda/tensor_map.hpp"
 #include "cuda/work_order.hpp"
+#include "flashbuf/core/gqa_packing.hpp"
 #include "flashbuf/core/paged_boxes.hpp"
 #include "flashbuf/core/work_order.hpp"
 #include "flashbuf/kernels/prefill_sm80.cuh"
@@ -38,12 +39,13 @@ void raise_smem_limit_once(const void* kernel_fn, int device) {
   });
 }
 
-// One launch of `kernel` (a __global__ of class Kernel) over the problem's grid.
+// One launch of `kernel` (a __global__ of class Kernel) over the problem's grid: query blocks x
+// heads (K/V heads where the rows are packed) x sequences.
 template <class Kernel, class... Extra>
 void launch_prefill_kernel(void (*kernel)(PrefillParams, Extra...), const PrefillParams& params,
                            const AttentionProblem& pr, const Extra&... extra) {
   raise_smem_limit_once<Kernel>(reinterpret_cast<const void*>(kernel), pr.device_index);
-  kernel<<<dim3(params.num_m_blocks, pr.heads_q, pr.batch), Kernel::kThreads, Kernel::kSmemBytes,
+  kernel<<<dim3(params.num_m_blocks, pr.heads_q >> params.pack_shift, pr.batch), Kernel::kThreads, Kernel::kSmemBytes,
            static_cast<cudaStream_t>(pr.stream)>>>(params, extra...);
   FLASHBUF_CUDA_CHECK(cudaGetLastError());
 }
@@ -58,8 +60,9 @@ template <class Kernel, class... Extra>
 bool launch_prefill_longest_first(void (*kernel)(PrefillParams, Extra...), PrefillParams params,
                                   const AttentionProblem& pr, const Extra&... extra) {
   if (pr.cu_seqlens_q == nullptr || !longest_first_pays(pr.total_q, pr.batch, pr.max_seqlen_q)) return false;
-  const std::int64_t capacity = work_order_capacity(pr.total_q, pr.batch, Kernel::kBM);
-  if (capacity * pr.heads_q > 0x7fffffff) return false;
+  const int heads = pr.heads_q >> params.pack_shift;  // the grid's: K/V heads where rows are packed
+  const std::int64_t capacity = work_order_capacity(pr.total_q << params.pack_shift, pr.batch, Kernel::kBM);
+  if (capacity * heads > 0x7fffffff) return false;
   const auto stream = static_cast<cudaStream_t>(pr.stream);
   std::int32_t* table = nullptr;
   const std::size_t bytes = sizeof(std::int32_t) * static_cast<std::size_t>(work_order_entries(capacity));
@@ -77,13 +80,13 @@ bool launch_prefill_longest_first(void (*kernel)(PrefillParams, Extra...), Prefi
   order.window_right = pr.window_right;
   order.block_m = Kernel::kBM;
   order.block_n = Kernel::kBN;
+  order.row_shift = params.pack_shift;
   order.capacity = capacity;
   order.table = table;
   params.item_order = table;
   raise_smem_limit_once<Kernel>(reinterpret_cast<const void*>(kernel), pr.device_index);
   launch_work_order(order, stream);
-  kernel<<<static_cast<unsigned>(capacity * pr.heads_q), Kernel::kThreads, Kernel::kSmemBytes, stream>>>(params,
-                                                                                                         extra...);
+  kernel<<<static_cast<unsigned>(capacity * heads), Kernel::kThreads, Kernel::kSmemBytes, stream>>>(params, extra...);
   const cudaError_t launched = cudaGetLastError();
   const cudaError_t freed = cudaFreeAsync(table, stream);  // after the kernel, whatever its launch did
   FLASHBUF_CUDA_CHECK(launched);
@@ -181,7 +184,8 @@ PrefillTmaMaps make_prefill_tma_maps(const AttentionProblem& pr) {
   return maps;
 }
 
-inline PrefillParams make_prefill_params(const AttentionProblem& pr, int block_m) {
+// `pack_shift`: the launch's GQA packing (core/gqa_packing.hpp), 0 for none.
+inline PrefillParams make_prefill_params(const AttentionProblem& pr, int block_m, int pack_shift) {
   PrefillParams p{};
   p.q = pr.q;
   p.k = pr.k;
@@ -217,7 +221,8 @@ inline PrefillParams make_prefill_params(const AttentionProblem& pr, int block_m
   p.total_k = static_cast<int>(pr.total_k);
   p.heads_q = pr.heads_q;
   p.group = pr.heads_q / pr.heads_kv;
-  p.num_m_blocks = (pr.max_seqlen_q + block_m - 1) / block_m;
+  p.pack_shift = pack_shift;
+  p.num_m_blocks = static_cast<int>(((static_cast<std::int64_t>(pr.max_seqlen_q) << pack_shift) + block_m - 1) / block_m);
   // With softcap the kernel computes tanh(s * scale / softcap) and the softmax runs on
   // softcap * tanh(...); without it the scale folds into the exp2 argument.
   p.softcap_inv = pr.softcap > 0.0f ? pr.softmax_scale / pr.softcap : 0.0f;
@@ -235,9 +240,10 @@ void launch_prefill_variant(const PrefillParams& params, const AttentionProblem&
     using Kernel = PrefillSm90<In, D, Dv, Paged>;
     if constexpr (!Paged) {
       using Persistent = PrefillSm90Persistent<In, D, Dv>;
+      // A packed launch keeps a block per item: the walk counts query heads.
       const MaskParams mask{pr.seqlen_q, pr.seqlen_k, pr.window_left, pr.window_right};  // once a launch
       const double mean_tiles = mean_key_tiles(mask, Persistent::kBM, Persistent::kBN);
-      if (persistent_prefill_wanted<Persistent, Kernel>(pr, mean_tiles)) {
+      if (params.pack_shift == 0 && persistent_prefill_wanted<Persistent, Kernel>(pr, mean_tiles)) {
         if constexpr (D <= 64 && Dv <= 64) {  // three consumers over 192-row items where they pay
           using Persistent3 = PrefillSm90Persistent<In, D, Dv, 3>;
           const long long heads_x_batch = static_cast<long long>(pr.heads_q) * pr.batch;
@@ -275,7 +281,10 @@ template <PrefillKernel K, class In, int D, int Dv>
 void launch_prefill(const AttentionProblem& pr) {
   constexpr int block_m =
       K == PrefillKernel::mma_sync ? PrefillSm80<In, D, Dv, false>::kBM : PrefillSm90<In, D, Dv, false>::kBM;
-  const PrefillParams p = make_prefill_params(pr, block_m);
+  const int pack_shift = K == PrefillKernel::wgmma ? gqa_pack_shift(pr.heads_q / pr.heads_kv, pr.cu_seqlens_q != nullptr, pr.total_q,
+                                                                    pr.max_seqlen_q, block_m)
+                                                   : 0;
+  const PrefillParams p = make_prefill_params(pr, block_m, pack_shift);
   if (pr.batch == 0 || p.num_m_blocks == 0) return;
   if (pr.paged()) {
     launch_prefill_variant<K, In, D, Dv, true>(p, pr);

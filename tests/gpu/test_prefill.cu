@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <tuple>
+#include <utility>
 #include <functional>
 #include <initializer_list>
 #include <limits>
@@ -17,6 +18,8 @@
 
 #include "api/backends.hpp"
 #include "cuda/prefill_grid_knob.hpp"
+#include "flashbuf/core/gqa_packing.hpp"
+#include "flashbuf/kernels/prefill_tiles.hpp"
 #include "gpu_test_util.cuh"
 #include "reference/check.hpp"
 #include "reference/device_mirror.hpp"
@@ -373,6 +376,73 @@ TEST_P(PrefillGpu, VarlenLongestFirstMatchesGridOrderBitExactly) {
       }
     }
   });
+}
+
+// Varlen GQA launches on Hopper pack a K/V head's query heads into one block's rows
+// (core/gqa_packing.hpp). Groups of 4 and 8 (base_spec's 2 runs in the tests above), every
+// Q-copy shape (D 64, 96, 128, 192/128, 256), lengths that end in short blocks, rows without
+// keys, skewed (longest first) and alike (grid order), every mask kind: against the reference
+// (O and LSE), and bit for bit (O and LSE) against each sequence run alone, unpacked. The
+// single runs pass seqlens_k, which keeps them on a block per item with the packed run's key
+// tiles (the persistent grid's 64-key tiles above D 128 would round differently).
+TEST_P(PrefillGpu, VarlenPackedGroupsMatchReferenceAndSingleSequences) {
+  if (backend() != Backend::sm90) GTEST_SKIP() << "GQA packing is the Hopper kernel's";
+  const std::vector<std::pair<std::vector<int>, std::vector<int>>> batches = {
+      {{513, 1, 0, 37, 130, 50}, {513, 40, 9, 300, 130, 20}},  // skewed: longest first
+      {{130, 129, 131}, {131, 129, 200}}};                     // alike: grid order
+  for_each_built_head_dims(
+      {HeadDims{64, 64}, HeadDims{96, 96}, HeadDims{128, 128}, HeadDims{192, 128}, HeadDims{256, 256}},
+      [&](HeadDims hd, Rng& rng) {
+        for (const int group : {4, 8})
+          for (const auto& [q_lens, k_lens] : batches)
+            for (const Mask mask : {Mask::causal(), Mask::none(), Mask::window(100, 0)}) {
+              ProblemSpec packed = base_spec(DType::bf16, hd.d, hd.dv, 0, 0);
+              packed.heads_kv = 2;
+              packed.heads_q = 2 * group;
+              packed.varlen_q = true;
+              packed.kv = KvLayout::varlen;
+              packed.q_lens = q_lens;
+              packed.k_lens = k_lens;
+              packed.batch = static_cast<int>(q_lens.size());
+              packed.mask = mask;
+              SCOPED_TRACE(packed.describe());
+              std::int64_t total_q = 0;
+              int max_q = 0;
+              for (const int len : q_lens) total_q += len, max_q = std::max(max_q, len);
+              const int block_m = 64 * prefill_sm90_tile(hd.d, hd.dv).consumers;  // a block per item
+              ASSERT_EQ(gqa_pack_shift(group, true, total_q, max_q, block_m), group == 4 ? 2 : 3)
+                  << "this case is not packed";
+              check_spec(packed, backend(), 3000);
+              AttentionTensors a = make_tensors(packed, rng);
+              ASSERT_EQ(run_on_gpu(packed, a, backend()), "");
+              std::int64_t q_row = 0, k_row = 0;
+              for (int b = 0; b < packed.batch; ++b) {
+                if (packed.q_lens[b] > 0 && packed.k_lens[b] > 0) {
+                  ProblemSpec one = base_spec(DType::bf16, hd.d, hd.dv, packed.q_lens[b], packed.k_lens[b]);
+                  one.batch = 1;
+                  one.heads_q = packed.heads_q;
+                  one.heads_kv = packed.heads_kv;
+                  one.use_seqlens_k = true;
+                  one.k_lens = {packed.k_lens[b]};
+                  one.mask = mask;
+                  Rng rng2(rng.seed() + b);
+                  AttentionTensors s = make_tensors(one, rng2);
+                  reference::copy_varlen_sequence(a, q_row, k_row, one, s);
+                  ASSERT_EQ(run_on_gpu(one, s, backend()), "");
+                  for (int i = 0; i < one.seqlen_q; ++i)
+                    for (int h = 0; h < one.heads_q; ++h) {
+                      for (int c = 0; c < one.head_dim_v; ++c)
+                        ASSERT_EQ(s.o.at({0, i, h, c}), a.o.at({q_row + i, h, c}))
+                            << "sequence " << b << " row " << i << " head " << h;
+                      ASSERT_EQ(s.lse.at({0, h, i}), a.lse.at({h, q_row + i}))
+                          << "LSE: sequence " << b << " row " << i << " head " << h;
+                    }
+                }
+                q_row += packed.q_lens[b];
+                k_row += packed.k_lens[b];
+              }
+            }
+      });
 }
 
 // Rows that see no key: O = 0 and LSE = -inf, never NaN (window entirely in the future).

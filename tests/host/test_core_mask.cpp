@@ -1,6 +1,7 @@
 // Host tests of core/mask.hpp: key_range() and tile_fully_visible() against brute force over
 // visible() for random shapes and windows, including seqlen_q > seqlen_k and zero lengths;
-// visible() itself against hand-drawn pictures; the tiles covering a key range.
+// visible() itself against hand-drawn pictures; packed rows (row_shift) against their tokens;
+// the tiles covering a key range.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -13,7 +14,8 @@ namespace {
 
 std::string show(const MaskParams& p) {
   return "sq=" + std::to_string(p.seqlen_q) + " sk=" + std::to_string(p.seqlen_k) +
-         " wl=" + std::to_string(p.window_left) + " wr=" + std::to_string(p.window_right);
+         " wl=" + std::to_string(p.window_left) + " wr=" + std::to_string(p.window_right) +
+         " shift=" + std::to_string(p.row_shift);
 }
 
 TEST(CoreMask, CausalBottomRightPicture) {
@@ -55,7 +57,35 @@ MaskParams random_params(std::mt19937& rng) {
     case 1: p = MaskParams::none(p.seqlen_q, p.seqlen_k); break;
     default: break;
   }
+  // Half of them over packed rows (a group of 2, 4 or 8 query heads per token).
+  const int shift = std::uniform_int_distribution<int>(-3, 3)(rng);
+  if (shift > 0) {
+    p.row_shift = shift;
+    p.seqlen_q <<= shift;
+  }
   return p;
+}
+
+// A packed row sees exactly the keys its token sees unpacked, for every head of the group.
+TEST(CoreMask, PackedRowSeesItsTokensKeys) {
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  for (int trial = 0; trial < 1000; ++trial) {
+    MaskParams tokens = random_params(rng);
+    tokens.seqlen_q >>= tokens.row_shift;
+    tokens.row_shift = 0;
+    for (int shift = 1; shift <= 3; ++shift) {
+      MaskParams rows = tokens;
+      rows.row_shift = shift;
+      rows.seqlen_q = tokens.seqlen_q << shift;
+      for (int q = -2; q < rows.seqlen_q + 2; ++q)
+        for (int k = -2; k < tokens.seqlen_k + 2; ++k) {
+          const bool expected = q >= 0 && q < rows.seqlen_q && visible(tokens, q >> shift, k);
+          ASSERT_EQ(visible(rows, q, k), expected) << show(rows) << " q=" << q << " k=" << k;
+        }
+    }
+  }
 }
 
 TEST(CoreMask, KeyRangeIsTheExactHullOfVisibleKeys) {

@@ -91,6 +91,31 @@ struct StridedRows {
   }
 };
 
+// Rows a fixed number of elements apart per step (a packed GQA tile's rows of one head).
+template <class T>
+struct SteppedRows {
+  const T* ptr;
+  std::int64_t step;
+  __device__ const T* get(bool /*valid*/) const { return ptr; }
+  __device__ void next(bool more) {
+    if (more) ptr += step;
+  }
+};
+
+// Rows [0, rows) of a packed GQA tile (PrefillParams::pack_shift = shift): row r is token
+// r >> shift (row_stride elements apart) of head r & (2^shift - 1) (head_stride apart) from src.
+// A thread's run steps kStepRows rows, a multiple of 8, so of the group (at most 8 heads): the
+// same head, kStepRows >> shift tokens on. Rows past `rows` are zero-filled.
+template <class Tile, int NumThreads, class In>
+__device__ void load_tile_async_packed(In* smem, const In* src, std::int64_t row_stride, std::int64_t head_stride,
+                                       int shift, int rows) {
+  constexpr int kStepRows = ChunkRuns<Tile, NumThreads>::kStepRows;
+  copy_tile_async<Tile, NumThreads>(smem, rows, [&](int row, int col) {
+    return SteppedRows<In>{src + (row >> shift) * row_stride + (row & ((1 << shift) - 1)) * head_stride + col,
+                           (kStepRows >> shift) * row_stride};
+  });
+}
+
 // Rows [0, rows) of a rows x Cols tile at src (row_stride elements apart) into a shared tile;
 // rows past `rows` are zero-filled.
 template <class Tile, int NumThreads, class In>

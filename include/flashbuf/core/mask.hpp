@@ -15,6 +15,11 @@
 //                                                      q=0    x x x . .
 //                                                      q=1    x x x x .
 //                                                      q=2    x x x x x
+//
+// Packed rows (the Hopper prefill's GQA packing): with row_shift s > 0, "query" q is row q of
+// a K/V head's packed sequence, token q >> s of query head q & (2^s - 1) of the head's group,
+// and seqlen_q counts rows (tokens << s). Every test below then holds per row: the diagonal is
+// the token's, and it still never decreases with q, so ranges over consecutive rows stay exact.
 #pragma once
 
 #include "flashbuf/core/config.hpp"
@@ -28,6 +33,7 @@ struct MaskParams {
   int seqlen_k;
   int window_left;   // keys before the diagonal a query may see; < 0 = unbounded
   int window_right;  // keys after the diagonal a query may see; < 0 = unbounded
+  int row_shift = 0;  // packed rows: q >> row_shift is the token (see above)
   // Positions and windows add in int: validation makes a window as wide as the sequences
   // unbounded (src/api/validate.cpp), so diagonal +- window cannot overflow.
 
@@ -39,7 +45,9 @@ struct MaskParams {
   }
 
   // Key position the query lines up with (bottom-right alignment).
-  FLASHBUF_HOST_DEVICE constexpr int diagonal(int q) const { return q + seqlen_k - seqlen_q; }
+  FLASHBUF_HOST_DEVICE constexpr int diagonal(int q) const {
+    return (q >> row_shift) + seqlen_k - (seqlen_q >> row_shift);
+  }
   FLASHBUF_HOST_DEVICE constexpr bool has_left_bound() const { return window_left >= 0; }
   FLASHBUF_HOST_DEVICE constexpr bool has_right_bound() const { return window_right >= 0; }
 };

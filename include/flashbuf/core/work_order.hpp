@@ -70,13 +70,16 @@ struct OrderedItem {
 
 // The host's order (tests; the device kernel sorts into the same buckets): every item of the
 // batch, bucket by bucket, sequences in order and a sequence's heaviest query block first
-// within a bucket. `seqlens_q` / `seqlens_k` per sequence; window bounds as in MaskParams.
+// within a bucket. `seqlens_q` / `seqlens_k` per sequence; window bounds as in MaskParams;
+// row_shift > 0: each token is 1 << row_shift query rows (packed GQA).
 inline std::vector<OrderedItem> order_longest_first(const std::vector<int>& seqlens_q, const std::vector<int>& seqlens_k,
-                                                    int window_left, int window_right, int block_m, int block_n) {
+                                                    int window_left, int window_right, int block_m, int block_n,
+                                                    int row_shift = 0) {
   std::vector<std::vector<OrderedItem>> buckets(kWorkOrderBuckets);
   for (int b = 0; b < static_cast<int>(seqlens_q.size()); ++b) {
-    const MaskParams mask{seqlens_q[b], seqlens_k[b], window_left, window_right};
-    for (int m = query_blocks(seqlens_q[b], block_m) - 1; m >= 0; --m)
+    const MaskParams mask{seqlens_q[b] > 0 ? seqlens_q[b] << row_shift : 0, seqlens_k[b], window_left, window_right,
+                          row_shift};
+    for (int m = query_blocks(mask.seqlen_q, block_m) - 1; m >= 0; --m)
       buckets[work_bucket(item_key_tiles(mask, m, block_m, block_n))].push_back({b, m});
   }
   std::vector<OrderedItem> order;

@@ -29,27 +29,30 @@ struct PrefillBlock {
   int m_block, head, batch, head_kv;
   int q_begin, seqlen_q, k_begin, seqlen_k;
   int m0, rows_q;
+  int pack_shift;  // PrefillParams::pack_shift, or 0 where the kernel never packs (a constant there)
   MaskParams mask;
   KeyRange keys;
 
   // The grid's block (blockIdx: query block counted from the last, head, sequence), or with an
-  // order table the item of rank blockIdx.x / heads_q, head blockIdx.x % heads_q (past the
-  // table's count: an empty block).
+  // order table the item of rank blockIdx.x / heads, head blockIdx.x % heads (heads: the grid's,
+  // K/V heads where the rows are packed; past the table's count: an empty block).
   __device__ static PrefillBlock make(const PrefillParams& p, int block_m) {
     if (p.item_order != nullptr) {
-      const int rank = static_cast<int>(blockIdx.x) / p.heads_q;
-      const int head = static_cast<int>(blockIdx.x) - rank * p.heads_q;
+      const int heads = p.heads_q >> p.pack_shift;
+      const int rank = static_cast<int>(blockIdx.x) / heads;
+      const int head = static_cast<int>(blockIdx.x) - rank * heads;
       if (rank >= p.item_order[0]) return none();
-      return make_at(p, block_m, p.item_order[2 + 2 * rank], head, p.item_order[1 + 2 * rank]);
+      return make_at(p, block_m, p.item_order[2 + 2 * rank], head, p.item_order[1 + 2 * rank], p.pack_shift);
     }
-    return make_in_grid(p, block_m);
+    return make_in_grid(p, block_m, p.pack_shift);
   }
   // The grid's block, for kernels launched without an order table: its coordinates then come
   // from blockIdx alone, which the compiler may re-read where make's (from memory or blockIdx)
   // must stay in registers across the main loop (the sm80 D 64 kernel, at 255 registers,
   // spilled its row sums in the loop for them: bench/NOTES-prefill.md).
-  __device__ static PrefillBlock make_in_grid(const PrefillParams& p, int block_m) {
-    return make_at(p, block_m, p.num_m_blocks - 1 - static_cast<int>(blockIdx.x), blockIdx.y, blockIdx.z);
+  // (The mma.sync kernel's launcher never packs: pack_shift 0.)
+  __device__ static PrefillBlock make_in_grid(const PrefillParams& p, int block_m, int pack_shift = 0) {
+    return make_at(p, block_m, p.num_m_blocks - 1 - static_cast<int>(blockIdx.x), blockIdx.y, blockIdx.z, pack_shift);
   }
   __device__ static PrefillBlock none() {
     PrefillBlock b{};
@@ -57,46 +60,55 @@ struct PrefillBlock {
     b.seqlen_q = 0;  // empty()
     return b;
   }
-  // Work item `item` of a persistent grid, in the walk's numbering (item_coords).
+  // Work item `item` of a persistent grid, in the walk's numbering (item_coords; never packed).
   __device__ static PrefillBlock make_item(const PrefillParams& p, int block_m, int item, bool paired) {
     const ItemCoords c = item_coords(item, p.num_m_blocks, p.heads_q, paired);
-    return make_at(p, block_m, p.num_m_blocks - 1 - c.m_from_last, c.head, c.batch);
+    return make_at(p, block_m, p.num_m_blocks - 1 - c.m_from_last, c.head, c.batch, 0);
   }
-  __device__ static PrefillBlock make_at(const PrefillParams& p, int block_m, int m_block, int head, int batch) {
+  // `head` counts the grid's heads: query heads, or K/V heads where the rows are packed
+  // (pack_shift > 0: then b.head is the group's first query head, and rows, m0 and the mask
+  // count packed rows).
+  __device__ static PrefillBlock make_at(const PrefillParams& p, int block_m, int m_block, int head, int batch,
+                                         int pack_shift) {
     PrefillBlock b;
     b.m_block = m_block;
-    b.head = head;
+    b.pack_shift = pack_shift;
+    b.head = head << pack_shift;
     b.batch = batch;
     b.head_kv = b.head / p.group;
     // Offsets and lengths in device memory are unchecked unless the caller asked: each is
     // clamped to the rows its tensor holds (one unsigned min takes negatives too), so a bad
     // entry gives wrong rows, never an access outside q, k, v, o or lse.
     b.q_begin = p.cu_seqlens_q ? clamp_index(p.cu_seqlens_q[b.batch], p.total_q) : 0;
-    b.seqlen_q = p.cu_seqlens_q ? max(clamp_index(p.cu_seqlens_q[b.batch + 1], p.total_q) - b.q_begin, 0) : p.seqlen_q;
+    b.seqlen_q = (p.cu_seqlens_q ? max(clamp_index(p.cu_seqlens_q[b.batch + 1], p.total_q) - b.q_begin, 0) : p.seqlen_q)
+                 << pack_shift;
     b.k_begin = p.cu_seqlens_k ? clamp_index(p.cu_seqlens_k[b.batch], p.total_k) : 0;
     b.seqlen_k = p.cu_seqlens_k ? max(clamp_index(p.cu_seqlens_k[b.batch + 1], p.total_k) - b.k_begin, 0)
                                 : (p.seqlens_k ? clamp_index(p.seqlens_k[b.batch], p.seqlen_k) : p.seqlen_k);
     b.m0 = b.m_block * block_m;
     b.rows_q = min(block_m, b.seqlen_q - b.m0);
-    b.mask = MaskParams{b.seqlen_q, b.seqlen_k, p.window_left, p.window_right};
+    b.mask = MaskParams{b.seqlen_q, b.seqlen_k, p.window_left, p.window_right, pack_shift};
     b.keys = key_range(b.mask, b.m0, b.m0 + block_m);
     return b;
   }
+  // seqlen_q counts query rows: tokens, or packed rows (tokens << pack_shift).
   __device__ bool empty() const { return m0 >= seqlen_q; }
   // x in [0, bound]; a negative x becomes bound.
   __device__ static int clamp_index(int x, int bound) {
     return static_cast<int>(min(static_cast<unsigned>(x), static_cast<unsigned>(bound)));
   }
 
+  // Row 0 of the block (m0 is a multiple of the group where rows are packed: its head is the
+  // group's first).
   template <class In>
   __device__ const In* q_ptr(const PrefillParams& p) const {
     return static_cast<const In*>(p.q) + batch * p.q_batch_stride +
-           std::int64_t(q_begin + m0) * p.q_row_stride + head * p.q_head_stride;
+           std::int64_t(q_begin + (m0 >> pack_shift)) * p.q_row_stride + head * p.q_head_stride;
   }
   template <class In>
   __device__ In* o_ptr(const PrefillParams& p) const {
     return static_cast<In*>(p.o) + batch * p.o_batch_stride +
-           std::int64_t(q_begin + m0) * p.o_row_stride + head * p.o_head_stride;
+           std::int64_t(q_begin + (m0 >> pack_shift)) * p.o_row_stride + head * p.o_head_stride;
   }
   // Binds both K/V buffers to this sequence's rows (contiguous, varlen or paged).
   template <class In, bool Paged, class KBuf, class VBuf>
@@ -124,20 +136,27 @@ struct PrefillBlock {
   }
 };
 
+// This lane's row (mt, h) counted in the block's sequence (packed: token r >> pack_shift of
+// head head_of_row(r)); row_in_block0 is the first block row of the warp's tiles.
+__device__ __forceinline__ int sequence_row(const PrefillBlock& b, int row_in_block0, int mt, int h) {
+  return b.m0 + row_in_block0 + mt * 16 + h * 8 + static_cast<int>(threadIdx.x % 32) / 4;
+}
+// The query head of sequence row r: the block's, or where rows are packed, the group's r-th.
+__device__ __forceinline__ int head_of_row(const PrefillBlock& b, int r) { return b.head + (r & ((1 << b.pack_shift) - 1)); }
+
 // One lane of each quad writes row (mt, h)'s LSE if the row is one of the sequence's.
 __device__ __forceinline__ void store_lse(const PrefillParams& p, const PrefillBlock& b, int row_in_block0, int mt,
                                           int h, float lse) {
-  const int lane = threadIdx.x % 32;
-  const int r = row_in_block0 + mt * 16 + h * 8 + lane / 4;
-  if (lane % 4 == 0 && b.m0 + r < b.seqlen_q) {
-    p.lse[b.batch * p.lse_batch_stride + b.head * p.lse_head_stride + b.q_begin + b.m0 + r] = lse;
+  const int r = sequence_row(b, row_in_block0, mt, h);
+  if (threadIdx.x % 4 == 0 && r < b.seqlen_q) {
+    p.lse[b.batch * p.lse_batch_stride + head_of_row(b, r) * p.lse_head_stride + b.q_begin + (r >> b.pack_shift)] = lse;
   }
 }
 
 // The end of a block's rows, from the online softmax's state: divides the output by the row
 // sums (0 for rows with no key) and writes the natural-log LSE of the block's valid rows;
 // row_in_block0 is the first block row of this warp's tiles.
-// With sinks, the head's sink joins each row here, once, after all
+// With sinks, the row's head's sink joins each row here, once, after all
 // its keys: one more term in the denominator (sink_weight_log2, one exponential in the row's
 // own scale) and the LSE with the sink (apply_sink, only where the LSE is stored); a block
 // without sinks takes the first branch, once, and does what it did before sinks existed.
@@ -150,7 +169,13 @@ __device__ __forceinline__ void store_lse(const PrefillParams& p, const PrefillB
 template <int MTiles, int NTiles, class OBuf>
 __device__ __forceinline__ void finalize_rows(OnlineSoftmax<MTiles, NTiles>& softmax, OBuf& out, const PrefillParams& p,
                                               const PrefillBlock& b, int row_in_block0) {
-  const float sink = p.sinks != nullptr ? p.sinks[b.head] : 0.0f;  // first: its latency under the shuffles
+  float sink[MTiles][2] = {};  // each row's head's (packed rows: heads differ)
+  if (p.sinks != nullptr) {    // first: their latency under the shuffles
+#pragma unroll
+    for (int mt = 0; mt < MTiles; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) sink[mt][h] = p.sinks[head_of_row(b, sequence_row(b, row_in_block0, mt, h))];
+  }
   auto& row_sum = softmax.row_sum;
   const auto& row_max_log2 = softmax.row_max_log2;
   using Softmax = OnlineSoftmax<MTiles, NTiles>;
@@ -175,13 +200,13 @@ __device__ __forceinline__ void finalize_rows(OnlineSoftmax<MTiles, NTiles>& sof
     for (int mt = 0; mt < MTiles; ++mt) {
       float denominator[2];
 #pragma unroll
-      for (int h = 0; h < 2; ++h) denominator[h] = row_sum[mt][h] + sink_weight_log2(sink, row_max_log2[mt][h]);
+      for (int h = 0; h < 2; ++h) denominator[h] = row_sum[mt][h] + sink_weight_log2(sink[mt][h], row_max_log2[mt][h]);
       out.apply_softmax_denominator(mt, denominator[0], denominator[1]);
       if (p.lse != nullptr) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           float lse;
-          apply_sink(Softmax::row_lse(row_max_log2[mt][h], row_sum[mt][h]), sink, lse);
+          apply_sink(Softmax::row_lse(row_max_log2[mt][h], row_sum[mt][h]), sink[mt][h], lse);
           store_lse(p, b, row_in_block0, mt, h, lse);
         }
       }
@@ -254,6 +279,22 @@ __device__ __forceinline__ void copy_output(const In* smem, In* dst, std::int64_
   }
 }
 
+// The same for a packed GQA tile (PrefillParams::pack_shift = shift): row r goes to token
+// r >> shift (row_stride apart) of head r & (2^shift - 1) (head_stride apart) from dst.
+template <class OTile, int NumThreads, int CopyRows = OTile::kRows, class In>
+__device__ __forceinline__ void copy_output_packed(const In* smem, In* dst, std::int64_t row_stride,
+                                                   std::int64_t head_stride, int shift, int rows, int thread,
+                                                   int copy_row0 = 0) {
+  constexpr int kChunksPerRow = OTile::kCols / 8;
+  for (int chunk = thread; chunk < CopyRows * kChunksPerRow; chunk += NumThreads) {
+    const int r = copy_row0 + chunk / kChunksPerRow, c = chunk % kChunksPerRow * 8;
+    if (r < rows) {
+      In* out = dst + (r >> shift) * row_stride + (r & ((1 << shift) - 1)) * head_stride + c;
+      *reinterpret_cast<uint4*>(out) = *reinterpret_cast<const uint4*>(smem + OTile::offset(r, c));
+    }
+  }
+}
+
 // The caller synchronises before (the shared region must be free); `sync` synchronises the
 // NumThreads writers in between.
 template <class OTile, class TC, int NumThreads, int CopyRows = OTile::kRows, int MTiles, int OTiles, class In,
@@ -263,6 +304,16 @@ __device__ void store_output(const float (&o)[MTiles][OTiles][4], In* smem, int 
   stage_output<OTile, TC>(o, smem, row_in_block0, thread % 32);
   sync();
   copy_output<OTile, NumThreads, CopyRows>(smem, dst, row_stride, rows, thread, copy_row0);
+}
+// The same, to a packed GQA tile's rows (copy_output_packed).
+template <class OTile, class TC, int NumThreads, int CopyRows = OTile::kRows, int MTiles, int OTiles, class In,
+          class Sync>
+__device__ void store_output_packed(const float (&o)[MTiles][OTiles][4], In* smem, int row_in_block0, In* dst,
+                                    std::int64_t row_stride, std::int64_t head_stride, int shift, int rows, int thread,
+                                    Sync&& sync, int copy_row0 = 0) {
+  stage_output<OTile, TC>(o, smem, row_in_block0, thread % 32);
+  sync();
+  copy_output_packed<OTile, NumThreads, CopyRows>(smem, dst, row_stride, head_stride, shift, rows, thread, copy_row0);
 }
 // Every thread of the block writes.
 template <class OTile, class TC, int NumThreads, int MTiles, int OTiles, class In>

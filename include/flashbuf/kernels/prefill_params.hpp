@@ -31,13 +31,19 @@ struct PrefillParams {
   int seqlen_q, seqlen_k;  // fixed lengths when not varlen; seqlen_k bounds seqlens_k
   int total_q, total_k;    // varlen: rows of q / o and of k / v, the bounds of cu_seqlens_*
   int heads_q, group;      // group = heads_q / heads_kv
+  // GQA packing (the Hopper kernel's varlen launches): 0, or log2(group), when a block's query
+  // rows are the tokens of all `group` query heads of one K/V head, heads innermost (row r:
+  // token r >> pack_shift, head r & (group - 1) of the group). The grid then counts K/V heads
+  // (heads_q >> pack_shift) and its query blocks over group x seqlen_q rows. Never on the
+  // persistent grid (core/gqa_packing.hpp).
+  int pack_shift;
   int num_m_blocks;
   int num_items;           // persistent grids: query blocks x heads x sequences (else unused)
   float scale_log2;        // multiplies raw scores (after softcap's tanh) into log2 units
   float softcap_inv;       // scale / softcap, or 0 without softcap
   int window_left, window_right;
   int items_paired;        // persistent grids: the walk takes items in pairs (core/work_items.hpp)
-  // Blocks per item (a 1-D grid of heads_q x the table's capacity, heads innermost) in the
+  // Blocks per item (a 1-D grid of the grid's heads x the table's capacity, heads innermost) in the
   // longest-first order of core/work_order.hpp; null: the (query block, head, sequence) grid.
   const std::int32_t* item_order;
 };

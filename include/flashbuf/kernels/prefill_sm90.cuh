@@ -399,7 +399,12 @@ struct PrefillSm90 {
       if (maps.q_enabled) {
         if (threadIdx.x == 0) QBuf::load_tile_tma(smem_q, &maps.q, blk.m0, blk.head, blk.batch, q_full);
       } else {
-        load_tile_async<QTile, kProducerThreads>(smem_q, blk.q_ptr<In>(p), p.q_row_stride, blk.rows_q);
+        if (blk.pack_shift != 0) {
+          load_tile_async_packed<QTile, kProducerThreads>(smem_q, blk.q_ptr<In>(p), p.q_row_stride, p.q_head_stride,
+                                                          blk.pack_shift, blk.rows_q);
+        } else {
+          load_tile_async<QTile, kProducerThreads>(smem_q, blk.q_ptr<In>(p), p.q_row_stride, blk.rows_q);
+        }
         sm90::cp_async_mbarrier_arrive_noinc(q_full);
       }
       // Tile i goes into stage Ring::stage(i) of each buffer. The stage is set from i rather than
@@ -520,6 +525,10 @@ struct PrefillSm90 {
     warpgroup_sync();  // this consumer's wgmma are done with its Q rows: they take its O
     if (maps.o_enabled) {
       store_output_tma(out.o, smem_q, maps, eblk, consumer, consumer_thread, warpgroup_sync, consumer * 64);
+    } else if (eblk.pack_shift != 0) {
+      store_output_packed<OTile, WGO, 128, 64>(out.o, smem_q, warp_row0, eblk.o_ptr<In>(p), p.o_row_stride,
+                                               p.o_head_stride, eblk.pack_shift, eblk.rows_q, consumer_thread % 128,
+                                               warpgroup_sync, consumer * 64);
     } else {
       store_output<OTile, WGO, 128, 64>(out.o, smem_q, warp_row0, eblk.o_ptr<In>(p), p.o_row_stride, eblk.rows_q,
                                        consumer_thread % 128, warpgroup_sync, consumer * 64);

@@ -14,6 +14,7 @@ struct WorkOrderParams {
   int batch;
   int window_left, window_right;
   int block_m, block_n;
+  int row_shift;          // query rows per token 1 << row_shift (packed GQA: PrefillParams::pack_shift)
   std::int64_t capacity;  // items the table holds
   std::int32_t* table;    // work_order_entries(capacity) int32
 };
