@@ -198,8 +198,10 @@ struct OnlineSoftmax {
   // The natural-log LSE of a row from its base-2 max and quad-reduced sum: -inf for a row
   // that saw no key (sum 0), NaN for a row that read a NaN (its sum is NaN, see finalize; a
   // NaN query also leaves the max at -inf, since fmaxf skips NaN: -inf + NaN is NaN).
+  // The sum is 0, >= 1 (its maximum's term is exp2(0)), +inf or NaN: never subnormal, so the
+  // flushing log2 gives what __log2f does without its rescaling.
   __device__ static float row_lse(float max_log2, float sum) {
-    return sum == 0.0f ? kNegInf : (max_log2 + __log2f(sum)) * kLn2;
+    return sum == 0.0f ? kNegInf : (max_log2 + sm80::lg2_approx_ftz(sum)) * kLn2;
   }
 };
 

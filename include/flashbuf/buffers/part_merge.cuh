@@ -34,10 +34,14 @@ struct PartMerge {
     return sm80::ex2_approx_ftz(NaturalLog ? d * kLog2e : d);
   }
   // What the weighted sum of outputs is multiplied by: 1 / sum, or 0 when no part saw a key.
-  __device__ __forceinline__ static float inverse(float sum) { return sum == 0.0f ? 0.0f : 1.0f / sum; }
+  // A sum is 0, >= 1 (the part at the max weighs exp2(0), its row sum or LSE sum >= 1), +inf
+  // or NaN, where the one-instruction reciprocal and log2 need none of the IEEE division's or
+  // __log2f's range fix-ups (OutputRegisterBuffer::inverse_denominator, OnlineSoftmax::row_lse).
+  __device__ __forceinline__ static float inverse(float sum) { return sum == 0.0f ? 0.0f : sm80::rcp_approx_ftz(sum); }
   // The merged LSE, in the parts' units: -inf when no part saw a key.
   __device__ __forceinline__ float lse(float sum) const {
-    return sum == 0.0f ? kNegInf : max + (NaturalLog ? __log2f(sum) * kLn2 : __log2f(sum));
+    const float log2_sum = sm80::lg2_approx_ftz(sum);
+    return sum == 0.0f ? kNegInf : max + (NaturalLog ? log2_sum * kLn2 : log2_sum);
   }
 };
 

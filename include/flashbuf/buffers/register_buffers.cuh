@@ -168,7 +168,9 @@ struct OutputRegisterBuffer {
   // Divide by the softmax denominators (row sums); a row with no visible key has sum 0 and
   // must come out as 0, not NaN; a NaN sum (the row read a NaN) stays NaN. A denominator with
   // an attention sink's term (sink_weight_log2 in core) is infinite for a row with no key: 0.
-  __device__ static float inverse_denominator(float sum) { return sum == 0.0f ? 0.0f : 1.0f / sum; }
+  // Any other sum is >= 1 (its maximum's term is exp2(0)), where the one-instruction
+  // reciprocal is within 1 ulp and needs none of the IEEE division's range fix-ups.
+  __device__ static float inverse_denominator(float sum) { return sum == 0.0f ? 0.0f : sm80::rcp_approx_ftz(sum); }
   __device__ void apply_softmax_denominator(int mt, float sum_lo, float sum_hi) {
     rescale(mt, inverse_denominator(sum_lo), inverse_denominator(sum_hi));
   }

@@ -1,5 +1,5 @@
-// arch/sm80: single special-function-unit instructions the softmax uses on its hot path, and
-// the one compare its epilogue's NaN rule uses.
+// arch/sm80: single special-function-unit instructions the softmax uses on its hot path and
+// in its epilogue, and the one compare its epilogue's NaN rule uses.
 #pragma once
 
 namespace flashbuf::sm80 {
@@ -10,6 +10,23 @@ namespace flashbuf::sm80 {
 __device__ __forceinline__ float ex2_approx_ftz(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// rcp.approx.ftz.f32: 1 / x in one MUFU.RCP (at most 1 ulp off; 1.0f / x is the correctly
+// rounded division: MUFU.RCP, a Newton step and a branch to a slow path for extreme
+// exponents). Subnormal arguments and results flush to zero; +-inf gives +-0, NaN gives NaN.
+__device__ __forceinline__ float rcp_approx_ftz(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// lg2.approx.ftz.f32: log2(x) in one MUFU.LG2, the instruction __log2f uses, without the
+// rescaling of subnormal arguments around it (they flush to zero: log2 gives -inf).
+__device__ __forceinline__ float lg2_approx_ftz(float x) {
+  float y;
+  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
 
