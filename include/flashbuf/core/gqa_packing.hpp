@@ -25,10 +25,10 @@ inline constexpr std::int64_t kMaxPackedRows = 0x7fffffff - 1024;
 // of rows then steps whole groups: buffers/tile_copy.cuh) whose packed rows stay under
 // kMaxPackedRows (all of q's rows, total_q << shift, since a sequence's length is clamped to
 // them: PrefillBlock), and only where the longest sequence's last query block of `block_m`
-// rows pads more than 1/16 of its rows: that padding is what packing saves, and a packed launch
-// runs a block per item, so where little is saved the persistent walk's balance over a skewed
-// batch is worth more (the serving grid's skewed batches against 31 x 513: bench/NOTES-prefill.md,
-// "GQA packing, measured"). Only the longest length is known on the host.
+// rows pads more than 1/16 of its rows: that padding is what packing saves, and a packed
+// launch runs a block per item, so where little is saved the persistent walk's balance over a
+// skewed batch is worth more (bench/NOTES-prefill.md, "Why packing lost on the skewed
+// batches, and the rule"). Only the longest length is known on the host.
 constexpr int gqa_pack_shift(int group, bool varlen, std::int64_t total_q, int max_seqlen_q, int block_m) {
   if (!varlen || max_seqlen_q <= 0 || block_m <= 0) return 0;
   const std::int64_t rows = (static_cast<std::int64_t>(max_seqlen_q) + block_m - 1) / block_m * block_m;
