@@ -18,6 +18,7 @@
 
 #include "flashbuf/arch/sm80/cp_async.cuh"
 #include "flashbuf/core/config.hpp"
+#include "flashbuf/core/gqa_packing.hpp"
 
 namespace flashbuf {
 
@@ -80,18 +81,8 @@ __device__ __forceinline__ void copy_tile_async(In* smem, int rows, RowsAt&& row
   }
 }
 
-// Rows of a strided matrix: base + row * stride.
-template <class T, int StepRows>
-struct StridedRows {
-  const T* ptr;
-  std::int64_t stride;
-  __device__ const T* get(bool /*valid*/) const { return ptr; }
-  __device__ void next(bool more) {
-    if (more) ptr += StepRows * stride;
-  }
-};
-
-// Rows a fixed number of elements apart per step (a packed GQA tile's rows of one head).
+// A thread's run of rows, a fixed number of elements apart per step (a strided matrix's rows
+// kStepRows apart, or a packed GQA tile's rows of one head).
 template <class T>
 struct SteppedRows {
   const T* ptr;
@@ -111,7 +102,7 @@ __device__ void load_tile_async_packed(In* smem, const In* src, std::int64_t row
                                        int shift, int rows) {
   constexpr int kStepRows = ChunkRuns<Tile, NumThreads>::kStepRows;
   copy_tile_async<Tile, NumThreads>(smem, rows, [&](int row, int col) {
-    return SteppedRows<In>{src + (row >> shift) * row_stride + (row & ((1 << shift) - 1)) * head_stride + col,
+    return SteppedRows<In>{src + packed_row_offset(row, shift, row_stride, head_stride) + col,
                            (kStepRows >> shift) * row_stride};
   });
 }
@@ -121,7 +112,7 @@ __device__ void load_tile_async_packed(In* smem, const In* src, std::int64_t row
 template <class Tile, int NumThreads, class In>
 __device__ void load_tile_async(In* smem, const In* src, std::int64_t row_stride, int rows) {
   copy_tile_async<Tile, NumThreads>(smem, rows, [&](int row, int col) {
-    return StridedRows<In, ChunkRuns<Tile, NumThreads>::kStepRows>{src + row * row_stride + col, row_stride};
+    return SteppedRows<In>{src + row * row_stride + col, ChunkRuns<Tile, NumThreads>::kStepRows * row_stride};
   });
 }
 

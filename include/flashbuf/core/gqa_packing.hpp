@@ -14,7 +14,17 @@
 
 #include <cstdint>
 
+#include "flashbuf/core/config.hpp"
+
 namespace flashbuf {
+
+// Packed row r of a K/V head's group: its query head within the group, and its element offset
+// from the group's first head's first token (tokens row_stride apart, heads head_stride apart).
+FLASHBUF_HOST_DEVICE constexpr int packed_head(int r, int shift) { return r & ((1 << shift) - 1); }
+FLASHBUF_HOST_DEVICE constexpr std::int64_t packed_row_offset(int r, int shift, std::int64_t row_stride,
+                                                              std::int64_t head_stride) {
+  return (r >> shift) * row_stride + packed_head(r, shift) * head_stride;
+}
 
 // The most packed rows a launch may count: int indices with a tile and a window to spare, as
 // api/validate.cpp keeps every index (its kIndexSlack).

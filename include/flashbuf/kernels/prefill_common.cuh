@@ -16,6 +16,7 @@
 #include "flashbuf/buffers/tile_copy.cuh"
 #include "flashbuf/core/config.hpp"
 #include "flashbuf/core/fragment.hpp"
+#include "flashbuf/core/gqa_packing.hpp"
 #include "flashbuf/core/mask.hpp"
 #include "flashbuf/core/softmax_state.hpp"
 #include "flashbuf/core/work_items.hpp"
@@ -142,7 +143,7 @@ __device__ __forceinline__ int sequence_row(const PrefillBlock& b, int row_in_bl
   return b.m0 + row_in_block0 + mt * 16 + h * 8 + static_cast<int>(threadIdx.x % 32) / 4;
 }
 // The query head of sequence row r: the block's, or where rows are packed, the group's r-th.
-__device__ __forceinline__ int head_of_row(const PrefillBlock& b, int r) { return b.head + (r & ((1 << b.pack_shift) - 1)); }
+__device__ __forceinline__ int head_of_row(const PrefillBlock& b, int r) { return b.head + packed_head(r, b.pack_shift); }
 
 // One lane of each quad writes row (mt, h)'s LSE if the row is one of the sequence's.
 __device__ __forceinline__ void store_lse(const PrefillParams& p, const PrefillBlock& b, int row_in_block0, int mt,
@@ -289,7 +290,7 @@ __device__ __forceinline__ void copy_output_packed(const In* smem, In* dst, std:
   for (int chunk = thread; chunk < CopyRows * kChunksPerRow; chunk += NumThreads) {
     const int r = copy_row0 + chunk / kChunksPerRow, c = chunk % kChunksPerRow * 8;
     if (r < rows) {
-      In* out = dst + (r >> shift) * row_stride + (r & ((1 << shift) - 1)) * head_stride + c;
+      In* out = dst + packed_row_offset(r, shift, row_stride, head_stride) + c;
       *reinterpret_cast<uint4*>(out) = *reinterpret_cast<const uint4*>(smem + OTile::offset(r, c));
     }
   }
