@@ -14,7 +14,7 @@ point and round).
 
 NAME=PACKAGE_DIR[:COMMIT] puts PACKAGE_DIR first on the server's PYTHONPATH and names its
 results DIR/NAME.json (round 1) and DIR/NAME-r<r>.json (rounds 2 on), in bench.py's schema:
-the files scripts/gpu_ab.sh writes and tabulates. The arguments after `--` are bench.py's.
+the files scripts/gpu_ab.sh writes and tabulates, each written as its round ends. The arguments after `--` are bench.py's.
 """
 from __future__ import annotations
 
@@ -98,6 +98,7 @@ def main(argv=None) -> int:
         n = points.pop()
         rows = {s.name: [[] for _ in range(args.rounds)] for s in servers}
         failed = {s.name: 0 for s in servers}
+        command = "python3 " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__)] + argv)
         start = time.time()
         for r in range(args.rounds):
             for point in range(n):
@@ -109,15 +110,15 @@ def main(argv=None) -> int:
                     # A point fails when its task raised or a row of it has no flashbuf time.
                     failed[s.name] += answer.get("error") is not None or \
                         any(row.get("flashbuf") is None for row in answer["rows"])
-            print(f"round {r + 1}: {n} points x {len(servers)} builds, {time.time() - start:.0f} s", flush=True)
-        command = "python3 " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__)] + argv)
-        for s in servers:
-            meta = s.ask("meta")  # its "failures" lists every failure of every round
-            meta.update({"command": command, "interleaved_with": [b[0] for b in args.builds if b[0] != s.name]})
-            for r in range(args.rounds):
+            # Each round's files as it ends: a call cut short by its time limit keeps the rounds done.
+            for s in servers:
+                meta = s.ask("meta")  # its "failures" lists every failure so far
+                meta.update({"command": command, "interleaved_with": [b[0] for b in args.builds if b[0] != s.name]})
                 path = os.path.join(args.out, s.name + ("" if r == 0 else f"-r{r + 1}") + ".json")
                 with open(path, "w") as f:
                     json.dump({"meta": meta, "rows": rows[s.name][r]}, f, indent=1)
+            print(f"round {r + 1}: {n} points x {len(servers)} builds, {time.time() - start:.0f} s", flush=True)
+        for s in servers:
             print(f"{s.name}: {len(rows[s.name][0])} rows a round, {failed[s.name]} point timing(s) failed")
     finally:
         for s in servers:
