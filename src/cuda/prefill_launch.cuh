@@ -212,7 +212,6 @@ inline PrefillParams make_prefill_params(const AttentionProblem& pr, int block_m
   p.seqlens_k = pr.seqlens_k;
   p.page_table = pr.page_table;
   p.page_table_stride = pr.page_table_stride;
-  p.page_size = pr.page_size;
   p.page_div = FastDivmod(pr.page_size);
   p.num_pages = pr.num_pages;
   p.seqlen_q = pr.seqlen_q;
