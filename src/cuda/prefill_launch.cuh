@@ -212,7 +212,6 @@ inline PrefillParams make_prefill_params(const AttentionProblem& pr, int block_m
   p.seqlens_k = pr.seqlens_k;
   p.page_table = pr.page_table;
   p.page_table_stride = pr.page_table_stride;
-  p.page_size = pr.page_size;
   p.page_div = FastDivmod(pr.page_size);
   p.num_pages = pr.num_pages;
   p.seqlen_q = pr.seqlen_q;
@@ -281,10 +280,12 @@ template <PrefillKernel K, class In, int D, int Dv>
 void launch_prefill(const AttentionProblem& pr) {
   constexpr int block_m =
       K == PrefillKernel::mma_sync ? PrefillSm80<In, D, Dv, false>::kBM : PrefillSm90<In, D, Dv, false>::kBM;
-  const int pack_shift =  // only the Hopper kernel packs
-      K == PrefillKernel::wgmma
-          ? gqa_pack_shift(pr.heads_q / pr.heads_kv, pr.cu_seqlens_q != nullptr, pr.total_q, pr.max_seqlen_q, block_m)
-          : 0;
+  // Only the Hopper kernel packs, and not over a page table: the paged kernel then holds the
+  // shift as the constant 0.
+  const bool may_pack = K == PrefillKernel::wgmma && !pr.paged();
+  const int pack_shift =
+      may_pack ? gqa_pack_shift(pr.heads_q / pr.heads_kv, pr.cu_seqlens_q != nullptr, pr.total_q, pr.max_seqlen_q, block_m)
+               : 0;
   const PrefillParams p = make_prefill_params(pr, block_m, pack_shift);
   if (pr.batch == 0 || p.num_m_blocks == 0) return;
   if (pr.paged()) {

@@ -36,16 +36,19 @@ struct PrefillBlock {
 
   // The grid's block (blockIdx: query block counted from the last, head, sequence), or with an
   // order table the item of rank blockIdx.x / heads, head blockIdx.x % heads (heads: the grid's,
-  // K/V heads where the rows are packed; past the table's count: an empty block).
+  // K/V heads where the rows are packed; past the table's count: an empty block). A kernel
+  // whose launches never pack (MayPack false) holds the shift as the constant 0.
+  template <bool MayPack = true>
   __device__ static PrefillBlock make(const PrefillParams& p, int block_m) {
+    const int pack_shift = MayPack ? p.pack_shift : 0;
     if (p.item_order != nullptr) {
-      const int heads = p.heads_q >> p.pack_shift;
+      const int heads = p.heads_q >> pack_shift;
       const int rank = static_cast<int>(blockIdx.x) / heads;
       const int head = static_cast<int>(blockIdx.x) - rank * heads;
       if (rank >= p.item_order[0]) return none();
-      return make_at(p, block_m, p.item_order[2 + 2 * rank], head, p.item_order[1 + 2 * rank], p.pack_shift);
+      return make_at(p, block_m, p.item_order[2 + 2 * rank], head, p.item_order[1 + 2 * rank], pack_shift);
     }
-    return make_in_grid(p, block_m, p.pack_shift);
+    return make_in_grid(p, block_m, pack_shift);
   }
   // The grid's block, for kernels launched without an order table: its coordinates then come
   // from blockIdx alone, which the compiler may re-read where make's (from memory or blockIdx)

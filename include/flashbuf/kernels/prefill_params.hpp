@@ -26,8 +26,8 @@ struct PrefillParams {
   const std::int32_t* seqlens_k;
   const std::int32_t* page_table;
   std::int64_t page_table_stride;
-  int page_size, num_pages;
-  FastDivmod page_div;     // by page_size
+  int num_pages;
+  FastDivmod page_div;     // by the page size (the launcher's; the kernel needs only the divide)
   int seqlen_q, seqlen_k;  // fixed lengths when not varlen; seqlen_k bounds seqlens_k
   int total_q, total_k;    // varlen: rows of q / o and of k / v, the bounds of cu_seqlens_*
   int heads_q, group;      // group = heads_q / heads_kv

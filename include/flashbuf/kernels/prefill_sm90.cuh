@@ -357,7 +357,7 @@ struct PrefillSm90 {
 #ifdef FLASHBUF_NO_WGMMA
     __trap();  // never launched on a device pass without wgmma (see arch/sm90/target.cuh)
 #else
-    const PrefillBlock blk = PrefillBlock::make(p, kBM);
+    const PrefillBlock blk = PrefillBlock::make<!Paged>(p, kBM);
     if (blk.empty()) return;
 
     char* smem = reinterpret_cast<char*>(round_up(reinterpret_cast<std::uintptr_t>(smem_raw), std::uintptr_t(kAlign)));
@@ -519,7 +519,7 @@ struct PrefillSm90 {
     // The block again for the epilogue (the same one: blockIdx and an order table the kernel
     // does not write), so its coordinates and lengths are re-read here rather than held in
     // registers over the main loop, where at D 256 they made ptxas spill (bench/NOTES-prefill.md).
-    const PrefillBlock eblk = PrefillBlock::make(p, kBM);
+    const PrefillBlock eblk = PrefillBlock::make<!Paged>(p, kBM);
     finalize_rows(softmax, out, p, eblk, warp_row0);
     const auto warpgroup_sync = [consumer] { sm90::named_barrier_sync(kEpilogue0 + consumer, 128); };
     warpgroup_sync();  // this consumer's wgmma are done with its Q rows: they take its O
