@@ -950,6 +950,9 @@ def main(argv=None) -> int:
     p.add_argument("--serve", action="store_true",
                    help="time single points on request (stdin/stdout JSON lines): bench/ab_interleaved.py's server")
     p.add_argument("--plot", help="PNG plot (default: next to the JSON)")
+    p.add_argument("--anchors-only", action="store_true",
+                   help="time the anchors even where flashbuf cannot run (its cells null); without it such a "
+                        "run stops before timing anything")
     args = p.parse_args(argv)
     channel = sys.stdout
     if args.serve:  # stdout carries the answers alone
@@ -984,12 +987,13 @@ def main(argv=None) -> int:
     if "fa4" in args.anchors and fa4_func is None:
         note_failure("import flash_attn.cute", FA4_IMPORT_ERROR)
 
+    # A run that cannot time flashbuf (an A/B build, a file of record) measures nothing it was
+    # asked for: say so before any point, unless the anchors alone were asked for.
+    if (flashbuf is None or not flashbuf.cuda_available()) and (args.serve or not args.anchors_only):
+        print(f"bench.py: flashbuf cannot run here ({FLASHBUF_IMPORT_ERROR or 'no CUDA kernels'}); "
+              "--anchors-only times the anchors alone", file=sys.stderr)
+        return 2
     if args.serve:
-        # An A/B of a build that cannot time flashbuf measures nothing: say so before any point.
-        if flashbuf is None or not flashbuf.cuda_available():
-            print(f"bench.py --serve: flashbuf cannot run here ({FLASHBUF_IMPORT_ERROR or 'no CUDA kernels'})",
-                  file=sys.stderr)
-            return 2
         return serve(tasks(args, run_prefill, run_decode, causals), channel)
     rows = []
     for label, task in tasks(args, run_prefill, run_decode, causals):

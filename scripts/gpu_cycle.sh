@@ -28,6 +28,9 @@ done
 JOBS=$(nproc)
 summary=()
 step() { echo; echo "=== $* ($(date +%T))"; }
+# Each result is printed as it comes, not only in the summary at the end: a cycle cut short by
+# the call's time limit still reports what it finished (its logs may not come back).
+result() { summary+=("$1"); echo ">> $1"; }
 
 step configure
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,driver_version --format=csv | tee "$OUT/gpu.txt"
@@ -39,7 +42,7 @@ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHBUF_ENABLE_CU
 step build
 start=$(date +%s)
 cmake --build build-gpu -j"$JOBS" >"$OUT/build.log" 2>&1 || { grep -E "error|Error" -A5 "$OUT/build.log" | head -60; exit 1; }
-summary+=("build: $(( $(date +%s) - start )) s on $JOBS cores")
+result "build: $(( $(date +%s) - start )) s on $JOBS cores"
 
 if [ "$TESTS_ONLY" = 0 ]; then  # the package builds on the CPU while the GPU tests run
   (FLASHBUF_COMMIT=${FLASHBUF_COMMIT:-unknown} CMAKE_ARGS="-DFLASHBUF_CUDA_ARCHS=${FLASHBUF_CUDA_ARCHS:-90a}" \
@@ -51,27 +54,27 @@ step gpu tests
 tests=$(scripts/gpu_tests_sharded.sh ./build-gpu/tests/flashbuf_gpu_tests "${GTEST_FILTER:-*}" "${TEST_SHARDS:-4}" \
   "${TEST_TIMEOUT_S:-400}" "$OUT/gpu_tests.log")
 echo "$tests"
-summary+=("gpu tests: ${tests##*$'\n'}")
+result "gpu tests: ${tests##*$'\n'}"
 # The Hopper prefill's persistent walk with many items per block: every batch-form problem of
 # the Hopper prefill tests again on a grid of 3 blocks (FLASHBUF_PREFILL_GRID, cuda/prefill_launch.cuh).
 walk=$(FLASHBUF_PREFILL_GRID=3 scripts/gpu_tests_sharded.sh ./build-gpu/tests/flashbuf_gpu_tests \
   "${WALK_FILTER:-*PrefillGpu.*/sm90:*PrefillHeadDims.*/sm90_*}" "${TEST_SHARDS:-4}" "${TEST_TIMEOUT_S:-400}" "$OUT/gpu_tests_walk.log")
 echo "$walk"
-summary+=("gpu tests, persistent walk on 3 blocks: ${walk##*$'\n'}")
+result "gpu tests, persistent walk on 3 blocks: ${walk##*$'\n'}"
 step host tests
 ctest --test-dir build-gpu -L host -j"$JOBS" --output-on-failure >"$OUT/host_tests.log" 2>&1
-summary+=("host tests: $(grep -E 'tests passed' "$OUT/host_tests.log")")
+result "host tests: $(grep -E 'tests passed' "$OUT/host_tests.log")"
 
 if [ "$SANITIZE" = 1 ]; then
   step compute-sanitizer
   for tool in memcheck racecheck synccheck; do
     compute-sanitizer --tool $tool --error-exitcode 9 ./build-gpu/tests/flashbuf_gpu_tests \
       --gtest_filter="${SANITIZE_FILTER:-*Sanitizer*:BuffersRoundTrip.*:WgmmaBuffers.*}" --gtest_brief=1 >"$OUT/sanitize_$tool.log" 2>&1
-    summary+=("sanitizer $tool: exit $? ($(grep -c 'ERROR SUMMARY: 0' "$OUT/sanitize_$tool.log") clean summaries)")
+    result "sanitizer $tool: exit $? ($(grep -c 'ERROR SUMMARY: 0' "$OUT/sanitize_$tool.log") clean summaries)"
     # The small prefill cases again on a 2-block persistent grid (several items per block).
     FLASHBUF_PREFILL_GRID=2 compute-sanitizer --tool $tool --error-exitcode 9 ./build-gpu/tests/flashbuf_gpu_tests \
       --gtest_filter='Kernels/PrefillGpu.SanitizerSmallCases/sm90' --gtest_brief=1 >"$OUT/sanitize_walk_$tool.log" 2>&1
-    summary+=("sanitizer $tool, persistent walk: exit $?")
+    result "sanitizer $tool, persistent walk: exit $?"
   done
 fi
 

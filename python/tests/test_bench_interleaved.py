@@ -65,6 +65,30 @@ def test_interleaved_rounds_alternate_and_share_seeds(tmp_path):
     assert a1["rows"][0]["flashbuf"] == b1["rows"][0]["flashbuf"]  # the same seed for both builds
 
 
+def test_a_run_cut_short_keeps_its_finished_rounds(tmp_path):
+    """Each round's files are written as the round ends: a server that dies in round 2 (as
+    under a call's time limit) leaves round 1's results of every build."""
+    server = tmp_path / "server.py"
+    server.write_text("import json, sys\n"
+                      "print(json.dumps({'points': 2}), flush=True)\n"
+                      "for line in sys.stdin:\n"
+                      "    w = line.split()\n"
+                      "    if w == ['meta']:\n"
+                      "        print(json.dumps({'failures': []}), flush=True); continue\n"
+                      "    if int(w[1]) % 1_000_003 != 0:\n"
+                      "        sys.exit(1)  # round 2: its seeds are point seeds + 1\n"
+                      "    print(json.dumps({'point': int(w[0]), 'rows': [{'flashbuf': 1.0}], 'error': None}), flush=True)\n")
+    out = tmp_path / "out"
+    run = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "ab_interleaved.py"), "--out", str(out), "--rounds", "3",
+         "--server", str(server), f"a={tmp_path / 'a'}", f"b={tmp_path / 'b'}", "--", "--decode"],
+        capture_output=True, text=True, timeout=60)
+    assert run.returncode != 0
+    for build in "ab":
+        assert len(json.loads((out / f"{build}.json").read_text())["rows"]) == 2
+        assert not (out / f"{build}-r2.json").exists()
+
+
 def test_builds_must_list_the_same_points(tmp_path):
     server = tmp_path / "server.py"
     server.write_text("import json, os, sys\n"
@@ -113,20 +137,26 @@ def test_bench_serve_answers_points_on_stdout_alone(monkeypatch, capsys, tmp_pat
     assert seen[0] == seen[2]  # the same seed, the same inputs
 
 
+@pytest.mark.parametrize("serve", [True, False], ids=["serve", "run"])
 @pytest.mark.parametrize("package", [None, types.SimpleNamespace(cuda_available=lambda: False)],
                          ids=["import-failed", "no-cuda-kernels"])
-def test_bench_serve_refuses_a_build_that_cannot_time_flashbuf(monkeypatch, capsys, package):
-    """A server whose flashbuf did not import (or has no CUDA kernels) would answer every point
-    with null times, an A/B that measures nothing: it stops before its first answer instead."""
+def test_bench_refuses_a_build_that_cannot_time_flashbuf(monkeypatch, capsys, package, serve):
+    """A server (or a run of a grid) whose flashbuf did not import, or has no CUDA kernels,
+    would time the anchors alone and give flashbuf null cells, an A/B or a file of record that
+    measures nothing: it stops before its first point instead (a run may ask for the anchors
+    alone with --anchors-only)."""
     torch = pytest.importorskip("torch")
     monkeypatch.syspath_prepend(str(REPO / "bench"))
     bench = importlib.import_module("bench")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(bench, "flashbuf", package)
+    timed = []
+    monkeypatch.setattr(bench, "bench_decode_shape", lambda *a: timed.append(a) or [])
     monkeypatch.setattr(sys, "stdin", io.StringIO("0 5\n"))
     rc = bench.main(["--decode", "--heads", "32/8", "--b", "1", "--kv", "512", "--pages", "0",
-                     "--anchors", "none", "--serve"])
+                     "--anchors", "none"] + (["--serve"] if serve else []))
     captured = capsys.readouterr()
     assert rc == 2
-    assert captured.out == ""  # no {"points": n}: ab_interleaved.py reports the server's end
+    assert timed == []
+    assert "{" not in captured.out  # no {"points": n}: ab_interleaved.py reports the server's end
     assert "flashbuf cannot run here" in captured.err
