@@ -25,9 +25,12 @@ concept KVBufferConfig = requires {
 // The seed's KVBuffer trait: load_from_dram, copy_to_shared[stage], load_from_shared[k_mma],
 // get_mma_tile. `load_from_dram` starts moving a tile; `copy_to_shared<stage>` completes it
 // into shared stage `stage`; `load_from_shared<k>` reads the fragments of MMA k-step k of
-// warp-tile chunk `chunk`; `mma_tile()` returns them.
+// warp-tile chunk `chunk`; `mma_tile()` returns them. A buffer of several shared stages fills
+// and reads them in turn; a kernel whose pipeline orders them itself (the Hopper stage ring)
+// names them: `write_to_stage(s)` (the stage the next load fills) and `read_from_stage(s)`
+// (the stage load_from_shared reads).
 template <class B>
-concept KVBuffer = requires(B b, int tile_row, int rows_valid, int chunk) {
+concept KVBuffer = requires(B b, int tile_row, int rows_valid, int chunk, int stage) {
   typename B::Config;
   typename B::TensorCore;
   requires KVBufferConfig<typename B::Config>;
@@ -35,6 +38,8 @@ concept KVBuffer = requires(B b, int tile_row, int rows_valid, int chunk) {
   { b.template copy_to_shared<0>() };
   { b.template load_from_shared<0>(chunk) };
   { b.mma_tile() };
+  { b.write_to_stage(stage) };
+  { b.read_from_stage(stage) };
 };
 
 template <class R>

@@ -56,10 +56,14 @@ struct KVSharedTiles {
   using Fragments = std::uint32_t[kNTiles][2];  // b0, b1 of each n8 tile
 
   In* smem = nullptr;
-  int read_stage = 0;
+  int read_stage = 0;   // the stage load_from_shared reads
+  int write_stage = 0;  // the stage load_from_dram fills next
   Fragments frag;
 
   __device__ In* stage_ptr(int stage) const { return smem + stage * Tile::kElems; }
+  // The concept's stage choices, for a kernel whose pipeline orders the stages itself.
+  __device__ void read_from_stage(int stage) { read_stage = stage; }
+  __device__ void write_to_stage(int stage) { write_stage = stage; }
 
   // Thread t moves chunks t, t + NumThreads, ...: consecutive threads take consecutive
   // 16-byte chunks of a row, so each warp reads whole 128-byte lines. When the threads cover
@@ -133,7 +137,6 @@ struct KVBufferLDS : detail::KVSharedTiles<Cfg, TC, NumThreads, NumSmemStages> {
   using In = typename TC::in_type;
 
   KVSource<In> src;
-  int write_stage = 0;
 
   // Contiguous sources are copied by 128-byte lines where the tile allows (smem_tile.cuh):
   // load_from_dram's path of its own for them.
@@ -141,7 +144,7 @@ struct KVBufferLDS : detail::KVSharedTiles<Cfg, TC, NumThreads, NumSmemStages> {
   static constexpr bool kContiguousPath = Lines::kApplies;
 
   __device__ void load_from_dram(int tile_row, int rows_valid) {
-    In* tile = this->stage_ptr(write_stage);
+    In* tile = this->stage_ptr(this->write_stage);
     if (kContiguousPath && src.pages == nullptr) {
       // Contiguous rows by lines (LineCopies): a thread's chunks of a row share one 64-bit row
       // address and one row test, its passes step by a constant, and the shared offsets are
@@ -178,7 +181,7 @@ struct KVBufferLDS : detail::KVSharedTiles<Cfg, TC, NumThreads, NumSmemStages> {
         sm80::cp_async_cg_16(tile + Base::chunk_offset(i, row, col), g, valid);
       }
     }
-    write_stage = (write_stage + 1) % NumSmemStages;
+    this->write_stage = (this->write_stage + 1) % NumSmemStages;
   }
   template <int Stage>
   __device__ void copy_to_shared() {}
@@ -203,7 +206,6 @@ struct KVBufferImpl : detail::KVSharedTiles<Cfg, TC, NumThreads, NumSmemStages> 
   static_assert(NumStages >= 1, "KVBufferImpl: at least one register stage");
 
   KVSource<In> src;
-  int write_stage = 0;
   uint4 staged[NumStages][Base::kChunksPerThread];
 
   __device__ void load_from_dram(int tile_row, int rows_valid) {
@@ -223,14 +225,14 @@ struct KVBufferImpl : detail::KVSharedTiles<Cfg, TC, NumThreads, NumSmemStages> 
   template <int Stage>
   __device__ void copy_to_shared() {
     static_assert(Stage >= 0 && Stage < NumStages, "copy_to_shared: no such register stage");
-    In* tile = this->stage_ptr(write_stage);
+    In* tile = this->stage_ptr(this->write_stage);
 #pragma unroll
     for (int i = 0; i < Base::kChunksPerThread; ++i) {
       int row, col;
       Base::chunk_coord(i, row, col);
       *reinterpret_cast<uint4*>(tile + Base::chunk_offset(i, row, col)) = staged[Stage][i];
     }
-    write_stage = (write_stage + 1) % NumSmemStages;
+    this->write_stage = (this->write_stage + 1) % NumSmemStages;
   }
   using Base::load_from_shared;
   template <int KMma>

@@ -69,11 +69,14 @@ struct KVBufferLDSSm90 {
 
   In* smem = nullptr;  // 1024-byte aligned
   KVSource<In> src;
-  int write_stage = 0;
-  int read_stage = 0;
+  int write_stage = 0;  // the stage the next load fills
+  int read_stage = 0;   // the stage load_from_shared reads
   std::uint64_t desc = 0;
 
   __device__ In* stage_ptr(int stage) const { return smem + stage * Tile::kElems; }
+  // The concept's stage choices: the kernel's stage ring (StageRing) orders the stages.
+  __device__ void read_from_stage(int stage) { read_stage = stage; }
+  __device__ void write_to_stage(int stage) { write_stage = stage; }
 
   __device__ void load_from_dram(int tile_row, int rows_valid) {
     In* tile = stage_ptr(write_stage);

@@ -195,7 +195,7 @@ struct PrefillSm90 {
   // S = Q K^T over the K stage `stage`, one commit group.
   template <class KBufT>
   __device__ static void issue_scores(SFrag& s, const QBuf& qbuf, KBufT& kbuf, int stage) {
-    kbuf.read_stage = stage;
+    kbuf.read_from_stage(stage);
     static_for<D / 16>([&](auto kc) {
       constexpr int k = decltype(kc)::value;
       kbuf.template load_from_shared<k>(0);
@@ -206,7 +206,7 @@ struct PrefillSm90 {
   // O += P V over the V stage `stage`, P from registers, one commit group.
   template <class VBufT>
   __device__ static void issue_pv(OFrag& o, const PFrag& packed, VBufT& vbuf, int stage) {
-    vbuf.read_stage = stage;
+    vbuf.read_from_stage(stage);
     static_for<kBN / 16>([&](auto kc) {
       constexpr int k = decltype(kc)::value;
       vbuf.template load_from_shared<k>(0);
@@ -415,7 +415,7 @@ struct PrefillSm90 {
       const auto issue_tma = [&](const Ring& ring, auto& buf, const CUtensorMap* map, std::uint32_t bytes) {
         for (int i = 0; i < tma_tiles; ++i) {
           const int key0 = (n_first + i) * kBN;
-          buf.write_stage = Ring::stage(i);
+          buf.write_to_stage(Ring::stage(i));
           ring.acquire(i);
           if constexpr (Paged) {
             buf.load_tile_tma_paged(map, key0, blk.head_kv, ring.expect_bytes(i, bytes), maps.box_rows);
@@ -430,7 +430,8 @@ struct PrefillSm90 {
       // free; after_k / after_v close the copies (a cp.async group, or its arrival on the ring).
       const auto gather_tile = [&](int i, auto after_k, auto after_v) {
         const int key0 = (n_first + i) * kBN;
-        kbuf.write_stage = vbuf.write_stage = Ring::stage(i);
+        kbuf.write_to_stage(Ring::stage(i));
+        vbuf.write_to_stage(Ring::stage(i));
         kring.acquire(i);
         kbuf.load_from_dram(key0, blk.seqlen_k - key0);
         after_k();

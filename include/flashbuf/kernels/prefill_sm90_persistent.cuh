@@ -133,11 +133,11 @@ struct PrefillSm90Persistent {
         for (int i = 0; i < num_tiles; ++i, ++t) {
           const int row = (n_first + i) * kBN;
           if (k_thread) {
-            kbuf.write_stage = Ring::stage(t);
+            kbuf.write_to_stage(Ring::stage(t));
             kring.acquire(t);
             kbuf.load_tile_tma(&maps.k, row, blk.head_kv, blk.batch, kring.expect_bytes(t, KTile::kBytes));
           } else {
-            vbuf.write_stage = Ring::stage(t);
+            vbuf.write_to_stage(Ring::stage(t));
             vring.acquire(t);
             vbuf.load_tile_tma(&maps.v, row, blk.head_kv, blk.batch, vring.expect_bytes(t, VTile::kBytes));
           }
