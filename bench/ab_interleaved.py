@@ -14,7 +14,8 @@ point and round).
 
 NAME=PACKAGE_DIR[:COMMIT] puts PACKAGE_DIR first on the server's PYTHONPATH and names its
 results DIR/NAME.json (round 1) and DIR/NAME-r<r>.json (rounds 2 on), in bench.py's schema:
-the files scripts/gpu_ab.sh writes and tabulates, each written as its round ends. The arguments after `--` are bench.py's.
+the files scripts/gpu_ab.sh writes and tabulates, each written as its round ends. The arguments
+after `--` are bench.py's.
 """
 from __future__ import annotations
 
