@@ -87,40 +87,8 @@ else
     done
   done
 fi
-python3 - "$OUT" "$rounds" "${trees[@]}" <<'PY' | tee "$OUT/ab-table.log"
-import json, math, os, sys
-out, rounds, trees = sys.argv[1], int(sys.argv[2]), [os.path.basename(t) for t in sys.argv[3:]]
-runs = {}  # name -> [rows of round 1, rows of round 2, ...]
-for name in trees:
-    try:
-        runs[name] = [json.load(open(os.path.join(out, name + ("" if r == 1 else f"-r{r}") + ".json")))["rows"]
-                      for r in range(1, rounds + 1)]
-    except OSError:
-        print(f"{name}: no results (every round)")
-base = trees[0]
-same = lambda a, b: all(a.get(k) == b.get(k) for k in ("kind", "d", "sq", "causal", "b", "hq", "sk", "page"))
-speed = lambda row: row["flashbuf"] if row["unit"] == "TFLOP/s" else 1.0 / row["flashbuf"]
-if base in runs:
-    for name in trees[1:]:
-        if name not in runs:
-            continue
-        print(f"\n{name} / {base} (flashbuf speed; > 1: {name} faster{', geometric mean of the rounds' if rounds > 1 else ''}),"
-              " and each vs cudnn (round 1):")
-        for i, a in enumerate(runs[base][0]):
-            bs = [runs[name][r][i] for r in range(rounds)]
-            as_ = [runs[base][r][i] for r in range(rounds)]
-            if not all(same(a, x) for x in bs + as_):
-                sys.exit(f"{name}: its rows are not {base}'s (different arguments?)")
-            key = " ".join(f"{k}={a[k]}" for k in ("d", "sq", "causal", "b", "hq", "sk", "page") if k in a)
-            if not all(x.get("flashbuf") for x in bs + as_):
-                print(f"  {key}: missing in a round")
-                continue
-            ratios = [speed(b) / speed(x) for b, x in zip(bs, as_)]
-            mean = math.exp(sum(map(math.log, ratios)) / rounds)
-            per_round = "  (" + " ".join(f"{q:.2f}" for q in ratios) + ")" if rounds > 1 else ""
-            vs = lambda row: speed(row) * (a["cudnn"] if a["unit"] != "TFLOP/s" else 1.0 / a["cudnn"]) if a.get("cudnn") else float("nan")
-            print(f"  {key:45s} {mean:5.2f}   {vs(a):5.2f} -> {vs(bs[0]):5.2f}{per_round}")
-PY
+names=(); for t in "${trees[@]}"; do names+=("$(basename "$t")"); done
+python3 "$here/bench/ab_summary.py" --table "$OUT" "${names[@]}" | tee "$OUT/ab-table.log"
 # Logs, plots, the table above (ab-table.log) and every round's results travel in one archive:
 # the device returns <= 8 files, so with several trees or calls the first round's files may be
 # left out on their own; the archive still holds them.
