@@ -4,9 +4,11 @@
 // and then the V tile of BlockN keys; every row is swizzled as those buffers read it (chunk c
 // of row r at c ^ (r % 8), swizzled_offset), so the 8 rows an ldmatrix phase reads hit 8
 // distinct 16-byte bank groups, and so do a warp's copies (consecutive chunks of one row).
-// A thread copies chunk load_chunk of rows load_row, load_row + kRowsPerPass, ... of each
-// operand; rows past the keys' end are zero-filled (a cache's unused rows may hold anything,
-// NaN included, and 0 * NaN is NaN).
+// A thread copies chunk load_chunk of kLoadPasses rows of each operand (core/tile_rows.hpp):
+// rows load_row, load_row + kRowsPerPass, ..., or, from a paged cache whose pages hold whole
+// runs of them, the run load_row * kLoadPasses, ... (one page entry and one address a tile);
+// rows past the keys' end are zero-filled (a cache's unused rows may hold anything, NaN
+// included, and 0 * NaN is NaN).
 //
 // Rows come from KVSource (kv_source.cuh): a contiguous source by a running pointer per pass
 // (no per-row multiplies); a paged one through its page addressing, with the page-table entries
@@ -25,13 +27,14 @@
 #include "flashbuf/arch/sm80/cp_async.cuh"
 #include "flashbuf/arch/sm80/ld_shared.cuh"
 #include "flashbuf/buffers/kv_source.cuh"
+#include "flashbuf/core/tile_rows.hpp"
 
 namespace flashbuf {
 
 // Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled tile of kRowBytes rows.
 template <int kRowBytes>
 __device__ __forceinline__ int swizzled_offset(int row, int chunk) {
-  return row * kRowBytes + ((chunk ^ (row & 7)) << 4);
+  return swizzled_chunk_offset(row, chunk, kRowBytes);
 }
 
 template <class Elem, class Tile>
@@ -39,6 +42,7 @@ struct KVTileRing {
   static constexpr int kBN = Tile::kBlockN;
   static constexpr int kPasses = Tile::kLoadPasses;
   static constexpr int kRowsPerPass = Tile::kRowsPerPass;
+  using Rows = TileRows<Tile::kRowBytes, kRowsPerPass, kPasses>;  // which rows a thread copies
 
   unsigned char* smem;        // stage 0's K tile
   std::int32_t* page_slots;   // paged: the entry slots, kBN entries each
@@ -53,6 +57,12 @@ struct KVTileRing {
   std::uint32_t k_page_bytes, k_row_bytes, v_page_bytes, v_row_bytes;
   int load_row, load_chunk;
   int blk_lo = 0;               // the block's first key; tiles count from it
+  // Paged, where the page size and the block's first key are multiples of kPasses: this
+  // thread copies the consecutive rows of each tile (Rows::consecutive_row), which lie in one
+  // page, so a tile takes one page entry and one address per operand instead of one a pass
+  // (issue_prologue sets it, once blk_lo is final). Otherwise, and for contiguous sources,
+  // the strided rows (Rows::strided_row).
+  bool rows_in_one_page = false;
   // Contiguous: this thread's first row of tile 0, and the steps of a pass and of a tile
   // (set_first_rows, once blk_lo is final).
   const Elem* k_first = nullptr;
@@ -64,7 +74,7 @@ struct KVTileRing {
   // Shared-memory destination of pass i: when a pass covers a multiple of 8 rows the XOR
   // term is the same in every pass and the offset is a constant step.
   __device__ int tile_dst(int i) const {
-    return swizzled_offset<Tile::kRowBytes>(i * kRowsPerPass + load_row, load_chunk);
+    return swizzled_offset<Tile::kRowBytes>(Rows::strided_row(load_row, i), load_chunk);
   }
   // The entries of tile `tile` go to slot tile % (the slots of the ring's depth), by constants.
   __device__ int slot_of(int tile) const {
@@ -110,6 +120,30 @@ struct KVTileRing {
         kp += k_pass_step;
         vp += v_pass_step;
       }
+    } else if (rows_in_one_page) {
+      // This thread's rows r0 .. r0 + kPasses - 1 share a page. A thread whose rows all lie past
+      // the keys' end reads the last key's entry (a fetched one) and zero-fills from the start of
+      // that key's run of kPasses rows, inside the pool.
+      const std::int32_t* const entries = page_slots + slot_of(tile) * kBN;
+      const int t0 = blk_lo + tile * kBN;
+      const int r0 = t0 + Rows::consecutive_row(load_row, 0);
+      const int jj = min(r0, hi - 1);
+      const int page_in_seq = pool.page_div.div(jj);
+      const unsigned in_page = (jj - page_in_seq * pool.page_size()) & -kPasses;
+      const unsigned page = pool.pool_page(static_cast<int>(entries[page_in_seq - pool.page_div.div(t0)]));
+      const auto* k_row = static_cast<const unsigned char*>(KVSource<Elem>::paged_chunk(k_chunk, page, in_page, k_page_bytes, k_row_bytes));
+      const auto* v_row = static_cast<const unsigned char*>(KVSource<Elem>::paged_chunk(v_chunk, page, in_page, v_page_bytes, v_row_bytes));
+      const int rows = hi - r0;  // this thread's rows before the keys' end
+      unsigned char* const sk0 = sk + Rows::consecutive_base(load_row);
+      const int chunk0 = Rows::consecutive_chunk(load_row, load_chunk);
+#pragma unroll
+      for (int i = 0; i < kPasses; ++i) {
+        const int dst = Rows::consecutive_offset(0, chunk0, i);
+        sm80::cp_async_cg_16(sk0 + dst, k_row, i < rows);
+        sm80::cp_async_cg_16(sk0 + Tile::kTileBytes + dst, v_row, i < rows);
+        k_row += k_row_bytes;
+        v_row += v_row_bytes;
+      }
     } else {
       const std::int32_t* const entries = page_slots + slot_of(tile) * kBN;
       const int first = pool.page_div.div(blk_lo + tile * kBN);
@@ -142,6 +176,7 @@ struct KVTileRing {
   // tile S - 1 after its own.
   __device__ void issue_prologue(int stages, int hi, const KVSource<Elem>& k_seq, const KVSource<Elem>& v_seq) {
     set_first_rows(k_seq, v_seq);
+    rows_in_one_page = paged && pool.page_size() % kPasses == 0 && blk_lo % kPasses == 0;
     if (paged) {
       for (int s = 0; s < stages - 1; ++s) fetch_entries(s, hi);
       sm80::cp_async_wait_all();
@@ -158,6 +193,15 @@ struct KVTileRing {
   // masked keys add 0, never NaN.
   __device__ void zero_v_rows_past(int t, int hi) const {
     unsigned char* const sv = v_stage(t);
+    if (rows_in_one_page) {
+      const int rows = hi - (blk_lo + t * kBN + Rows::consecutive_row(load_row, 0));
+      const int base = Rows::consecutive_base(load_row), chunk0 = Rows::consecutive_chunk(load_row, load_chunk);
+#pragma unroll
+      for (int i = 0; i < kPasses; ++i) {
+        if (i >= rows) *reinterpret_cast<uint4*>(sv + Rows::consecutive_offset(base, chunk0, i)) = make_uint4(0, 0, 0, 0);
+      }
+      return;
+    }
     const int kb = blk_lo + t * kBN + load_row;
 #pragma unroll
     for (int i = 0; i < kPasses; ++i) {
