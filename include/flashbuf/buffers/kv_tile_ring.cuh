@@ -121,18 +121,15 @@ struct KVTileRing {
         vp += v_pass_step;
       }
     } else if (rows_in_one_page) {
-      // This thread's rows r0 .. r0 + kPasses - 1 share a page. A thread whose rows all lie past
-      // the keys' end reads the last key's entry (a fetched one) and zero-fills from the start of
-      // that key's run of kPasses rows, inside the pool.
+      // This thread's rows r0 .. r0 + kPasses - 1 share a page (Rows::run_in_page; a run past
+      // the keys' end zero-fills from rows of the last key's page).
       const std::int32_t* const entries = page_slots + slot_of(tile) * kBN;
       const int t0 = blk_lo + tile * kBN;
       const int r0 = t0 + Rows::consecutive_row(load_row, 0);
-      const int jj = min(r0, hi - 1);
-      const int page_in_seq = pool.page_div.div(jj);
-      const unsigned in_page = (jj - page_in_seq * pool.page_size()) & -kPasses;
-      const unsigned page = pool.pool_page(static_cast<int>(entries[page_in_seq - pool.page_div.div(t0)]));
-      const auto* k_row = static_cast<const unsigned char*>(KVSource<Elem>::paged_chunk(k_chunk, page, in_page, k_page_bytes, k_row_bytes));
-      const auto* v_row = static_cast<const unsigned char*>(KVSource<Elem>::paged_chunk(v_chunk, page, in_page, v_page_bytes, v_row_bytes));
+      const auto run = Rows::run_in_page(r0, hi, pool.page_div);
+      const unsigned page = pool.pool_page(static_cast<int>(entries[run.page_in_seq - pool.page_div.div(t0)]));
+      const auto* k_row = static_cast<const unsigned char*>(KVSource<Elem>::paged_chunk(k_chunk, page, run.in_page, k_page_bytes, k_row_bytes));
+      const auto* v_row = static_cast<const unsigned char*>(KVSource<Elem>::paged_chunk(v_chunk, page, run.in_page, v_page_bytes, v_row_bytes));
       const int rows = hi - r0;  // this thread's rows before the keys' end
       unsigned char* const sk0 = sk + Rows::consecutive_base(load_row);
       const int chunk0 = Rows::consecutive_chunk(load_row, load_chunk);

@@ -13,6 +13,7 @@
 #pragma once
 
 #include "flashbuf/core/config.hpp"
+#include "flashbuf/core/fast_divmod.hpp"
 
 namespace flashbuf {
 
@@ -36,6 +37,20 @@ struct TileRows {
   }
   FLASHBUF_HOST_DEVICE static constexpr int consecutive_offset(int base, int chunk0, int i) {
     return base + i * RowBytes + (chunk0 ^ ((i & 7) << 4));
+  }
+
+  // A run of consecutive rows from key r0 (a multiple of Passes) in a paged sequence whose page
+  // size is a multiple of Passes: the run's page in the sequence and its first row there. A run
+  // at or past the keys' end `hi` (> 0) takes the last key's page and the start of that key's
+  // run, so its copies (zero-fills) still address rows of one page the tile's entries hold.
+  struct RunInPage {
+    int page_in_seq;
+    int in_page;
+  };
+  FLASHBUF_HOST_DEVICE static constexpr RunInPage run_in_page(int r0, int hi, const FastDivmod& page_div) {
+    const int key = r0 < hi - 1 ? r0 : hi - 1;
+    const int page_in_seq = page_div.div(key);
+    return {page_in_seq, (key - page_in_seq * page_div.divisor) & -Passes};
   }
 };
 
