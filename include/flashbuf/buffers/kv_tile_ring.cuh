@@ -2,8 +2,9 @@
 // stages by cp.async, every thread of the block copying (decode's ring; its warps then read
 // their slices of a stage through the K/V buffers, kv_buffer.cuh). Stage s holds the K tile
 // and then the V tile of BlockN keys; every row is swizzled as those buffers read it (chunk c
-// of row r at c ^ (r % 8), swizzled_offset), so the 8 rows an ldmatrix phase reads hit 8
-// distinct 16-byte bank groups, and so do a warp's copies (consecutive chunks of one row).
+// of row r at c ^ (r % 8), core's swizzled_chunk_offset), so the 8 rows an ldmatrix phase
+// reads hit 8 distinct 16-byte bank groups, and so do a warp's copies (consecutive chunks of
+// one row).
 // A thread copies chunk load_chunk of kLoadPasses rows of each operand (core/tile_rows.hpp):
 // rows load_row, load_row + kRowsPerPass, ..., or, from a paged cache whose pages hold whole
 // runs of them, the run load_row * kLoadPasses, ... (one page entry and one address a tile);
@@ -30,12 +31,6 @@
 #include "flashbuf/core/tile_rows.hpp"
 
 namespace flashbuf {
-
-// Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled tile of kRowBytes rows.
-template <int kRowBytes>
-__device__ __forceinline__ int swizzled_offset(int row, int chunk) {
-  return swizzled_chunk_offset(row, chunk, kRowBytes);
-}
 
 template <class Elem, class Tile>
 struct KVTileRing {
@@ -74,7 +69,7 @@ struct KVTileRing {
   // Shared-memory destination of pass i: when a pass covers a multiple of 8 rows the XOR
   // term is the same in every pass and the offset is a constant step.
   __device__ int tile_dst(int i) const {
-    return swizzled_offset<Tile::kRowBytes>(Rows::strided_row(load_row, i), load_chunk);
+    return swizzled_chunk_offset(Rows::strided_row(load_row, i), load_chunk, Tile::kRowBytes);
   }
   // The entries of tile `tile` go to slot tile % (the slots of the ring's depth), by constants.
   __device__ int slot_of(int tile) const {

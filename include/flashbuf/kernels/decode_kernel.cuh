@@ -188,7 +188,7 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
         const auto row = p.packed_row(gr, hkv);
         src += row.token * p.q_row_stride + row.head * p.q_head_stride + c * 8;
       }
-      sm80::cp_async_cg_16(smem_q + swizzled_offset<kRowBytes>(r, c), src, valid);
+      sm80::cp_async_cg_16(smem_q + swizzled_chunk_offset(r, c, kRowBytes), src, valid);
     }
   }
   // Contiguous caches: this sequence's K and V rows, from its first.
