@@ -6,7 +6,8 @@ with the most, and the chunk's top reasons. Input: the CSV of
   ncu --import REPORT.ncu-rep --page source --csv --print-source sass -k regex:KERNEL > source.csv
 
 for a report taken with `--set full --import-source yes` (bench/profile_decode.py and
-bench/profile_prefill.py run one step of each kernel for it).
+bench/profile_prefill.py run one step of each kernel for it). Where the filter matched several
+launches (FA4 runs twice: its first call compiles), the CSV holds one table each; the last is read.
 
   python3 bench/ncu_stalls.py source.csv [CHUNK=64]
 """
@@ -17,8 +18,11 @@ import sys
 
 def main(path, chunk):
     rows = list(csv.reader(open(path)))
-    header = next(i for i, r in enumerate(rows) if r and r[0] == "Address")
-    names, data = rows[header], rows[header + 1:]
+    headers = [i for i, r in enumerate(rows) if r and r[0] == "Address"]
+    if not headers:
+        sys.exit(f"{path}: no source table (no kernel matched, or ncu failed: see the file)")
+    names = rows[headers[-1]]
+    data = [r for r in rows[headers[-1] + 1:] if len(r) == len(names)]
     col = {n: i for i, n in enumerate(names)}
     samples = col["Warp Stall Sampling (All Samples)"]
     executed = col["Instructions Executed"]
