@@ -27,6 +27,15 @@ TEST(CoreGqaPacking, PacksVarlenGroupsOfTwoFourEight) {
 
 // Packing runs a block per item: only where the longest sequence's last block pads more than
 // 1/16 of its rows (what packing saves) does it give up the persistent walk.
+TEST(CoreGqaPacking, PackedRowsCountEveryHeadsRowsAndNeverOverflow) {
+  EXPECT_EQ(packed_rows(513, 0), 513);
+  EXPECT_EQ(packed_rows(513, 2), 2052);
+  EXPECT_EQ(packed_rows(0, 3), 0);
+  EXPECT_EQ(packed_rows(-5, 3), 0);  // a bad length read from device memory
+  EXPECT_EQ(packed_rows(0x7fffffff, 3), (0x7fffffff >> 3) << 3);
+  EXPECT_GT(packed_rows(0x7fffffff, 3), 0);
+}
+
 TEST(CoreGqaPacking, PacksWhereTheLongestSequencePadsItsLastBlock) {
   EXPECT_EQ(gqa_pack_shift(4, true, 31 * 513, 513, 128), 2);    // 127 of 640 rows padding
   EXPECT_EQ(gqa_pack_shift(4, true, 393, 131, 128), 2);         // 125 of 256

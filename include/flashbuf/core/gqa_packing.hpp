@@ -26,6 +26,14 @@ FLASHBUF_HOST_DEVICE constexpr std::int64_t packed_row_offset(int r, int shift, 
   return (r >> shift) * row_stride + packed_head(r, shift) * head_stride;
 }
 
+// A sequence's query rows where each token is 1 << shift rows (packed GQA; shift 0: its
+// tokens), from a length read from device memory: negative lengths count 0 rows, and lengths
+// are clamped so that no shift overflows an int.
+FLASHBUF_HOST_DEVICE constexpr int packed_rows(int tokens, int shift) {
+  const int most = 0x7fffffff >> shift;
+  return tokens <= 0 ? 0 : (tokens < most ? tokens : most) << shift;
+}
+
 // The most packed rows a launch may count: int indices with a tile and a window to spare, as
 // api/validate.cpp keeps every index (its kIndexSlack).
 inline constexpr std::int64_t kMaxPackedRows = 0x7fffffff - 1024;

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "flashbuf/core/config.hpp"
+#include "flashbuf/core/gqa_packing.hpp"
 #include "flashbuf/core/mask.hpp"
 
 namespace flashbuf {
@@ -77,8 +78,7 @@ inline std::vector<OrderedItem> order_longest_first(const std::vector<int>& seql
                                                     int row_shift = 0) {
   std::vector<std::vector<OrderedItem>> buckets(kWorkOrderBuckets);
   for (int b = 0; b < static_cast<int>(seqlens_q.size()); ++b) {
-    const MaskParams mask{seqlens_q[b] > 0 ? seqlens_q[b] << row_shift : 0, seqlens_k[b], window_left, window_right,
-                          row_shift};
+    const MaskParams mask{packed_rows(seqlens_q[b], row_shift), seqlens_k[b], window_left, window_right, row_shift};
     for (int m = query_blocks(mask.seqlen_q, block_m) - 1; m >= 0; --m)
       buckets[work_bucket(item_key_tiles(mask, m, block_m, block_n))].push_back({b, m});
   }

@@ -22,10 +22,8 @@ __device__ inline MaskParams work_order_mask(const WorkOrderParams& p, int b) {
   const int seqlen_q = p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b];
   const int seqlen_k = p.cu_seqlens_k ? p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b]
                                       : (p.seqlens_k ? p.seqlens_k[b] : p.seqlen_k);
-  // (Clamped before the shift, so bad cu_seqlens cannot overflow it; PrefillBlock clamps the
-  // lengths it runs to total_q.)
-  const int rows = seqlen_q <= 0 ? 0 : min(seqlen_q, 0x7fffffff >> p.row_shift) << p.row_shift;
-  return MaskParams{rows, seqlen_k, p.window_left, p.window_right, p.row_shift};
+  // (Bad cu_seqlens cannot overflow the shift; PrefillBlock clamps the lengths it runs to total_q.)
+  return MaskParams{packed_rows(seqlen_q, p.row_shift), seqlen_k, p.window_left, p.window_right, p.row_shift};
 }
 
 __global__ void __launch_bounds__(kWorkOrderThreads) work_order_kernel(const __grid_constant__ WorkOrderParams p) {
