@@ -116,9 +116,17 @@ def rotation_sets(bytes_per_set: int, max_sets: int = 32) -> int:
     return max(1, min(max_sets, math.ceil(3 * l2_bytes() / max(bytes_per_set, 1))))
 
 
+# Seconds of the measured graph's own untimed replays before the timed ones (--warm-ms): what
+# runs right after another implementation's graph inherits the clocks its power draw left (a few
+# percent slow after cuDNN's prefill), so without them each time would depend on what the
+# rotation put before it. After them each runs at its own sustained clocks (bench/NOTES-prefill.md,
+# "The harness's order bias, fixed").
+WARM_S = 0.3
+
+
 def graph_time_us(calls, iters: int, target_ms: float) -> float:
     """Median time of one call in µs, from CUDA-graph replays of `reps` calls cycling through
-    `calls` (one callable per rotated input set)."""
+    `calls` (one callable per rotated input set), after WARM_S of untimed replays."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):  # warm up (lazy initialisation, autotuning) outside capture
@@ -142,7 +150,8 @@ def graph_time_us(calls, iters: int, target_ms: float) -> float:
     with torch.cuda.graph(graph):
         for i in range(reps):
             calls[i % len(calls)]()
-    graph.replay()
+    for _ in range(1 + math.ceil(WARM_S * 1e3 / target_ms)):
+        graph.replay()
     torch.cuda.synchronize()
     times = []
     for _ in range(max(iters, 7)):
@@ -875,6 +884,7 @@ def run_meta() -> dict:
         "flashbuf_build": flashbuf.build_info() if flashbuf is not None else None,
         "fa4": fa4_version(),
         "l2_bytes": l2_bytes(),
+        "warm_ms": WARM_S * 1e3,
         "failures": failures,
     })
     return meta
@@ -946,6 +956,9 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=1,
                    help="prefill: time the implementations this many times, alternating their order (median)")
     p.add_argument("--target-ms", type=float, default=20.0, help="length of one replayed graph")
+    p.add_argument("--warm-ms", type=float, default=WARM_S * 1e3,
+                   help="untimed replays of the measured graph before the timed ones, so that each is timed "
+                        "at its own sustained clocks, not in the wake of the implementation timed before it")
     p.add_argument("--out", help="results JSON (default: $OUT or bench/results, <gpu>-<what>-<date>.json)")
     p.add_argument("--serve", action="store_true",
                    help="time single points on request (stdin/stdout JSON lines): bench/ab_interleaved.py's server")
@@ -964,6 +977,10 @@ def main(argv=None) -> int:
         p.error(f"--prefill-page {args.prefill_page}: must divide every prefill length {args.s}")
     if args.rounds < 1:
         p.error(f"--rounds {args.rounds}: must be >= 1")
+    if args.warm_ms < 0:
+        p.error(f"--warm-ms {args.warm_ms}: must be >= 0")
+    global WARM_S
+    WARM_S = args.warm_ms / 1000.0
     if set(args.serving_cases) - {"gqa", "varlen", "paged"}:
         p.error(f"--serving-cases {','.join(args.serving_cases)}: choose from gqa,varlen,paged")
 
