@@ -956,7 +956,7 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=1,
                    help="prefill: time the implementations this many times, alternating their order (median)")
     p.add_argument("--target-ms", type=float, default=20.0, help="length of one replayed graph")
-    p.add_argument("--warm-ms", type=float, default=WARM_S * 1e3,
+    p.add_argument("--warm-ms", type=float, default=300.0,
                    help="untimed replays of the measured graph before the timed ones, so that each is timed "
                         "at its own sustained clocks, not in the wake of the implementation timed before it")
     p.add_argument("--out", help="results JSON (default: $OUT or bench/results, <gpu>-<what>-<date>.json)")
