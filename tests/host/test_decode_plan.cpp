@@ -41,9 +41,13 @@ TEST(DecodeHost, SplitHeuristicAndWorkspace) {
   EXPECT_EQ(choose(8, 2048, 16), P(8, Merge::cluster)) << "B=1 Hkv=8 L=2k: 64 blocks of four tiles";
   EXPECT_EQ(choose(8, 100, 16), P(2, Merge::cluster)) << "two tiles: one each";
   EXPECT_EQ(choose(8, 64, 16), P(1, Merge::none)) << "one tile cannot split";
+  // Beyond 8, a cluster as large as the workspace's own count, of splits of <= 8 tiles.
+  EXPECT_EQ(choose(8, 8192, 16), P(16, Merge::cluster)) << "B=1 Hkv=8 L=8k: 128 blocks in clusters of 16";
+  EXPECT_EQ(choose(8, 3072, 16), P(12, Merge::cluster)) << "B=1 Hkv=8 L=3k: 12 splits of 4 tiles";
+  EXPECT_EQ(choose(8, 8192, 8), P(16, Merge::workspace)) << "a device whose clusters hold 8";
+  EXPECT_EQ(choose(8, 16384, 16), P(16, Merge::workspace)) << "B=1 Hkv=8 L=16k: splits of 16 tiles";
   // The workspace merge where a cluster would hold fewer splits: one block per SM where that keeps
   // >= 3/4 of the SMs busy, else the wave of resident blocks.
-  EXPECT_EQ(choose(8, 8192, 16), P(16, Merge::workspace)) << "B=1 Hkv=8 L=8k: one block per SM";
   EXPECT_EQ(choose(64, 512, 16), P(2, Merge::cluster)) << "B=8 Hkv=8 L=512: 128 blocks in clusters of 2";
   EXPECT_EQ(choose(32, 512, 16), P(4, Merge::cluster)) << "B=1 Hkv=32 L=512: 128 blocks in clusters of 4";
   EXPECT_EQ(choose(64, 2048, 16), P(2, Merge::cluster)) << "B=8 Hkv=8 L=2k: as many splits as the workspace's";
