@@ -117,10 +117,9 @@ def rotation_sets(bytes_per_set: int, max_sets: int = 32) -> int:
 
 
 # Seconds of the measured graph's own untimed replays before the timed ones (--warm-ms): what
-# runs right after another implementation's graph inherits the clocks its power draw left (a few
-# percent slow after cuDNN's prefill), so without them each time would depend on what the
-# rotation put before it. After them each runs at its own sustained clocks (bench/NOTES-prefill.md,
-# "The harness's order bias, fixed").
+# runs right after another implementation's graph inherits the clocks that one's power draw left,
+# so without them each time would depend on what the rotation put before it. After them each runs
+# at its own sustained clocks (bench/NOTES-prefill.md, "The harness's order bias, fixed").
 WARM_S = 0.3
 
 

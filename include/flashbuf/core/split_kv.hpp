@@ -38,13 +38,13 @@ inline constexpr int kMaxClusterSplits = 16;  // H100/H200 non-portable cluster 
 enum class SplitMerge { none, cluster, workspace };
 
 // Where the cluster merge pays (the measurements: bench/NOTES-decode.md, "Measurements behind the
-// code's choices" and stop 42): it saves the combine launch and the partials' round trip through
-// device memory, so it wins wherever it can run as many splits as the workspace path would. It
-// loses where it caps the splits below that, when its grid passes one block per SM (cluster
+// code's choices"): it saves the combine launch and the partials' round trip through device
+// memory, so it wins wherever it can run as many splits as the workspace path would. It loses
+// where it caps the splits below that, when its grid passes one block per SM (cluster
 // co-scheduling leaves SMs idle), and with long splits in clusters of 4. So: one block per SM;
 // clusters of up to 8 splits of at most 4 tiles (or pairs); larger clusters (to the device's 16)
-// only with the workspace's own split count, of at most 8 tiles each (B 1, 8 KV heads, 8k keys:
-// 16 splits 1.05x faster merged in the cluster than in the workspace, paged 1.13x).
+// only with the workspace's own split count, of at most 8 tiles each (more splits than that, in
+// one cluster, turn fewer longer splits into more short ones, which loses).
 namespace split_kv {
 inline constexpr int kClusterMaxSplitsUsed = 8;
 inline constexpr int kClusterMaxTilesPerSplit = 4;
