@@ -43,8 +43,8 @@ enum class SplitMerge { none, cluster, workspace };
 // where it caps the splits below that, when its grid passes one block per SM (cluster
 // co-scheduling leaves SMs idle), and with long splits in clusters of 4. So: one block per SM;
 // clusters of up to 8 splits of at most 4 tiles (or pairs); larger clusters (to the device's 16)
-// only with the workspace's own split count, of at most 8 tiles each (more splits than that, in
-// one cluster, turn fewer longer splits into more short ones, which loses).
+// only with the workspace's own split count, of at most 8 tiles each (filling a larger cluster
+// instead would cut the keys into more, shorter splits than the workspace takes, which loses).
 namespace split_kv {
 inline constexpr int kClusterMaxSplitsUsed = 8;
 inline constexpr int kClusterMaxTilesPerSplit = 4;
