@@ -116,11 +116,12 @@ def rotation_sets(bytes_per_set: int, max_sets: int = 32) -> int:
     return max(1, min(max_sets, math.ceil(3 * l2_bytes() / max(bytes_per_set, 1))))
 
 
-# Seconds of the measured graph's own untimed replays before the timed ones (--warm-ms): what
+# The measured graph's own untimed replays before the timed ones (--warm-ms; WARM_S seconds): what
 # runs right after another implementation's graph inherits the clocks that one's power draw left,
 # so without them each time would depend on what the rotation put before it. After them each runs
 # at its own sustained clocks (bench/NOTES-prefill.md, "The harness's order bias, fixed").
-WARM_S = 0.3
+WARM_MS_DEFAULT = 300.0
+WARM_S = WARM_MS_DEFAULT / 1e3
 
 
 def graph_time_us(calls, iters: int, target_ms: float) -> float:
@@ -955,7 +956,7 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=1,
                    help="prefill: time the implementations this many times, alternating their order (median)")
     p.add_argument("--target-ms", type=float, default=20.0, help="length of one replayed graph")
-    p.add_argument("--warm-ms", type=float, default=300.0,
+    p.add_argument("--warm-ms", type=float, default=WARM_MS_DEFAULT,
                    help="untimed replays of the measured graph before the timed ones, so that each is timed "
                         "at its own sustained clocks, not in the wake of the implementation timed before it")
     p.add_argument("--out", help="results JSON (default: $OUT or bench/results, <gpu>-<what>-<date>.json)")
