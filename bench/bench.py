@@ -374,18 +374,16 @@ def bench_decode_shape(hq: int, hkv: int, b: int, skv: int, pages, args) -> list
                 note_failure(f"{tag} {name}", f"max abs error {err:.3g}; not timed")
                 continue
             anchor_errs.append(err)
-            anchors[name] = graph_time_us([(lambda st: lambda: fn(*st))(st) for st in sets], args.iters,
-                                          args.target_ms)
+            anchors[name] = [(lambda st, fn=fn: lambda: fn(*st))(st) for st in sets]
         except Exception as e:
             note_failure(f"{tag} {name}", e)
         torch.cuda.empty_cache()
 
-    out_rows = []
+    out_rows, flashbuf_calls = [], {}  # flashbuf_calls: (page, variant) -> the calls to time
     for page in pages:
         row = {"kind": "decode", "dtype": "bf16", "b": b, "hq": hq, "hkv": hkv, "sq": 1, "sk": skv, "d": d,
                "dv": dv, "causal": False, "page": page, "kernel": None, "unit": "us", "flashbuf": None,
-               "fa2": anchors.get("fa2"), "cudnn": anchors.get("cudnn"), "fa4": anchors.get("fa4"),
-               "floor_us": floor_us, "max_abs_err": None}
+               "fa2": None, "cudnn": None, "fa4": None, "floor_us": floor_us, "max_abs_err": None}
         if args.sinks == "on":
             row["sinks"] = True
         elif args.sinks == "ab":
@@ -399,10 +397,9 @@ def bench_decode_shape(hq: int, hkv: int, b: int, skv: int, pages, args) -> list
             else:
                 caches = [(q, k, v, None) for q, k, v in sets]
             plan = flashbuf.DecodePlan(b, 1, hq, hkv, d, dv, skv, page, dtype=torch.bfloat16, device=DEV)
-            runs, timed = {}, []
             for name, sinks in variants.items():
-                runs[name] = (lambda sk_: lambda q, k, v, table: plan.run(q, k, v, seqlens, table, **sinks_kw(sk_)))(sinks)
-                out = runs[name](*caches[0])
+                run = (lambda sk_, pl: lambda q, k, v, table: pl.run(q, k, v, seqlens, table, **sinks_kw(sk_)))(sinks, plan)
+                out = run(*caches[0])
                 torch.cuda.synchronize()
                 row["kernel"] = "decode"
                 err = max_abs_err(out, refs[name])
@@ -411,21 +408,20 @@ def bench_decode_shape(hq: int, hkv: int, b: int, skv: int, pages, args) -> list
                 if not err <= limit:
                     note_failure(f"{tag} page={page} {name}", f"max abs error {err:.3g} exceeds {limit:.3g}; not timed")
                 else:
-                    timed.append(name)
+                    flashbuf_calls[(page, name)] = [(lambda c, run=run: lambda: run(*c))(c) for c in caches]
                 del out
-            # With two variants (--sinks ab), --rounds alternates their order as prefill does.
-            times = {name: [] for name in timed}
-            for r in range(args.rounds if len(timed) > 1 else 1):
-                for name in (timed if r % 2 == 0 else timed[::-1]):
-                    times[name].append(graph_time_us([(lambda fn, c: lambda: fn(*c))(runs[name], c) for c in caches],
-                                                     args.iters, args.target_ms))
-            for name, us in times.items():
-                row[name] = statistics.median(us)
-            del caches, plan, runs
         except Exception as e:
             note_failure(f"{tag} page={page} flashbuf", e)
-        torch.cuda.empty_cache()
-    del sets, ref
+    # Every implementation on every page timed --rounds times, each round from a different one.
+    calls = {("anchor", name): fns for name, fns in anchors.items()} | flashbuf_calls
+    times = timed_rounds(tag, calls, args)
+    for row in out_rows:
+        for name in anchors:
+            row[name] = times.get(("anchor", name))
+        for name in variants:
+            if (row["page"], name) in flashbuf_calls:
+                row[name] = times.get((row["page"], name))
+    del sets, ref, calls, flashbuf_calls, anchors
     torch.cuda.empty_cache()
     return out_rows
 
@@ -485,21 +481,27 @@ def time_rounds(tag: str, row: dict, impls: dict, sets, check, tolerance_names, 
             note_failure(f"{tag} {name}", f"max abs error {err:.3g} exceeds {limit:.3g}; not timed")
         else:
             timed.append(name)
-    # Each round starts at a different implementation, as clocks drift within a run; each takes
-    # the median of its rounds.
-    times = {name: [] for name in timed}
+    return timed_rounds(tag, {name: [(lambda st, fn=impls[name]: lambda: fn(*st))(st) for st in sets]
+                              for name in timed}, args)
+
+
+def timed_rounds(tag: str, calls: dict, args) -> dict:
+    """Times each entry's calls (one per rotated input set) --rounds times; each round starts at
+    a different entry, as clocks drift within a run. Returns {key: median µs}; an entry whose
+    timing fails is left out."""
+    keys = list(calls)
+    times = {key: [] for key in keys}
     for r in range(args.rounds):
-        shift = r % max(len(timed), 1)
-        for name in timed[shift:] + timed[:shift]:
-            if times[name] is None:
+        shift = r % max(len(keys), 1)
+        for key in keys[shift:] + keys[:shift]:
+            if times[key] is None:
                 continue
             try:
-                times[name].append(graph_time_us([(lambda st: lambda: impls[name](*st))(st) for st in sets],
-                                                 args.iters, args.target_ms))
+                times[key].append(graph_time_us(calls[key], args.iters, args.target_ms))
             except Exception as e:
-                note_failure(f"{tag} {name} timing", e)
-                times[name] = None
-    return {name: statistics.median(us) for name, us in times.items() if us}
+                note_failure(f"{tag} {key if isinstance(key, str) else key[-1]} timing", e)
+                times[key] = None
+    return {key: statistics.median(us) for key, us in times.items() if us}
 
 
 def references_by_sinks(variants: dict, reference) -> dict:
@@ -954,7 +956,8 @@ def main(argv=None) -> int:
                         "or none (A/B runs of flashbuf alone); the serving grid runs fa4 and cudnn")
     p.add_argument("--iters", type=int, default=9, help="graph replays per measurement (>= 7; median)")
     p.add_argument("--rounds", type=int, default=1,
-                   help="prefill: time the implementations this many times, alternating their order (median)")
+                   help="time every implementation (decode: on every page size) this many times, each round "
+                        "from a different one (median)")
     p.add_argument("--target-ms", type=float, default=20.0, help="length of one replayed graph")
     p.add_argument("--warm-ms", type=float, default=WARM_MS_DEFAULT,
                    help="untimed replays of the measured graph before the timed ones, so that each is timed "
