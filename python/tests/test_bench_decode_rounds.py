@@ -1,0 +1,91 @@
+"""bench/bench.py's decode grid on the CPU, with stand-ins for the GPU parts (graph timing, the
+library's DecodePlan, an anchor): every implementation on every page size is checked on the
+rotated sets and timed --rounds times, each round from a different entry; each page's calls
+run its own plan (a paged plan with its page table, the contiguous one without); each row takes
+the median of its entry's rounds, and the anchors' times repeat on every page's row."""
+import argparse
+import importlib.util
+import pathlib
+import statistics
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def load_bench():
+    spec = importlib.util.spec_from_file_location("bench_under_test", REPO / "bench" / "bench.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def attention(q, k, v):
+    """(B, 1, Hq, D) q over (B, S, Hkv, D) caches, float32."""
+    hq, hkv = q.shape[2], k.shape[2]
+    ks = k.float().repeat_interleave(hq // hkv, dim=2)
+    vs = v.float().repeat_interleave(hq // hkv, dim=2)
+    scores = torch.einsum("bqhd,bshd->bhqs", q.float(), ks) / q.shape[-1] ** 0.5
+    return torch.einsum("bhqs,bshd->bqhd", scores.softmax(-1), vs)
+
+
+class StubPlan:
+    """flashbuf.DecodePlan's call shape; run() refuses a cache of the other layout, so calls bound
+    to the wrong page's plan fail."""
+
+    def __init__(self, log, b, q_per_seq, hq, hkv, d, dv, skv, page, dtype=None, device=None):
+        self.log, self.page = log, page
+
+    def run(self, q, k, v, seqlens, table):
+        assert (table is None) == (self.page == 0), f"page {self.page} plan given the other layout"
+        self.log.append(("flashbuf", self.page))
+        if table is not None:  # the pool back in sequence order
+            b, per_seq = table.shape
+            k = k[table.long().flatten()].reshape(b, per_seq * k.shape[1], *k.shape[2:])
+            v = v[table.long().flatten()].reshape(b, per_seq * v.shape[1], *v.shape[2:])
+        return attention(q, k, v).to(q.dtype)
+
+
+def test_decode_rows_time_every_entry_each_round(monkeypatch):
+    bench = load_bench()
+    log = []
+    stub = argparse.Namespace(DecodePlan=lambda *a, **kw: StubPlan(log, *a, **kw))
+    monkeypatch.setattr(bench, "DEV", torch.device("cpu"))
+    monkeypatch.setattr(bench, "flashbuf", stub)
+    monkeypatch.setattr(bench, "rotation_sets", lambda *a, **kw: 2)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **kw: None)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda *a, **kw: None)
+
+    def anchor_fn(name, causal):
+        def run(q, k, v):
+            log.append((name, None))
+            return attention(q, k, v).to(q.dtype)
+        return run
+    monkeypatch.setattr(bench, "anchor_fn", anchor_fn)
+
+    timed = []  # each graph_time_us call: which entry, from what its calls logged
+
+    def graph_time_us(calls, iters, target_ms):
+        start = len(log)
+        for fn in calls:
+            fn()
+        entries = set(log[start:])
+        assert len(entries) == 1 and len(log) - start == 2, "one entry's calls, over both sets"
+        timed.append(entries.pop())
+        return float(len(timed))  # a distinct time per measurement
+    monkeypatch.setattr(bench, "graph_time_us", graph_time_us)
+
+    args = argparse.Namespace(rounds=3, iters=7, target_ms=1.0, anchors=["cudnn"], sinks="off")
+    rows = bench.bench_decode_shape(4, 2, 2, 64, (0, 16), args)
+
+    entries = [("cudnn", None), ("flashbuf", 0), ("flashbuf", 16)]
+    assert timed == entries + entries[1:] + entries[:1] + entries[2:] + entries[:2]  # rotated rounds
+    assert bench.failures == []
+    times = {e: statistics.median(float(i + 1) for i, t in enumerate(timed) if t == e) for e in entries}
+    assert [r["page"] for r in rows] == [0, 16]
+    for row in rows:
+        assert row["flashbuf"] == times[("flashbuf", row["page"])]
+        assert row["cudnn"] == times[("cudnn", None)]
+        assert row["max_abs_err"] < 1e-2 and row["kernel"] == "decode"
