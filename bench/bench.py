@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import math
 import os
@@ -124,12 +125,13 @@ WARM_MS_DEFAULT = 300.0
 WARM_S = WARM_MS_DEFAULT / 1e3
 
 
-def graph_time_us(calls, iters: int, target_ms: float) -> float:
-    """Median time of one call in µs, from CUDA-graph replays of `reps` calls cycling through
-    `calls` (one callable per rotated input set), after WARM_S of untimed replays."""
+def captured_graph(calls, target_ms: float):
+    """A CUDA graph of `reps` calls cycling through `calls` (one callable per rotated input set),
+    about target_ms long, after two untimed passes outside capture (lazy initialisation,
+    autotuning); returns (graph, reps)."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm up (lazy initialisation, autotuning) outside capture
+    with torch.cuda.stream(side):
         for _ in range(2):
             for fn in calls:
                 fn()
@@ -150,9 +152,17 @@ def graph_time_us(calls, iters: int, target_ms: float) -> float:
     with torch.cuda.graph(graph):
         for i in range(reps):
             calls[i % len(calls)]()
+    return graph, reps
+
+
+def graph_time_us(calls, iters: int, target_ms: float) -> float:
+    """Median time of one call in µs, from replays of captured_graph(calls, target_ms), after
+    WARM_S of untimed replays."""
+    graph, reps = captured_graph(calls, target_ms)
     for _ in range(1 + math.ceil(WARM_S * 1e3 / target_ms)):
         graph.replay()
     torch.cuda.synchronize()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times = []
     for _ in range(max(iters, 7)):
         start.record()
@@ -163,6 +173,11 @@ def graph_time_us(calls, iters: int, target_ms: float) -> float:
     del graph
     times.sort()
     return times[len(times) // 2]
+
+
+def bound_calls(fn, arg_sets) -> list:
+    """fn bound to each argument tuple: the calls graph_time_us cycles through."""
+    return [functools.partial(fn, *args) for args in arg_sets]
 
 
 # ---- references -----------------------------------------------------------------------------------
@@ -374,7 +389,7 @@ def bench_decode_shape(hq: int, hkv: int, b: int, skv: int, pages, args) -> list
                 note_failure(f"{tag} {name}", f"max abs error {err:.3g}; not timed")
                 continue
             anchor_errs.append(err)
-            anchors[name] = [(lambda st, fn=fn: lambda: fn(*st))(st) for st in sets]
+            anchors[name] = bound_calls(fn, sets)
         except Exception as e:
             note_failure(f"{tag} {name}", e)
         torch.cuda.empty_cache()
@@ -398,7 +413,8 @@ def bench_decode_shape(hq: int, hkv: int, b: int, skv: int, pages, args) -> list
                 caches = [(q, k, v, None) for q, k, v in sets]
             plan = flashbuf.DecodePlan(b, 1, hq, hkv, d, dv, skv, page, dtype=torch.bfloat16, device=DEV)
             for name, sinks in variants.items():
-                run = (lambda sk_, pl: lambda q, k, v, table: pl.run(q, k, v, seqlens, table, **sinks_kw(sk_)))(sinks, plan)
+                def run(q, k, v, table, plan=plan, kw=sinks_kw(sinks)):
+                    return plan.run(q, k, v, seqlens, table, **kw)
                 out = run(*caches[0])
                 torch.cuda.synchronize()
                 row["kernel"] = "decode"
@@ -408,7 +424,7 @@ def bench_decode_shape(hq: int, hkv: int, b: int, skv: int, pages, args) -> list
                 if not err <= limit:
                     note_failure(f"{tag} page={page} {name}", f"max abs error {err:.3g} exceeds {limit:.3g}; not timed")
                 else:
-                    flashbuf_calls[(page, name)] = [(lambda c, run=run: lambda: run(*c))(c) for c in caches]
+                    flashbuf_calls[(page, name)] = bound_calls(run, caches)
                 del out
         except Exception as e:
             note_failure(f"{tag} page={page} flashbuf", e)
@@ -481,8 +497,7 @@ def time_rounds(tag: str, row: dict, impls: dict, sets, check, tolerance_names, 
             note_failure(f"{tag} {name}", f"max abs error {err:.3g} exceeds {limit:.3g}; not timed")
         else:
             timed.append(name)
-    return timed_rounds(tag, {name: [(lambda st, fn=impls[name]: lambda: fn(*st))(st) for st in sets]
-                              for name in timed}, args)
+    return timed_rounds(tag, {name: bound_calls(impls[name], sets) for name in timed}, args)
 
 
 def timed_rounds(tag: str, calls: dict, args) -> dict:

@@ -13,7 +13,6 @@ clock (MHz) and power (W) sampled over that half, and TFLOP/s per GHz.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import statistics
 import subprocess
@@ -80,17 +79,7 @@ def main() -> int:
         else:
             anchor = bench.anchor_fn(name, causal)
             fn = lambda anchor=anchor: anchor(q, k, v)  # noqa: E731
-        for _ in range(2):  # compile / autotune outside the capture
-            fn()
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn()
-        torch.cuda.synchronize()
-        reps = max(1, math.ceil(0.02 / max(time.perf_counter() - t0, 1e-6)))  # ~20 ms graphs
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(reps):
-                fn()
+        graph, reps = bench.captured_graph([fn], target_ms=20.0)  # the harness's graphs, ~20 ms each
         t_start = time.monotonic()
         replays, samples = sampled(args.seconds, graph.replay)
         half = t_start + args.seconds / 2

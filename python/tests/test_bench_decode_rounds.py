@@ -22,21 +22,12 @@ def load_bench():
     return module
 
 
-def attention(q, k, v):
-    """(B, 1, Hq, D) q over (B, S, Hkv, D) caches, float32."""
-    hq, hkv = q.shape[2], k.shape[2]
-    ks = k.float().repeat_interleave(hq // hkv, dim=2)
-    vs = v.float().repeat_interleave(hq // hkv, dim=2)
-    scores = torch.einsum("bqhd,bshd->bhqs", q.float(), ks) / q.shape[-1] ** 0.5
-    return torch.einsum("bhqs,bshd->bqhd", scores.softmax(-1), vs)
-
-
 class StubPlan:
     """flashbuf.DecodePlan's call shape; run() refuses a cache of the other layout, so calls bound
     to the wrong page's plan fail."""
 
-    def __init__(self, log, b, q_per_seq, hq, hkv, d, dv, skv, page, dtype=None, device=None):
-        self.log, self.page = log, page
+    def __init__(self, log, attention, b, q_per_seq, hq, hkv, d, dv, skv, page, dtype=None, device=None):
+        self.log, self.attention, self.page = log, attention, page
 
     def run(self, q, k, v, seqlens, table):
         assert (table is None) == (self.page == 0), f"page {self.page} plan given the other layout"
@@ -45,13 +36,16 @@ class StubPlan:
             b, per_seq = table.shape
             k = k[table.long().flatten()].reshape(b, per_seq * k.shape[1], *k.shape[2:])
             v = v[table.long().flatten()].reshape(b, per_seq * v.shape[1], *v.shape[2:])
-        return attention(q, k, v).to(q.dtype)
+        return self.attention(q, k, v).to(q.dtype)
 
 
 def test_decode_rows_time_every_entry_each_round(monkeypatch):
     bench = load_bench()
     log = []
-    stub = argparse.Namespace(DecodePlan=lambda *a, **kw: StubPlan(log, *a, **kw))
+
+    def attention(q, k, v):  # the harness's own float32 reference of the one query row
+        return bench.reference_rows(q, k, v, torch.arange(1), causal=False)
+    stub = argparse.Namespace(DecodePlan=lambda *a, **kw: StubPlan(log, attention, *a, **kw))
     monkeypatch.setattr(bench, "DEV", torch.device("cpu"))
     monkeypatch.setattr(bench, "flashbuf", stub)
     monkeypatch.setattr(bench, "rotation_sets", lambda *a, **kw: 2)
