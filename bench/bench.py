@@ -180,6 +180,11 @@ def bound_calls(fn, arg_sets) -> list:
     return [functools.partial(fn, *args) for args in arg_sets]
 
 
+def prefill_flops(b: int, h: int, s: int, d: int, dv: int, causal: bool) -> float:
+    """FLOPs of a prefill grid point (Q K^T and P V; causal counts half the square)."""
+    return 2.0 * b * h * s * s * (d + dv) / (2 if causal else 1)
+
+
 # ---- references -----------------------------------------------------------------------------------
 
 def sample_rows(s: int, n: int = REFERENCE_ROWS) -> torch.Tensor:
@@ -294,7 +299,7 @@ def bench_prefill(d: int, s: int, causal: bool, args) -> dict:
         row["sinks"] = True
     elif args.sinks == "ab":
         row["flashbuf_sinks"] = None
-    flops = 2.0 * b * h * s * s * (d + dv) / (2 if causal else 1)  # Q K^T and P V
+    flops = prefill_flops(b, h, s, d, dv, causal)
     set_bytes = b * s * h * (2 * d + dv) * 2
     sets = [tuple(torch.randn(b, s, h, width, device=DEV, dtype=torch.bfloat16) for width in (d, d, dv))
             for _ in range(rotation_sets(set_bytes, max_sets=8))]

@@ -70,7 +70,7 @@ def main() -> int:
     causal = args.causal == "yes"
     d, s = args.d, args.s
     b, h = bench.PREFILL_TOKENS // s, bench.PREFILL_HIDDEN // d
-    flops = 2.0 * b * h * s * s * 2 * d / (2 if causal else 1)
+    flops = bench.prefill_flops(b, h, s, d, d, causal)
     q, k, v = (torch.randn(b, s, h, d, device=bench.DEV, dtype=torch.bfloat16) for _ in range(3))
     print(f"prefill d={d} s={s} causal={causal} b={b} h={h}: {args.seconds:.1f} s each")
     for name in args.impls.split(","):
