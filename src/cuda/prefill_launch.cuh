@@ -250,8 +250,12 @@ void launch_prefill_variant(const PrefillParams& params, const AttentionProblem&
                                              persistent_wave<Persistent3>(pr))) {
             const PrefillTmaMaps maps = make_prefill_tma_maps<Persistent3::kBN, Persistent3::kBM>(pr);
             if (persistent_maps_usable(maps)) {
-              launch_prefill_persistent<Persistent3>(&prefill_sm90_persistent_kernel<In, D, Dv, 3>, params, pr, mask,
-                                                     maps);
+              // A block per 192-row item (the hardware hands blocks to SMs as they free up).
+              using Block3 = PrefillSm90<In, D, Dv, false, 3, Persistent3::kBN>;
+              PrefillParams block_params = params;
+              block_params.num_m_blocks = static_cast<int>((pr.max_seqlen_q + Block3::kBM - 1) / Block3::kBM);
+              launch_prefill_kernel<Block3>(&prefill_sm90_kernel<In, D, Dv, false, 3, Persistent3::kBN>, block_params,
+                                            pr, maps);
               return;
             }
           }

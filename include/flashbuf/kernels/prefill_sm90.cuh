@@ -538,11 +538,13 @@ struct PrefillSm90 {
   }
 };
 
-template <class In, int D, int Dv, bool Paged>
-__global__ void __launch_bounds__(PrefillSm90<In, D, Dv, Paged>::kThreads, PrefillSm90<In, D, Dv, Paged>::kCtasPerSm)
+template <class In, int D, int Dv, bool Paged, int Consumers = prefill_sm90_tile(D, Dv).consumers,
+          int BlockN = prefill_sm90_tile(D, Dv).block_n>
+__global__ void __launch_bounds__(PrefillSm90<In, D, Dv, Paged, Consumers, BlockN>::kThreads,
+                                  PrefillSm90<In, D, Dv, Paged, Consumers, BlockN>::kCtasPerSm)
     prefill_sm90_kernel(const __grid_constant__ PrefillParams params, const __grid_constant__ PrefillTmaMaps maps) {
   extern __shared__ __align__(128) char smem[];
-  PrefillSm90<In, D, Dv, Paged>::run(params, maps, smem);
+  PrefillSm90<In, D, Dv, Paged, Consumers, BlockN>::run(params, maps, smem);
 }
 
 }  // namespace flashbuf
