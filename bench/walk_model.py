@@ -4,7 +4,8 @@ the items WorkItems gives it; prints the makespan (the busiest block) over the m
 (sequence, head) pairs a round touches on average (their K/V share the L2 only within a round),
 for the BENCH.md grid's shapes (16k tokens, hidden 2048) in three item orders:
   head      query blocks fastest, heaviest first (item_coords unpaired)
-  paired    units of two neighbouring items, a head's blocks heavy, light, heavy, ... (paired)
+  paired    units of two neighbouring items, a head's blocks heavy, light, heavy, ... (how D 64's
+            192-row items were walked until they took a block each; NOTES-prefill, stop 44)
   rank      every head's heaviest block, then every head's next (measured and dropped at stop 22:
             1.00-1.03x here, but 0.75-0.96x on the H200: a round reads 16-130 heads' K/V)
 Not a timing: it isolates the balance of the static walk.
@@ -21,7 +22,7 @@ def key_tiles(sq, rows, m, causal, block_n=128):
 
 
 def paired_from_last(k, m_blocks, head_seq):
-    """item_coords' paired numbering: a head's k-th item, counted from its last query block."""
+    """The paired numbering: a head's k-th item, counted from its last query block."""
     if m_blocks % 2 == 1 and head_seq % 2 == 1:
         if k == 0:
             return m_blocks // 2

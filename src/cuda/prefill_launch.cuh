@@ -120,18 +120,15 @@ int persistent_wave(const AttentionProblem& pr) {
   return cap > 0 ? cap : cached_device_attribute<cudaDevAttrMultiProcessorCount>(pr.device_index) * Kernel::kCtasPerSm;
 }
 
-// One wave of blocks (at most one per unit of the walk: an item, or paired two) walking the items;
-// `mask` is the problem's (launch_prefill_variant's).
+// One wave of blocks (at most one per item) walking the items.
 template <class Kernel>
 void launch_prefill_persistent(void (*kernel)(PrefillParams, PrefillTmaMaps), PrefillParams params,
-                               const AttentionProblem& pr, const MaskParams& mask, const PrefillTmaMaps& maps) {
+                               const AttentionProblem& pr, const PrefillTmaMaps& maps) {
   raise_smem_limit_once<Kernel>(reinterpret_cast<const void*>(kernel), pr.device_index);
   params.num_m_blocks = (pr.max_seqlen_q + Kernel::kBM - 1) / Kernel::kBM;
   params.num_items = params.num_m_blocks * pr.heads_q * pr.batch;  // < 2^31 (persistent_prefill_wanted)
-  params.items_paired = persistent_items_paired(mask, Kernel::kBM);
-  const int units = WorkItems::units(params.num_items, params.items_paired != 0);  // every block gets one
   const int wave = persistent_wave<Kernel>(pr);
-  const int blocks = units < wave ? units : wave;
+  const int blocks = params.num_items < wave ? params.num_items : wave;  // every block gets an item
   kernel<<<blocks, Kernel::kThreads, Kernel::kSmemBytes, static_cast<cudaStream_t>(pr.stream)>>>(params, maps);
   FLASHBUF_CUDA_CHECK(cudaGetLastError());
 }
@@ -243,18 +240,15 @@ void launch_prefill_variant(const PrefillParams& params, const AttentionProblem&
       const MaskParams mask{pr.seqlen_q, pr.seqlen_k, pr.window_left, pr.window_right};  // once a launch
       const double mean_tiles = mean_key_tiles(mask, Persistent::kBM, Persistent::kBN);
       if (params.pack_shift == 0 && persistent_prefill_wanted<Persistent, Kernel>(pr, mean_tiles)) {
-        if constexpr (D <= 64 && Dv <= 64) {  // three consumers over 192-row items where they pay
-          using Persistent3 = PrefillSm90Persistent<In, D, Dv, 3>;
+        if constexpr (D <= 64 && Dv <= 64) {  // three consumers over 192-row items, a block each, where they pay
+          using Block3 = PrefillSm90<In, D, Dv, false, 3, Persistent::kBN>;
           const long long heads_x_batch = static_cast<long long>(pr.heads_q) * pr.batch;
-          if (persistent_three_consumers_pay(mask, mean_tiles, Persistent3::kBM, heads_x_batch,
-                                             persistent_wave<Persistent3>(pr))) {
-            const PrefillTmaMaps maps = make_prefill_tma_maps<Persistent3::kBN, Persistent3::kBM>(pr);
+          if (three_consumers_pay(mask, mean_tiles, Block3::kBM, heads_x_batch, persistent_wave<Block3>(pr))) {
+            const PrefillTmaMaps maps = make_prefill_tma_maps<Block3::kBN, Block3::kBM>(pr);
             if (persistent_maps_usable(maps)) {
-              // A block per 192-row item (the hardware hands blocks to SMs as they free up).
-              using Block3 = PrefillSm90<In, D, Dv, false, 3, Persistent3::kBN>;
               PrefillParams block_params = params;
               block_params.num_m_blocks = static_cast<int>((pr.max_seqlen_q + Block3::kBM - 1) / Block3::kBM);
-              launch_prefill_kernel<Block3>(&prefill_sm90_kernel<In, D, Dv, false, 3, Persistent3::kBN>, block_params,
+              launch_prefill_kernel<Block3>(&prefill_sm90_kernel<In, D, Dv, false, 3, Persistent::kBN>, block_params,
                                             pr, maps);
               return;
             }
@@ -262,7 +256,7 @@ void launch_prefill_variant(const PrefillParams& params, const AttentionProblem&
         }
         const PrefillTmaMaps maps = make_prefill_tma_maps<Persistent::kBN, Persistent::kBM>(pr);
         if (persistent_maps_usable(maps)) {
-          launch_prefill_persistent<Persistent>(&prefill_sm90_persistent_kernel<In, D, Dv>, params, pr, mask, maps);
+          launch_prefill_persistent<Persistent>(&prefill_sm90_persistent_kernel<In, D, Dv>, params, pr, maps);
           return;
         }
         // Boxes of the same shape (D 128): the block per item takes these maps. D 64's blocks

@@ -504,11 +504,10 @@ TEST_P(PrefillGpu, ManyItemsPersistentGrid) {
   }
 }
 
-// D 64 over long items (unmasked >= 16 key tiles, causal >= 32), in >= 4 waves of items: the
-// persistent grid with three consumers over 192-row items (persistent_three_consumers_pay), each
-// block walking several items (528-1408 of them on 132 SMs). A partial last item, seqlen_q <
-// seqlen_k, GQA, softcap on one, both dtypes, LSE; rows sampled for the float64 reference. (On
-// sm80 the unmasked problems run the mma.sync kernel.)
+// D 64 over long items (unmasked >= 16 key tiles, causal >= 32), in >= 4 waves of items: three
+// consumers over 192-row items, a block each (three_consumers_pay; 528-1408 items on 132 SMs). A
+// partial last item, seqlen_q < seqlen_k, GQA, softcap on one, both dtypes, LSE; rows sampled for
+// the float64 reference. (On sm80 the unmasked problems run the mma.sync kernel.)
 TEST_P(PrefillGpu, ThreeConsumersOverLongItems) {
   for (const DType dtype : {DType::bf16, DType::fp16}) {
     if (!instantiated(dtype, HeadDims{64, 64})) continue;
@@ -520,16 +519,16 @@ TEST_P(PrefillGpu, ThreeConsumersOverLongItems) {
       s.softcap = sq == 2000 ? 30.0f : 0.0f;
       check_spec(s, backend(), 600);
     }
-    // Hopper: causal items walked paired (rows sampled; no mma.sync twin).
+    // Hopper: causal items (rows sampled; no mma.sync twin).
     if (backend() != Backend::sm90) continue;
-    // Causal S 8300: 44 items a head (even), exactly 4 waves on 132 SMs (more SMs: two consumers).
+    // Causal S 8300: 44 items a head, exactly 4 waves on 132 SMs (more SMs: two consumers).
     ProblemSpec c = base_spec(dtype, 64, 64, 8300, 8300);
     c.batch = 1;
     c.heads_q = 12;
     c.heads_kv = 4;
     c.mask = Mask::causal();
     check_spec(c, backend(), 300);
-    // 43 items a head (odd: two heads' middle blocks share a unit), a right bound alone.
+    // 43 items a head, a right bound alone.
     ProblemSpec w = base_spec(dtype, 64, 64, 8190, 8190);
     w.heads_q = 16;
     w.heads_kv = 4;
@@ -557,9 +556,9 @@ TEST_P(PrefillGpu, SanitizerSmallCases) {
   ProblemSpec d = base_spec(DType::bf16, 256, 256, 150, 200);
   d.mask = Mask::causal();
   cases.push_back(d);
-  // D 64 causal, 1300 queries over 6000 keys: two heads of 7 items of 192 rows (odd: the middles
-  // share a unit), each of >= 32 key tiles. On a grid of <= 3 blocks (FLASHBUF_PREFILL_GRID=2)
-  // three consumers walk them paired (persistent_three_consumers_pay), else two consumers.
+  // D 64 causal, 1300 queries over 6000 keys: two heads of 7 items of 192 rows, each of >= 32 key
+  // tiles. With the wave capped at <= 3 blocks (FLASHBUF_PREFILL_GRID=2) three consumers take
+  // them, a block each (three_consumers_pay), else the persistent grid's two.
   ProblemSpec c = base_spec(DType::bf16, 64, 64, 1300, 6000);
   c.batch = 1;
   c.heads_q = 2;

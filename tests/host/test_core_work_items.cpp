@@ -11,11 +11,11 @@ namespace {
 using flashbuf::WorkItems;
 
 // Every item taken once, by some block in some round; the rounds of a block ascend.
-void expect_cover(int total, int blocks, bool paired = false) {
-  SCOPED_TRACE("total " + std::to_string(total) + " blocks " + std::to_string(blocks) + (paired ? " paired" : ""));
+void expect_cover(int total, int blocks) {
+  SCOPED_TRACE("total " + std::to_string(total) + " blocks " + std::to_string(blocks));
   std::vector<int> taken(total, 0);
   for (int b = 0; b < blocks; ++b) {
-    const WorkItems items{total, b, blocks, paired};
+    const WorkItems items{total, b, blocks};
     int previous = -1;
     for (int round = 0;; ++round) {
       const int item = items.at(round);
@@ -33,52 +33,26 @@ void expect_cover(int total, int blocks, bool paired = false) {
 }
 
 TEST(CoreWorkItems, EveryItemOnceForAnyGrid) {
-  for (bool paired : {false, true})
-    for (int total : {1, 2, 7, 132, 133, 264, 265, 1000, 4096})
-      for (int blocks : {1, 2, 5, 132, 264, 5000}) expect_cover(total, blocks, paired);
+  for (int total : {1, 2, 7, 132, 133, 264, 265, 1000, 4096})
+    for (int blocks : {1, 2, 5, 132, 264, 5000}) expect_cover(total, blocks);
 }
 
-TEST(CoreWorkItems, PairedRoundsTakeNeighbouringItems) {
-  EXPECT_EQ(WorkItems::units(64, true), 32);
-  EXPECT_EQ(WorkItems::units(7, true), 4);  // the last unit holds one item
-  EXPECT_EQ(WorkItems::units(7, false), 7);
-  for (int b = 0; b < 8; ++b) {
-    const WorkItems items{64, b, 8, true};
-    EXPECT_EQ(items.at(0), 2 * b);
-    EXPECT_EQ(items.at(1), 2 * b + 1);
-    EXPECT_EQ(items.at(2), 2 * (15 - b));  // unit round 1 runs backwards
-    EXPECT_EQ(items.at(3), 2 * (15 - b) + 1);
-  }
-}
-
-// item_coords is a bijection onto (query block, head, sequence) in both numberings; paired,
-// every unit of two neighbouring items holds blocks whose distances from the last sum to
-// m_blocks - 1 (one heavy, one light), except the unit of two middles when m_blocks is odd.
-TEST(CoreWorkItems, ItemCoordsPairHeavyWithLight) {
+// item_coords is a bijection onto (query block, head, sequence), a head's blocks heaviest first.
+TEST(CoreWorkItems, ItemCoordsCoverEveryBlockOnce) {
   using flashbuf::item_coords;
   for (const int m_blocks : {1, 2, 5, 6, 43, 86})
     for (const int heads : {1, 3, 4}) {
+      SCOPED_TRACE("m_blocks " + std::to_string(m_blocks) + " heads " + std::to_string(heads));
       const int batches = 3, total = m_blocks * heads * batches;
-      for (const bool paired : {false, true}) {
-        SCOPED_TRACE("m_blocks " + std::to_string(m_blocks) + " heads " + std::to_string(heads) + (paired ? " paired" : ""));
-        std::vector<int> seen(total, 0);
-        for (int item = 0; item < total; ++item) {
-          const auto c = item_coords(item, m_blocks, heads, paired);
-          ASSERT_TRUE(c.m_from_last >= 0 && c.m_from_last < m_blocks && c.head >= 0 && c.head < heads && c.batch >= 0 &&
-                      c.batch < batches);
-          ++seen[(c.batch * heads + c.head) * m_blocks + c.m_from_last];
-          if (!paired) EXPECT_EQ(c.m_from_last, item % m_blocks);
-        }
-        for (int i = 0; i < total; ++i) EXPECT_EQ(seen[i], 1) << "coordinate " << i;
-        if (!paired) continue;
-        for (int unit = 0; 2 * unit + 1 < total; ++unit) {
-          const auto a = item_coords(2 * unit, m_blocks, heads, true), b = item_coords(2 * unit + 1, m_blocks, heads, true);
-          const int middle = m_blocks / 2;
-          if (m_blocks % 2 == 1 && a.m_from_last == middle && b.m_from_last == middle) continue;
-          EXPECT_EQ(a.m_from_last + b.m_from_last, m_blocks - 1) << "unit " << unit;
-          EXPECT_TRUE(a.head == b.head && a.batch == b.batch) << "unit " << unit;
-        }
+      std::vector<int> seen(total, 0);
+      for (int item = 0; item < total; ++item) {
+        const auto c = item_coords(item, m_blocks, heads);
+        ASSERT_TRUE(c.m_from_last >= 0 && c.m_from_last < m_blocks && c.head >= 0 && c.head < heads && c.batch >= 0 &&
+                    c.batch < batches);
+        ++seen[(c.batch * heads + c.head) * m_blocks + c.m_from_last];
+        EXPECT_EQ(c.m_from_last, item % m_blocks);
       }
+      for (int i = 0; i < total; ++i) EXPECT_EQ(seen[i], 1) << "coordinate " << i;
     }
 }
 
@@ -126,35 +100,25 @@ TEST(CoreWorkItems, PersistentGridPaysForShortItems) {
   EXPECT_TRUE(persistent_grid_pays(33.0, 2, 256));   // D 256 keeps 33
 }
 
-TEST(CoreWorkItems, ItemsPairedForCausal192RowItems) {
-  using flashbuf::MaskParams;
-  using flashbuf::persistent_items_paired;
-  EXPECT_TRUE(persistent_items_paired(MaskParams{8192, 8192, -1, 0}, 192));
-  EXPECT_TRUE(persistent_items_paired(MaskParams{8192, 8192, -1, 100}, 192));   // a right bound alone
-  EXPECT_FALSE(persistent_items_paired(MaskParams{8192, 8192, -1, 0}, 128));    // balanced singles
-  EXPECT_FALSE(persistent_items_paired(MaskParams{8192, 8192, -1, -1}, 192));   // equal items
-  EXPECT_FALSE(persistent_items_paired(MaskParams{8192, 8192, 100, 0}, 192));   // sliding window: equal-ish
-}
-
 TEST(CoreWorkItems, ThreeConsumersForLongItems) {
   using flashbuf::mean_key_tiles;
   using flashbuf::MaskParams;
-  using flashbuf::persistent_three_consumers_pay;
+  using flashbuf::three_consumers_pay;
   // The BENCH.md grid's shapes (16k tokens, 32 heads) on 132 SMs.
   const auto pays = [](MaskParams m, int heads_x_batch = 0) {
     if (heads_x_batch == 0) heads_x_batch = 32 * (16384 / m.seqlen_q);
-    return persistent_three_consumers_pay(m, mean_key_tiles(m, 128, 128), 192, heads_x_batch, 132);
+    return three_consumers_pay(m, mean_key_tiles(m, 128, 128), 192, heads_x_batch, 132);
   };
-  EXPECT_FALSE(pays(MaskParams{1024, 1024, -1, -1}));   // 8 tiles (measured 0.95x)
+  EXPECT_FALSE(pays(MaskParams{1024, 1024, -1, -1}));   // 8 tiles
   EXPECT_FALSE(pays(MaskParams{1920, 1920, -1, -1}));   // 15 tiles
-  EXPECT_TRUE(pays(MaskParams{2048, 2048, -1, -1}));    // 16 tiles (1.03x)
-  EXPECT_TRUE(pays(MaskParams{16384, 16384, -1, -1}));  // 1.15x
-  EXPECT_TRUE(pays(MaskParams{16384, 16384, -1, 0}));   // causal, walked paired: 1.09x
-  EXPECT_TRUE(pays(MaskParams{8192, 8192, -1, 0}));     // 32.5 tiles: 1.07x
-  EXPECT_FALSE(pays(MaskParams{4096, 4096, -1, 0}));    // causal S 4k: 16.5 tiles, 0.98x
+  EXPECT_TRUE(pays(MaskParams{2048, 2048, -1, -1}));    // 16 tiles
+  EXPECT_TRUE(pays(MaskParams{16384, 16384, -1, -1}));
+  EXPECT_TRUE(pays(MaskParams{16384, 16384, -1, 0}));   // causal
+  EXPECT_TRUE(pays(MaskParams{8192, 8192, -1, 0}));     // causal, 32.5 tiles
+  EXPECT_FALSE(pays(MaskParams{4096, 4096, -1, 0}));    // causal S 4k: 16.5 tiles
   EXPECT_FALSE(pays(MaskParams{2048, 2048, -1, 0}));    // causal S 2k: 8.5 tiles
   EXPECT_FALSE(pays(MaskParams{8192, 8192, 4096, -1}));  // a left window bound
-  EXPECT_TRUE(pays(MaskParams{8192, 8192, -1, 4096}));   // a right one alone: walked paired
+  EXPECT_TRUE(pays(MaskParams{8192, 8192, -1, 4096}));   // a right one alone: ruled as causal
   // Under four waves of items (B 1, 8 heads, S 2k: 88 items), each SM would run one item either
   // way; four waves (528 items) are enough.
   EXPECT_FALSE(pays(MaskParams{2048, 2048, -1, -1}, 8));

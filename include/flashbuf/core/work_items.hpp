@@ -8,16 +8,8 @@
 //
 // Alternating direction pairs a block's heavy item (causal: early in a head) with a light one in
 // the next round; and in every round the blocks work on neighbouring items, so on few heads'
-// K/V at once (L2). With blocks >= total it is one item per block (paired: one unit).
-//
-// Paired, the rounds walk units of two neighbouring items (round r takes unit round r / 2's
-// item r % 2), and a head's query blocks are numbered heavy, light, heavy, light (item_coords):
-// every unit holds one heavy and one light causal item, so units weigh alike wherever a round
-// ends in a head. Head-major singles pair heavy with light only when a head's query blocks are
-// about one round; for causal 192-row items (D 64, three consumers) at long sequences the
-// busiest block then carries far more than the mean work, paired hardly more; 128-row items are
-// balanced either way (bench/walk_model.py computes both; bench/NOTES-prefill.md, "Measurements
-// behind the code's choices").
+// K/V at once (L2). With blocks >= total it is one item per block. (The grid takes 128-row items,
+// which this walk balances; bench/walk_model.py computes the balance.)
 #pragma once
 
 #include "flashbuf/core/config.hpp"
@@ -29,56 +21,25 @@ struct WorkItems {
   int total;   // items
   int block;   // this block, 0 .. blocks - 1
   int blocks;  // blocks in the grid
-  bool paired = false;
 
-  // What a round gives a block: an item, or paired a unit of two (the last may hold one). A grid
-  // of more blocks than units leaves blocks without work.
-  FLASHBUF_HOST_DEVICE static constexpr int units(int total, bool paired) {
-    return paired ? total / 2 + (total & 1) : total;  // no overflow at INT_MAX
-  }
-
-  // Round r's item of this block, or -1 past the last (every later round is past it too).
+  // Round r's item of this block, or -1 past the last (every later round is past it too). A
+  // grid of more blocks than items leaves blocks without work.
   FLASHBUF_HOST_DEVICE constexpr int at(int round) const {
-    if (!paired) return walk(round, total);
-    const int unit = walk(round >> 1, units(total, true));
-    const int item = 2 * unit + (round & 1);
-    return unit >= 0 && item < total ? item : -1;
-  }
-
- private:
-  FLASHBUF_HOST_DEVICE constexpr int walk(int round, int count) const {
     const long long at = static_cast<long long>(round) * blocks + (round & 1 ? blocks - 1 - block : block);
-    return at < count ? static_cast<int>(at) : -1;
+    return at < total ? static_cast<int>(at) : -1;
   }
 };
 
 // Item `item`'s coordinates: its query block counted from the last (causal: 0 the heaviest),
-// head and sequence, for `m_blocks` query blocks a head. Head-major singles count a head's
-// blocks heaviest first. Paired, a head's k-th item is its (k / 2)-th heaviest for even k, its
-// (k / 2)-th lightest for odd k (heavy, light, heavy, ...); with odd m_blocks every second head
-// takes its middle block first, so that the middles of two heads share a unit and the next
-// head's units start aligned.
+// head and sequence, for `m_blocks` query blocks a head; a head's blocks heaviest first.
 struct ItemCoords {
   int m_from_last, head, batch;
 };
-FLASHBUF_HOST_DEVICE constexpr ItemCoords item_coords(int item, int m_blocks, int heads, bool paired) {
+FLASHBUF_HOST_DEVICE constexpr ItemCoords item_coords(int item, int m_blocks, int heads) {
   const int per_seq = m_blocks * heads;
   const int batch = item / per_seq, in_seq = item - batch * per_seq;
   const int head = in_seq / m_blocks;
-  int k = in_seq - head * m_blocks;
-  if (!paired) return {k, head, batch};
-  if ((m_blocks & 1) && ((batch * heads + head) & 1)) {
-    if (k == 0) return {m_blocks / 2, head, batch};
-    --k;
-  }
-  return {k & 1 ? m_blocks - 1 - k / 2 : k / 2, head, batch};
-}
-
-// Whether a persistent grid of `block_m`-row items walks them paired: causal items (a right
-// bound without a left one makes the last query block the heaviest) of 192 rows. At 128 rows
-// the singles are balanced already (above), and units touch twice the heads a round.
-FLASHBUF_HOST_DEVICE constexpr bool persistent_items_paired(const MaskParams& mask, int block_m) {
-  return block_m > 128 && mask.has_right_bound() && !mask.has_left_bound();
+  return {in_seq - head * m_blocks, head, batch};
 }
 
 // Mean key tiles (of block_n keys) per query block of block_m rows: the length of an item.
@@ -106,25 +67,26 @@ FLASHBUF_HOST_DEVICE constexpr bool persistent_grid_pays(double mean_tiles_per_i
   return block_consumers == 1 || mean_tiles_per_item <= max_tiles;
 }
 
-// Whether D 64's persistent grid takes three consumer warpgroups over 192-row items rather than
-// two over 128 (its exponentials take about as many cycles as its products, so the more
-// warpgroups take turns the more of either hides under the other). Three pay without a mask on
-// long items, and on causal ones only walked paired and longer still; head-major causal never.
-// The rule is fit to the measured points (bench/NOTES-prefill.md, "Measurements behind the code's
-// choices"), and kept where they say something:
+// Whether D 64 takes three consumer warpgroups over 192-row items, a block each, rather than the
+// persistent grid's two over 128 (its exponentials take about as many cycles as its products, so
+// the more warpgroups take turns the more of either hides under the other; a block per item
+// lets the hardware hand the next item to whichever SM frees first, where a static walk's last
+// rounds leave SMs idle). Three pay without a mask on long items, and on causal ones only longer
+// still. The rule is fit to the measured points (bench/NOTES-prefill.md, "Measurements behind
+// the code's choices"), and kept where they say something:
 //   - no left bound on a row's keys; items of >= 16 key tiles (S >= 2k at 128-key tiles;
 //     `mean_tiles_per_item` is of the two-consumer items, mean_key_tiles at 128 rows), and with
-//     a right bound (walked paired) >= 32 (causal S >= ~8k; a right window bound alone walks
-//     and is ruled as causal, not measured on its own);
+//     a right bound >= 32 (causal S >= ~8k; a right window bound alone is ruled as causal, not
+//     measured on its own);
 //   - at least 4 waves of items (items of `block_m` rows over `heads_x_batch` (head, sequence)
-//     pairs, `wave` blocks): below a wave each SM runs one item either way, and a 192-row item
+//     pairs, `wave` blocks a wave): below, each SM runs one item either way, and a 192-row item
 //     is one and a half times a 128-row one's work;
 //   - the last item padded by at most 1/16 of the query rows.
-FLASHBUF_HOST_DEVICE constexpr bool persistent_three_consumers_pay(const MaskParams& mask, double mean_tiles_per_item,
-                                                                   int block_m, long long heads_x_batch, int wave) {
+FLASHBUF_HOST_DEVICE constexpr bool three_consumers_pay(const MaskParams& mask, double mean_tiles_per_item, int block_m,
+                                                        long long heads_x_batch, int wave) {
   const long long items = ceil_div(mask.seqlen_q, block_m) * heads_x_batch;
   const int padding = round_up(mask.seqlen_q, block_m) - mask.seqlen_q;
-  if (mask.has_left_bound() || (mask.has_right_bound() && !persistent_items_paired(mask, block_m))) return false;
+  if (mask.has_left_bound()) return false;
   const double min_tiles = mask.has_right_bound() ? 32.0 : 16.0;
   return mean_tiles_per_item >= min_tiles && items >= 4LL * wave && 16 * padding <= mask.seqlen_q;
 }

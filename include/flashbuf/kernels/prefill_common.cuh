@@ -65,8 +65,8 @@ struct PrefillBlock {
     return b;
   }
   // Work item `item` of a persistent grid, in the walk's numbering (item_coords; never packed).
-  __device__ static PrefillBlock make_item(const PrefillParams& p, int block_m, int item, bool paired) {
-    const ItemCoords c = item_coords(item, p.num_m_blocks, p.heads_q, paired);
+  __device__ static PrefillBlock make_item(const PrefillParams& p, int block_m, int item) {
+    const ItemCoords c = item_coords(item, p.num_m_blocks, p.heads_q);
     return make_at(p, block_m, p.num_m_blocks - 1 - c.m_from_last, c.head, c.batch, 0);
   }
   // `head` counts the grid's heads: query heads, or K/V heads where the rows are packed

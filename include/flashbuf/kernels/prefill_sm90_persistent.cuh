@@ -1,7 +1,6 @@
 // kernels: the Hopper prefill kernel on a persistent grid, for batch-form Q, K, V and O (the
 // TMA forms of every buffer). The same buffers, warpgroups and issue turns as PrefillSm90
-// (prefill_sm90.cuh, whose header describes them; D 64 also with three consumers); what differs
-// is the schedule.
+// (prefill_sm90.cuh, whose header describes them); what differs is the schedule.
 // Short sequences spend most of a block's time outside the steady tiles (kernel entry, waiting
 // for Q and K(0), the first S and softmax alone, the epilogue; bench/NOTES-prefill.md,
 // "Measurements behind the code's choices"); here a grid of one wave of blocks walks the items
@@ -34,10 +33,11 @@
 namespace flashbuf {
 
 // Consumers and the key tile: the tile table's (prefill_sm90_tile(D, Dv, true),
-// kernels/prefill_tiles.hpp); D 64 is also instantiated with three consumers over 192-row items.
-template <class In, int D, int Dv, int Consumers = prefill_sm90_tile(D, Dv, true).consumers>
+// kernels/prefill_tiles.hpp).
+template <class In, int D, int Dv>
 struct PrefillSm90Persistent {
-  using Base = PrefillSm90<In, D, Dv, false, Consumers, prefill_sm90_tile(D, Dv, true).block_n>;
+  static constexpr PrefillSm90Tile kTile = prefill_sm90_tile(D, Dv, true);
+  using Base = PrefillSm90<In, D, Dv, false, kTile.consumers, kTile.block_n>;
   static constexpr int kConsumers = Base::kConsumers;
   static constexpr int kCtasPerSm = Base::kCtasPerSm;
   static constexpr int kBM = Base::kBM;
@@ -108,10 +108,7 @@ struct PrefillSm90Persistent {
     __syncthreads();
 
     // The launcher gives every block at least one item, and every item keys (seqlen_q <= seqlen_k).
-    // Only 192-row items are ever walked paired (persistent_items_paired): the other kernels
-    // compile none of it.
-    const bool paired = kBM > 128 && p.items_paired != 0;
-    const WorkItems items{p.num_items, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x), paired};
+    const WorkItems items{p.num_items, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x)};
 
     if (threadIdx.x < kProducerThreads) {
       sm90::setmaxnreg_dec<Base::kProducerRegisters>();
@@ -123,7 +120,7 @@ struct PrefillSm90Persistent {
       for (int r = 0;; ++r) {
         const int item = items.at(r);
         if (item < 0) break;
-        const PrefillBlock blk = PrefillBlock::make_item(p, kBM, item, paired);
+        const PrefillBlock blk = PrefillBlock::make_item(p, kBM, item);
         if (k_thread) {
           const int slot = r % kQSlots, use = r / kQSlots;
           if (use > 0) sm90::mbarrier_wait_parity(&q_empty[slot], (use - 1) & 1);
@@ -205,7 +202,7 @@ struct PrefillSm90Persistent {
     };
 
     int r = 0, t = 0;  // item round, and tile over all items (whose S is done, P V pending)
-    PrefillBlock blk = PrefillBlock::make_item(p, kBM, items.at(0), paired);
+    PrefillBlock blk = PrefillBlock::make_item(p, kBM, items.at(0));
     int n_first = blk.keys.first_tile(kBN), num_tiles = blk.keys.tiles(kBN), i = 1;
     unmasked = Base::unmasked_tiles(blk.mask, blk.m0 + warp_row0);
     Base::first_tile(
@@ -252,7 +249,7 @@ struct PrefillSm90Persistent {
       out.zero();
       softmax.init();
       ++r;
-      blk = PrefillBlock::make_item(p, kBM, next, paired);
+      blk = PrefillBlock::make_item(p, kBM, next);
       n_first = blk.keys.first_tile(kBN);
       num_tiles = blk.keys.tiles(kBN);
       unmasked = Base::unmasked_tiles(blk.mask, blk.m0 + warp_row0);
@@ -268,13 +265,12 @@ struct PrefillSm90Persistent {
   }
 };
 
-template <class In, int D, int Dv, int Consumers = prefill_sm90_tile(D, Dv, true).consumers>
-__global__ void __launch_bounds__(PrefillSm90Persistent<In, D, Dv, Consumers>::kThreads,
-                                  PrefillSm90Persistent<In, D, Dv, Consumers>::kCtasPerSm)
+template <class In, int D, int Dv>
+__global__ void __launch_bounds__(PrefillSm90Persistent<In, D, Dv>::kThreads, PrefillSm90Persistent<In, D, Dv>::kCtasPerSm)
     prefill_sm90_persistent_kernel(const __grid_constant__ PrefillParams params,
                                    const __grid_constant__ PrefillTmaMaps maps) {
   extern __shared__ __align__(128) char smem[];
-  PrefillSm90Persistent<In, D, Dv, Consumers>::run(params, maps, smem);
+  PrefillSm90Persistent<In, D, Dv>::run(params, maps, smem);
 }
 
 }  // namespace flashbuf

@@ -60,9 +60,9 @@ struct PrefillSm90Tile {
 //                                      the tensor cores by themselves
 //   block per item, above              2, in ping-pong turns
 //   persistent grid                    2 at every head dim: the walk hides a block's start and
-//                                      epilogue by itself (D 64 also has a three-consumer form
-//                                      over 192-row items, chosen at launch where it pays:
-//                                      persistent_three_consumers_pay, core/work_items.hpp)
+//                                      epilogue by itself
+// (D 64 also launches a block per 192-row item with three consumers in round-robin turns where
+// they pay: three_consumers_pay, core/work_items.hpp; its tile is the persistent grid's.)
 // block_n: as many keys as S (block_n / 2 registers), the P fragments of the previous tile
 // (block_n / 4) and O (Dv / 2) leave room for in a consumer's registers:
 //   max(D, Dv) <= 128                  128 (O takes at most 64 registers)
