@@ -3,7 +3,7 @@ work is its query rows times its key tiles (plus a fixed cost), each block's loa
 the items WorkItems gives it; prints the makespan (the busiest block) over the mean, and the
 (sequence, head) pairs a round touches on average (their K/V share the L2 only within a round),
 for the BENCH.md grid's shapes (16k tokens, hidden 2048) in three item orders:
-  head      query blocks fastest, heaviest first (item_coords unpaired)
+  head      query blocks fastest, heaviest first (item_coords)
   paired    units of two neighbouring items, a head's blocks heavy, light, heavy, ... (how D 64's
             192-row items were walked until they took a block each; NOTES-prefill, stop 44)
   rank      every head's heaviest block, then every head's next (measured and dropped at stop 22:

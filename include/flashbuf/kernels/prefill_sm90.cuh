@@ -20,7 +20,7 @@
 //                    cp.async, as every tile is for other page sizes.
 //   WG 1  consumer  query rows   0..63  of the block  (setmaxnreg up)
 //   WG 2  consumer  query rows  64..127
-//   (WG 3 consumer  query rows 128..191: the persistent grid's D 64 form with three consumers)
+//   (WG 3 consumer  query rows 128..191: D 64's long items, a block each of three consumers)
 //
 // A consumer overlaps its softmax with its own matrix products and with the other's:
 //
