@@ -113,11 +113,16 @@ inline bool persistent_maps_usable(const PrefillTmaMaps& maps) {
   return maps.enabled && !maps.gather_tail && maps.q_enabled && maps.o_enabled;
 }
 
-// The blocks of a persistent grid of Kernel: one wave (as many as the SMs hold), or the knob's cap.
+// One wave of Kernel's blocks: as many as the device's SMs hold at once.
+template <class Kernel>
+int device_wave(const AttentionProblem& pr) {
+  return cached_device_attribute<cudaDevAttrMultiProcessorCount>(pr.device_index) * Kernel::kCtasPerSm;
+}
+// The blocks of a persistent grid of Kernel: one wave, or the knob's cap.
 template <class Kernel>
 int persistent_wave(const AttentionProblem& pr) {
   const int cap = persistent_grid_knob().cap;
-  return cap > 0 ? cap : cached_device_attribute<cudaDevAttrMultiProcessorCount>(pr.device_index) * Kernel::kCtasPerSm;
+  return cap > 0 ? cap : device_wave<Kernel>(pr);
 }
 
 // One wave of blocks (at most one per item) walking the items.
@@ -243,7 +248,9 @@ void launch_prefill_variant(const PrefillParams& params, const AttentionProblem&
         if constexpr (D <= 64 && Dv <= 64) {  // three consumers over 192-row items, a block each, where they pay
           using Block3 = PrefillSm90<In, D, Dv, false, 3, Persistent::kBN>;
           const long long heads_x_batch = static_cast<long long>(pr.heads_q) * pr.batch;
-          if (three_consumers_pay(mask, mean_tiles, Block3::kBM, heads_x_batch, persistent_wave<Block3>(pr))) {
+          // (Not where the grid knob forces the persistent grid; the device's wave, not the knob's cap.)
+          if (!persistent_grid_knob().forced &&
+              three_consumers_pay(mask, mean_tiles, Block3::kBM, heads_x_batch, device_wave<Block3>(pr))) {
             const PrefillTmaMaps maps = make_prefill_tma_maps<Block3::kBN, Block3::kBM>(pr);
             if (persistent_maps_usable(maps)) {
               PrefillParams block_params = params;

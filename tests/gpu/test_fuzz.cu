@@ -10,7 +10,7 @@
 //   decode    the plan's split count, unsplit, or a forced split count merged through the
 //             workspace and the combine kernel or in thread-block clusters;
 //   merge     attention over slices of the keys merged by merge_states.
-// Plus long items (the three-consumer persistent grid at D 64, rows sampled) and the NaN rule.
+// Plus long items (D 64's three-consumer blocks among them, rows sampled) and the NaN rule.
 // A failure names the case and the run's seed; FLASHBUF_FUZZ_SEED=<seed> replays the run;
 // FLASHBUF_FUZZ_SMALL=1 draws small sizes (for compute-sanitizer).
 #include <cuda_runtime.h>
