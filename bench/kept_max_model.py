@@ -13,13 +13,15 @@ Each line: the bounds, then each form's O and LSE errors ("!" over the bound). N
 arithmetic bit for bit (its wgmma sums in another order, MUFU is not numpy's exp2): a model of
 where the rounding of the dominant term goes.
 
-  python3 bench/kept_max_model.py [SEEDS]
+  python3 bench/kept_max_model.py [SEEDS]      (numpy and ml_dtypes, as the Python tests use)
 """
 import sys
 
+import ml_dtypes
 import numpy as np
 
 F32 = np.float32
+STORAGE = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16}
 FORMS = ("exact", "lazy", "lazyexact")
 SLACK_LOG2 = 8.0
 ATOL = {"fp16": 1 / 2048, "bf16": 1 / 256}  # check.hpp's default_atol
@@ -27,12 +29,8 @@ LSE_ATOL = 1e-3
 
 
 def rounded(x, dtype):
-    """x (float32) as the 16-bit dtype holds it, round to nearest even, back in float32."""
-    if dtype == "fp16":
-        return np.asarray(x, F32).astype(np.float16).astype(F32)
-    bits = np.asarray(x, F32).view(np.uint32).astype(np.uint64)
-    bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
-    return bits.astype(np.uint32).view(F32)
+    """x (float32) as the 16-bit dtype holds it (round to nearest even), back in float32."""
+    return np.asarray(x, F32).astype(STORAGE[dtype]).astype(F32)
 
 
 def kernel_softmax(s, v, form, dtype, block_n, scale_log2):

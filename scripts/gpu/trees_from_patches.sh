@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On the GPU machine, from the repository root: the A/B trees that scripts/ab_patches.sh wrote as
+# On the GPU machine, from the repository root: the A/B trees that `scripts/ab_trees.sh -p` wrote as
 # patches, each /root/ab/<name>, a copy of the carried working tree with .abp/<name>.patch
 # applied ("base": none) and its .commit; then scripts/gpu_ab.sh /root/ab/base /root/ab/NAME ...
 # A tree already there is kept (a warm machine's second call).
