@@ -479,6 +479,30 @@ TEST_P(PrefillGpu, ScoresGrowingAcrossTiles) {
   }
 }
 
+// Nearly one-hot rows (scores growing by more than 2^8 a tile, as above) at the size where a
+// softmax whose exponent base trailed the max by up to 2^8 failed (fp16 D 64: O's error 0.0035
+// against the bound 0.0026): a row's dominant P is then not exactly 1, and P V takes it rounded
+// to 16 bits. The Hopper kernel keeps each row's max where Dv > 128
+// (prefill_sm90_max_slack_log2), and O's denominator takes the dominant P as rounded
+// (OnlineSoftmax::o_denominator). fp16 and bf16, D 64 (exact max) and D 256 (kept max).
+TEST_P(PrefillGpu, NearlyOneHotRowsUnderAKeptMax) {
+  for (const HeadDims hd : {HeadDims{64, 64}, HeadDims{256, 256}}) {
+    for (const DType dtype : {DType::fp16, DType::bf16}) {
+      if (!detail::prefill_instantiated(dtype, hd.d, hd.dv)) continue;
+      ProblemSpec s = base_spec(dtype, hd.d, hd.dv, 150, 1100);
+      check_spec(s, backend(), 300, [&](AttentionTensors& t) {
+        for (std::int64_t b = 0; b < s.batch; ++b)
+          for (std::int64_t r = 0; r < s.seqlen_k; ++r)
+            for (int h = 0; h < s.heads_kv; ++h)
+              for (int c = 0; c < s.head_dim; ++c) {
+                const std::int64_t at = t.k.offset({b, r, h, c});
+                t.k.set(at, t.k.get(at) * (1.0 + r / 40.0));
+              }
+      });
+    }
+  }
+}
+
 // More items (query block, head, sequence) than one wave of blocks: batch-form problems with
 // seqlen_q <= seqlen_k and short items (D 64: any) run the Hopper kernel on a persistent grid,
 // each block walking several items in alternating order, with the next item's first S under

@@ -7,6 +7,11 @@
 // each n8 tile; a quad's lanes share a row.
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <type_traits>
+
 #include "flashbuf/arch/sm80/fast_math.cuh"
 #include "flashbuf/core/config.hpp"
 #include "flashbuf/core/fragment.hpp"
@@ -54,12 +59,24 @@ struct NoHook {
 
 // The online softmax (base 2) of one thread's rows: MTiles m16 tiles x 2 rows each, over
 // score accumulators s[MTiles][NTiles][4], rescaling an OutputRegisterBuffer.
-template <int MTiles, int NTiles>
+// MaxSlackLog2 > 0: a row keeps the max it has unless a tile's exceeds it by more than
+// MaxSlackLog2 (base 2), so P may reach 2^MaxSlackLog2 and the factor is exactly 1 on almost
+// every tile after the first; the caller then skips O's rescale where no row of the warp moved
+// (any_moved). P, the sums and O are all relative to the same kept max. But a row's largest P
+// is then no longer exactly 1: P V takes it rounded to PIn (the 16-bit input type), the float
+// sum does not, and a nearly one-hot row's O would carry that rounding on top of its own
+// (PrefillGpu.NearlyOneHotRowsUnderAKeptMax). So each thread also sums, over its largest P of
+// each tile, (P as rounded to PIn) - P, and O's denominator adds it: the dominant term is then
+// the same in O's numerator and denominator, as with the max itself for a base. The LSE keeps
+// the float sum alone.
+template <int MTiles, int NTiles, int MaxSlackLog2 = 0, class PIn = float>
 struct OnlineSoftmax {
   // Each row's running max, already times scale_log2 (rounded: see update_scores), and the
-  // thread's partial sums (quad-reduced in finalize()).
+  // thread's partial sums (quad-reduced in finalize()); with a kept max, the rounding of the
+  // thread's largest P of each tile, summed (o_denominator).
   float row_max_log2[MTiles][2];
   float row_sum[MTiles][2];
+  float top_rounding[MTiles][2];
 
   __device__ void init() {
 #pragma unroll
@@ -68,6 +85,7 @@ struct OnlineSoftmax {
       for (int h = 0; h < 2; ++h) {
         row_max_log2[mt][h] = kNegInf;
         row_sum[mt][h] = 0.0f;
+        top_rounding[mt][h] = 0.0f;
       }
   }
 
@@ -165,7 +183,10 @@ struct OnlineSoftmax {
 #pragma unroll
         for (int nt = 0; nt < NTiles; ++nt) part[nt] = fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]);
         const float tile_max = tree_reduce(part, [](float a, float b) { return fmaxf(a, b); });
-        const float m = quad_max(fmaxf(row_max_log2[mt][h], __fmul_rn(tile_max, scale_log2)));
+        const float seen = quad_max(fmaxf(row_max_log2[mt][h], __fmul_rn(tile_max, scale_log2)));
+        // (From -inf any finite max moves: the difference is +inf.)
+        const float m =
+            MaxSlackLog2 == 0 || seen - row_max_log2[mt][h] > float(MaxSlackLog2) ? seen : row_max_log2[mt][h];
         const float base = m == kNegInf ? 0.0f : m;
         correction[mt][h] = sm80::ex2_approx_ftz(row_max_log2[mt][h] - base);
         row_max_log2[mt][h] = m;
@@ -179,6 +200,12 @@ struct OnlineSoftmax {
         }
         row_sum[mt][h] =
             row_sum[mt][h] * correction[mt][h] + tree_reduce(part, [](float a, float b) { return a + b; });
+        if constexpr (MaxSlackLog2 > 0) {
+          // The thread's largest P of the tile, computed as its element was (the same FFMA and
+          // MUFU: the same bits), and what rounding it to PIn for P V changed.
+          const float top = sm80::ex2_approx_ftz(fmaf(tile_max, scale_log2, -base));
+          top_rounding[mt][h] = top_rounding[mt][h] * correction[mt][h] + (rounded_to<PIn>(top) - top);
+        }
       }
     }
   }
@@ -188,6 +215,34 @@ struct OnlineSoftmax {
     float correction[MTiles][2];
     update_scores(s, scale_log2, correction);
     rescale(out, correction);
+  }
+  // x as the 16-bit input type holds it (round to nearest, as P's packing for P V).
+  template <class T>
+  __device__ static float rounded_to(float x) {
+    if constexpr (std::is_same_v<T, __half>) {
+      return __half2float(__float2half_rn(x));
+    } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      return __bfloat162float(__float2bfloat16_rn(x));
+    } else {
+      return x;
+    }
+  }
+  // A row's denominator for O (quad-reduced by the caller): the float sum, and with a kept max
+  // the rounding of the thread's largest P's as P V took them.
+  __device__ float o_denominator(int mt, int h) const {
+    if constexpr (MaxSlackLog2 > 0) {
+      return row_sum[mt][h] + top_rounding[mt][h];
+    } else {
+      return row_sum[mt][h];
+    }
+  }
+  // Whether any row of the warp has a factor other than 1 (its max moved): O's rescale is
+  // exact to skip otherwise. One vote, so the branch around the rescale is warp-uniform.
+  __device__ static bool any_moved(const float (&correction)[MTiles][2]) {
+    bool moved = false;
+#pragma unroll
+    for (int mt = 0; mt < MTiles; ++mt) moved |= correction[mt][0] != 1.0f || correction[mt][1] != 1.0f;
+    return __any_sync(0xffffffffu, moved);
   }
   template <class OBuf>
   __device__ static void rescale(OBuf& out, const float (&correction)[MTiles][2]) {

@@ -170,8 +170,8 @@ __device__ __forceinline__ void store_lse(const PrefillParams& p, const PrefillB
 // which then carries it to the row's four lanes (the wgmma accumulator's rows lie in quads
 // as the m16n8k16 fragment's do), and the division and row_lse spread it. (A sink cannot
 // hide it: apply_sink keeps a NaN LSE NaN.)
-template <int MTiles, int NTiles, class OBuf>
-__device__ __forceinline__ void finalize_rows(OnlineSoftmax<MTiles, NTiles>& softmax, OBuf& out, const PrefillParams& p,
+template <int MTiles, int NTiles, int MaxSlackLog2, class PIn, class OBuf>
+__device__ __forceinline__ void finalize_rows(OnlineSoftmax<MTiles, NTiles, MaxSlackLog2, PIn>& softmax, OBuf& out, const PrefillParams& p,
                                               const PrefillBlock& b, int row_in_block0) {
   float sink[MTiles][2] = {};  // each row's head's (packed rows: heads differ)
   if (p.sinks != nullptr) {    // first: their latency under the shuffles
@@ -182,18 +182,21 @@ __device__ __forceinline__ void finalize_rows(OnlineSoftmax<MTiles, NTiles>& sof
   }
   auto& row_sum = softmax.row_sum;
   const auto& row_max_log2 = softmax.row_max_log2;
-  using Softmax = OnlineSoftmax<MTiles, NTiles>;
+  using Softmax = OnlineSoftmax<MTiles, NTiles, MaxSlackLog2, PIn>;
+  float o_sum[MTiles][2];  // O's denominators (Softmax::o_denominator); the LSE takes row_sum
 #pragma unroll
   for (int mt = 0; mt < MTiles; ++mt)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       if (out.holds_nan(mt, h)) row_sum[mt][h] = __int_as_float(0x7fffffff);
+      if constexpr (MaxSlackLog2 > 0) o_sum[mt][h] = quad_sum(softmax.o_denominator(mt, h));
       row_sum[mt][h] = quad_sum(row_sum[mt][h]);
+      if constexpr (MaxSlackLog2 == 0) o_sum[mt][h] = row_sum[mt][h];
     }
   if (p.sinks == nullptr) {
 #pragma unroll
     for (int mt = 0; mt < MTiles; ++mt) {
-      out.apply_softmax_denominator(mt, row_sum[mt][0], row_sum[mt][1]);
+      out.apply_softmax_denominator(mt, o_sum[mt][0], o_sum[mt][1]);
       if (p.lse != nullptr) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) store_lse(p, b, row_in_block0, mt, h, Softmax::row_lse(row_max_log2[mt][h], row_sum[mt][h]));
@@ -204,7 +207,7 @@ __device__ __forceinline__ void finalize_rows(OnlineSoftmax<MTiles, NTiles>& sof
     for (int mt = 0; mt < MTiles; ++mt) {
       float denominator[2];
 #pragma unroll
-      for (int h = 0; h < 2; ++h) denominator[h] = row_sum[mt][h] + sink_weight_log2(sink[mt][h], row_max_log2[mt][h]);
+      for (int h = 0; h < 2; ++h) denominator[h] = o_sum[mt][h] + sink_weight_log2(sink[mt][h], row_max_log2[mt][h]);
       out.apply_softmax_denominator(mt, denominator[0], denominator[1]);
       if (p.lse != nullptr) {
 #pragma unroll

@@ -130,7 +130,10 @@ struct PrefillSm90 {
   using Ring = StageRing<kStages>;
   using PBuf = PRegisterBuffer<WGS, 1, kBN>;
   using OBuf = OutputRegisterBuffer<WGO, 1, Dv>;
-  using Softmax = OnlineSoftmax<1, PBuf::kNTiles>;
+  // Where a row's max is kept until a tile's exceeds it by 2^slack, and O's rescale skipped
+  // (why: prefill_sm90_max_slack_log2).
+  static constexpr int kMaxSlackLog2 = prefill_sm90_max_slack_log2(Dv);
+  using Softmax = OnlineSoftmax<1, PBuf::kNTiles, kMaxSlackLog2, In>;
   static_assert(KVBuffer<KBuf> && KVBuffer<VBuf>);
   static_assert(std::is_same_v<typename KBuf::Tile, KTile> && std::is_same_v<typename VBuf::Tile, VTile>);
 
@@ -284,7 +287,7 @@ struct PrefillSm90 {
       wait_pv<0>(o, packed);  // ptxas hoists it to the top of the softmax
     }
     vring.release(vt);
-    Softmax::rescale(out, correction);
+    if (kMaxSlackLog2 == 0 || Softmax::any_moved(correction)) Softmax::rescale(out, correction);
     pbuf.pack(packed);
   }
 

@@ -87,4 +87,14 @@ constexpr PrefillSm90Tile prefill_sm90_tile(int head_dim, int head_dim_v, bool p
 //               "The P V wait, measured")
 constexpr bool prefill_sm90_pv_wait_in_softmax(int head_dim_v) { return head_dim_v > 128; }
 
+// A Hopper consumer's softmax keeps each row's max until a tile's exceeds it by 2^slack
+// (OnlineSoftmax's MaxSlackLog2; 0: every tile's max is taken, O rescaled every tile):
+//   Dv > 128    8 (P <= 256, FlashAttention-4's slack): after the first tiles no row moves, and
+//               the steady tile skips O's rescale (Dv / 2 multiplies a thread) between its
+//               softmax and its next issue turn
+//   otherwise   0: the skip's test and branch cost as much as the Dv <= 128 rescale they save
+// (measured: bench/NOTES-prefill.md, stop 45, "Repeated by mistake", and stop 47, "The kept max
+// with O's denominator made consistent")
+constexpr int prefill_sm90_max_slack_log2(int head_dim_v) { return head_dim_v > 128 ? 8 : 0; }
+
 }  // namespace flashbuf
