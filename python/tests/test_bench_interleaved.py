@@ -4,6 +4,7 @@ the results land in bench.py's schema under the build's name."""
 import importlib
 import io
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -90,15 +91,17 @@ def test_a_run_cut_short_keeps_its_finished_rounds(tmp_path):
 
 
 def test_builds_must_list_the_same_points(tmp_path):
+    # Each build's package goes first on a PYTHONPATH that may already hold other entries (the
+    # GPU machine's FA4 site): the stand-in server tells the builds apart by the first entry.
     server = tmp_path / "server.py"
     server.write_text("import json, os, sys\n"
-                      "n = 3 if os.environ['PYTHONPATH'].endswith('a') else 4\n"
+                      "n = 3 if os.environ['PYTHONPATH'].split(os.pathsep)[0].endswith('a') else 4\n"
                       "print(json.dumps({'points': n}), flush=True)\n"
                       "sys.stdin.read()\n")
     run = subprocess.run(
         [sys.executable, str(REPO / "bench" / "ab_interleaved.py"), "--out", str(tmp_path / "out"),
          "--server", str(server), f"a={tmp_path / 'a'}", f"b={tmp_path / 'b'}", "--", "--decode"],
-        capture_output=True, text=True, timeout=60)
+        capture_output=True, text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(tmp_path / "site")))
     assert run.returncode != 0
     assert "different numbers of points" in run.stderr
 
