@@ -453,11 +453,23 @@ TEST_P(PrefillGpu, RowsWithoutKeysGiveZeroAndMinusInf) {
 }
 
 // Scores that grow along the keys: K row r scaled by 1 + r / growth, so each row's max rises
-// tile after tile (700 keys: 6 to 9 tiles), by more than 2^8 per tile at growth 40 (large O
-// corrections every tile, rows nearly one-hot: the dominant P must stay exactly 1, as in the
-// naive softmax, or fp16 O errs twice its error; at 150 x 1100 keys this failed a softmax whose
-// exponent base trailed the max by up to 2^8), by less at 400. Both kernels, D 64 / 128 / 256,
-// fp16 and bf16, no mask and causal.
+// tile after tile.
+std::function<void(AttentionTensors&)> keys_growing_along_rows(const ProblemSpec& s, double growth) {
+  return [s, growth](AttentionTensors& t) {
+    for (std::int64_t b = 0; b < s.batch; ++b)
+      for (std::int64_t r = 0; r < s.seqlen_k; ++r)
+        for (int h = 0; h < s.heads_kv; ++h)
+          for (int c = 0; c < s.head_dim; ++c) {
+            const std::int64_t at = t.k.offset({b, r, h, c});
+            t.k.set(at, t.k.get(at) * (1.0 + r / growth));
+          }
+  };
+}
+
+// Each row's max rises tile after tile (700 keys: 6 to 9 tiles), by more than 2^8 per tile at
+// growth 40 (large O corrections every tile, rows nearly one-hot: the dominant P must be the
+// same in O's numerator and denominator, or fp16 O errs twice its error), by less at 400. Both
+// kernels, D 64 / 128 / 256, fp16 and bf16, no mask and causal.
 TEST_P(PrefillGpu, ScoresGrowingAcrossTiles) {
   for (const HeadDims hd : {HeadDims{64, 64}, HeadDims{128, 128}, HeadDims{256, 256}}) {
     for (const DType dtype : {DType::bf16, DType::fp16}) {
@@ -465,15 +477,7 @@ TEST_P(PrefillGpu, ScoresGrowingAcrossTiles) {
       for (const double growth : {40.0, 400.0}) {
         ProblemSpec s = base_spec(dtype, hd.d, hd.dv, 70, 700);
         s.mask = growth < 100 ? Mask::none() : Mask::causal();
-        check_spec(s, backend(), 300, [&](AttentionTensors& t) {
-          for (std::int64_t b = 0; b < s.batch; ++b)
-            for (std::int64_t r = 0; r < s.seqlen_k; ++r)
-              for (int h = 0; h < s.heads_kv; ++h)
-                for (int c = 0; c < s.head_dim; ++c) {
-                  const std::int64_t at = t.k.offset({b, r, h, c});
-                  t.k.set(at, t.k.get(at) * (1.0 + r / growth));
-                }
-        });
+        check_spec(s, backend(), 300, keys_growing_along_rows(s, growth));
       }
     }
   }
@@ -490,15 +494,7 @@ TEST_P(PrefillGpu, NearlyOneHotRowsUnderAKeptMax) {
     for (const DType dtype : {DType::fp16, DType::bf16}) {
       if (!detail::prefill_instantiated(dtype, hd.d, hd.dv)) continue;
       ProblemSpec s = base_spec(dtype, hd.d, hd.dv, 150, 1100);
-      check_spec(s, backend(), 300, [&](AttentionTensors& t) {
-        for (std::int64_t b = 0; b < s.batch; ++b)
-          for (std::int64_t r = 0; r < s.seqlen_k; ++r)
-            for (int h = 0; h < s.heads_kv; ++h)
-              for (int c = 0; c < s.head_dim; ++c) {
-                const std::int64_t at = t.k.offset({b, r, h, c});
-                t.k.set(at, t.k.get(at) * (1.0 + r / 40.0));
-              }
-      });
+      check_spec(s, backend(), 300, keys_growing_along_rows(s, 40.0));
     }
   }
 }
