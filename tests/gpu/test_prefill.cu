@@ -486,11 +486,12 @@ TEST_P(PrefillGpu, ScoresGrowingAcrossTiles) {
 // Nearly one-hot rows (scores growing by more than 2^8 a tile, as above) at the size where a
 // softmax whose exponent base trailed the max by up to 2^8 failed (fp16 D 64: O's error 0.0035
 // against the bound 0.0026): a row's dominant P is then not exactly 1, and P V takes it rounded
-// to 16 bits. The Hopper kernel keeps each row's max where Dv > 128
-// (prefill_sm90_max_slack_log2), and O's denominator takes the dominant P as rounded
-// (OnlineSoftmax::o_denominator). fp16 and bf16, D 64 (exact max) and D 256 (kept max).
+// to 16 bits. The Hopper kernel keeps each row's max where the widest head dim is
+// above 128 (prefill_sm90_max_slack_log2), and O's denominator takes the dominant P as rounded
+// (OnlineSoftmax::o_denominator). fp16 and bf16, D 64 (exact max), D 192 / Dv 128 and D 256
+// (kept max).
 TEST_P(PrefillGpu, NearlyOneHotRowsUnderAKeptMax) {
-  for (const HeadDims hd : {HeadDims{64, 64}, HeadDims{256, 256}}) {
+  for (const HeadDims hd : {HeadDims{64, 64}, HeadDims{192, 128}, HeadDims{256, 256}}) {
     for (const DType dtype : {DType::fp16, DType::bf16}) {
       if (!detail::prefill_instantiated(dtype, hd.d, hd.dv)) continue;
       ProblemSpec s = base_spec(dtype, hd.d, hd.dv, 150, 1100);

@@ -106,7 +106,7 @@ struct PrefillSm90 {
   static constexpr int kConsumerRegisters = kConsumers == 1 ? 216 : kConsumers == 2 ? 232 : 160;
   // Where a steady tile waits for the previous tile's O += P V: inside S's softmax, or before
   // it (why: prefill_sm90_pv_wait_in_softmax).
-  static constexpr bool kPvWaitInSoftmax = prefill_sm90_pv_wait_in_softmax(Dv);
+  static constexpr bool kPvWaitInSoftmax = prefill_sm90_pv_wait_in_softmax(D, Dv);
 
   using WGS = WgmmaTensorCore<In, kBN>;       // S = Q K^T over a key tile: K is K-major
   using WGO = WgmmaTensorCore<In, Dv, true>;  // O += P V: V is N-major, through the descriptor
@@ -132,7 +132,7 @@ struct PrefillSm90 {
   using OBuf = OutputRegisterBuffer<WGO, 1, Dv>;
   // Where a row's max is kept until a tile's exceeds it by 2^slack, and O's rescale skipped
   // (why: prefill_sm90_max_slack_log2).
-  static constexpr int kMaxSlackLog2 = prefill_sm90_max_slack_log2(Dv);
+  static constexpr int kMaxSlackLog2 = prefill_sm90_max_slack_log2(D, Dv);
   using Softmax = OnlineSoftmax<1, PBuf::kNTiles, kMaxSlackLog2, In>;
   static_assert(KVBuffer<KBuf> && KVBuffer<VBuf>);
   static_assert(std::is_same_v<typename KBuf::Tile, KTile> && std::is_same_v<typename VBuf::Tile, VTile>);

@@ -79,22 +79,29 @@ constexpr PrefillSm90Tile prefill_sm90_tile(int head_dim, int head_dim_v, bool p
   return {consumers, widest <= 128 ? 128 : persistent ? 64 : 80};
 }
 
-// Where a Hopper consumer's steady tile waits for the previous tile's O += P V (both kernels):
-//   Dv > 128    between the two row halves of S's softmax, so that the first half runs under the
+// Where a Hopper consumer's steady tile waits for the previous tile's O += P V (both kernels),
+// by the widest head dim (S's 80-key tile and O's registers both follow it):
+//   above 128   between the two row halves of S's softmax, so that the first half runs under the
 //               product
-//   otherwise   before the softmax (where ptxas puts it): the wait inside made Dv 64 and 128
-//               slower, Dv 256 faster (measured on the sm90 grid: bench/NOTES-prefill.md,
-//               "The P V wait, measured")
-constexpr bool prefill_sm90_pv_wait_in_softmax(int head_dim_v) { return head_dim_v > 128; }
+//   otherwise   before the softmax (where ptxas puts it): the wait inside made D 64 and 128
+//               slower, D 256 faster (measured on the sm90 grid: bench/NOTES-prefill.md,
+//               "The P V wait, measured"); D 192 / Dv 128 gains only with the kept max below
+//               (stop 48, "D 192 / Dv 128 joins D 256")
+constexpr bool prefill_sm90_pv_wait_in_softmax(int head_dim, int head_dim_v) {
+  return (head_dim > head_dim_v ? head_dim : head_dim_v) > 128;
+}
 
 // A Hopper consumer's softmax keeps each row's max until a tile's exceeds it by 2^slack
-// (OnlineSoftmax's MaxSlackLog2; 0: every tile's max is taken, O rescaled every tile):
-//   Dv > 128    8 (P <= 256, FlashAttention-4's slack): after the first tiles no row moves, and
+// (OnlineSoftmax's MaxSlackLog2; 0: every tile's max is taken, O rescaled every tile), by the
+// widest head dim:
+//   above 128   8 (P <= 256, FlashAttention-4's slack): after the first tiles no row moves, and
 //               the steady tile skips O's rescale (Dv / 2 multiplies a thread) between its
 //               softmax and its next issue turn
-//   otherwise   0: the skip's test and branch cost as much as the Dv <= 128 rescale they save
-// (measured: bench/NOTES-prefill.md, stop 45, "Repeated by mistake", and stop 47, "The kept max
-// with O's denominator made consistent")
-constexpr int prefill_sm90_max_slack_log2(int head_dim_v) { return head_dim_v > 128 ? 8 : 0; }
+//   otherwise   0: the skip's test and branch cost as much as the D 64 / 128 rescale they save
+// (measured: bench/NOTES-prefill.md, stop 45, "Repeated by mistake", stop 47, "The kept max
+// with O's denominator made consistent", and stop 48, "D 192 / Dv 128 joins D 256")
+constexpr int prefill_sm90_max_slack_log2(int head_dim, int head_dim_v) {
+  return (head_dim > head_dim_v ? head_dim : head_dim_v) > 128 ? 8 : 0;
+}
 
 }  // namespace flashbuf
