@@ -66,6 +66,9 @@ struct PrefillSm90Tile {
 // block_n: as many keys as S (block_n / 2 registers), the P fragments of the previous tile
 // (block_n / 4) and O (Dv / 2) leave room for in a consumer's registers:
 //   max(D, Dv) <= 128                  128 (O takes at most 64 registers)
+//   above, block per item, Dv <= 128   128 (D 192 / Dv 128: S, P and O take D 128's registers;
+//                                      two 80 KB stages beside the 48 KB Q; 1.05-1.09x 80 keys
+//                                      at S >= 1k, bench/NOTES-prefill.md stop 48)
 //   above, block per item              80 (FlashAttention-3's D 256 tile: 40 + 20 + 128
 //                                      registers, two 80 KB K+V stages beside the 64 KB Q;
 //                                      S = Q K^T of 80 keys reads a fifth less shared memory per
@@ -76,7 +79,7 @@ struct PrefillSm90Tile {
 constexpr PrefillSm90Tile prefill_sm90_tile(int head_dim, int head_dim_v, bool persistent = false) {
   const int widest = head_dim > head_dim_v ? head_dim : head_dim_v;
   const int consumers = !persistent && widest <= 64 ? 1 : 2;
-  return {consumers, widest <= 128 ? 128 : persistent ? 64 : 80};
+  return {consumers, widest <= 128 ? 128 : persistent ? 64 : head_dim_v <= 128 ? 128 : 80};
 }
 
 // Where a Hopper consumer's steady tile waits for the previous tile's O += P V (both kernels),
