@@ -57,8 +57,9 @@ FLASHBUF_HOST_DEVICE constexpr double mean_key_tiles(const MaskParams& mask, int
 // K+V stages and its static walk cannot balance long causal items: it wins up to about 33 key
 // tiles an item and loses beyond. A block per item of one consumer (D 64: 64 query rows, two
 // blocks per SM) loses to the persistent grid's two at every length.
-// D 192 (widest head dim between 128 and 256; its block per item has three 80-key K+V stages,
-// the persistent grid two of 64 keys beside two 48 KB Q slots) turns sooner, at about 12 tiles.
+// D 192 (widest head dim between 128 and 256; its block per item has 80- or, at Dv 128, 128-key
+// tiles, the persistent grid two 64-key stages beside two 48 KB Q slots) turns sooner, at about
+// 12 tiles (fit with the 80-key block).
 // (The measurements the thresholds are fit to: bench/NOTES-prefill.md, "Measurements behind the
 // code's choices".)
 FLASHBUF_HOST_DEVICE constexpr bool persistent_grid_pays(double mean_tiles_per_item, int block_consumers,

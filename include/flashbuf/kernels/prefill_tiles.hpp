@@ -67,8 +67,9 @@ struct PrefillSm90Tile {
 // (block_n / 4) and O (Dv / 2) leave room for in a consumer's registers:
 //   max(D, Dv) <= 128                  128 (O takes at most 64 registers)
 //   above, block per item, Dv <= 128   128 (D 192 / Dv 128: S, P and O take D 128's registers;
-//                                      two 80 KB stages beside the 48 KB Q; 1.05-1.09x 80 keys
-//                                      at S >= 1k, bench/NOTES-prefill.md stop 48)
+//                                      two 80 KB stages beside the 48 KB Q, as D 256's; faster
+//                                      than 80 or 96 keys from S 1k, bench/NOTES-prefill.md
+//                                      stop 48)
 //   above, block per item              80 (FlashAttention-3's D 256 tile: 40 + 20 + 128
 //                                      registers, two 80 KB K+V stages beside the 64 KB Q;
 //                                      S = Q K^T of 80 keys reads a fifth less shared memory per
