@@ -84,7 +84,7 @@ constexpr PrefillSm90Tile prefill_sm90_tile(int head_dim, int head_dim_v, bool p
 }
 
 // Where a Hopper consumer's steady tile waits for the previous tile's O += P V (both kernels),
-// by the widest head dim (S's 80-key tile and O's registers both follow it):
+// by the widest head dim (measured with D 192 / Dv 128 on 80-key tiles, kept on 128):
 //   above 128   between the two row halves of S's softmax, so that the first half runs under the
 //               product
 //   otherwise   before the softmax (where ptxas puts it): the wait inside made D 64 and 128
