@@ -107,7 +107,7 @@ bool persistent_prefill_wanted(const AttentionProblem& pr, double mean_tiles) {
   const std::int64_t m_blocks = (pr.max_seqlen_q + Kernel::kBM - 1) / Kernel::kBM;
   if (m_blocks * pr.heads_q * pr.batch > 0x7fffffff) return false;
   return knob.forced || persistent_grid_pays(mean_tiles, BlockPerItem::kConsumers,
-                                             pr.head_dim > pr.head_dim_v ? pr.head_dim : pr.head_dim_v);
+                                             widest_head_dim(pr.head_dim, pr.head_dim_v));
 }
 inline bool persistent_maps_usable(const PrefillTmaMaps& maps) {
   return maps.enabled && !maps.gather_tail && maps.q_enabled && maps.o_enabled;

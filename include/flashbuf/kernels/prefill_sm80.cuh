@@ -68,7 +68,7 @@ struct PrefillSm80 {
   // products run back to back, each waiting on the one before. D 64 only: at D 128 the tiles sit
   // at 255 registers and the earlier barrier spills and reloads values every tile, and at D 256
   // it does not pay (bench/NOTES-prefill.md, "Measurements behind the code's choices").
-  static constexpr bool kSoftmaxUnderPv = (D > Dv ? D : Dv) <= 64;
+  static constexpr bool kSoftmaxUnderPv = widest_head_dim(D, Dv) <= 64;
 
   __device__ static void run(const PrefillParams& p, char* smem) {
     const PrefillBlock blk = PrefillBlock::make_in_grid(p, kBM);  // its launcher passes no order table

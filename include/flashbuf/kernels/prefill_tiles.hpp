@@ -13,6 +13,9 @@ struct PrefillTile {
   bool q_in_registers;
 };
 
+// The larger of a problem's two head dims: it sets the tiles and the Hopper softmax's choices.
+constexpr int widest_head_dim(int head_dim, int head_dim_v) { return head_dim > head_dim_v ? head_dim : head_dim_v; }
+
 // Chosen by timing every tile of a head dim in one run (bench/tune_prefill.cu; the numbers:
 // bench/NOTES-prefill.md, "Measurements behind the code's choices"):
 // - D <= 64: 128 x 128, two m16 tiles per warp (FlashAttention-2's tile): a B fragment feeds two
@@ -25,7 +28,7 @@ struct PrefillTile {
 // Causal problems take the same tiles: with masking by row intervals (prefill_common.cuh), the
 // smaller 64 x 64 tile does not pay at D 64 or D 128 causal.
 constexpr PrefillTile prefill_tile(int head_dim, int head_dim_v) {
-  const int widest = head_dim > head_dim_v ? head_dim : head_dim_v;
+  const int widest = widest_head_dim(head_dim, head_dim_v);
   if (widest <= 64) return {128, 128, 4, 2, false};
   if (widest <= 128) return {128, 64, 4, 2, false};
   return {64, 64, 4, 1, false};
@@ -65,22 +68,21 @@ struct PrefillSm90Tile {
 // they pay: three_consumers_pay, core/work_items.hpp; its tile is the persistent grid's.)
 // block_n: as many keys as S (block_n / 2 registers), the P fragments of the previous tile
 // (block_n / 4) and O (Dv / 2) leave room for in a consumer's registers:
-//   max(D, Dv) <= 128                  128 (O takes at most 64 registers)
-//   above, block per item, Dv <= 128   128 (D 192 / Dv 128: S, P and O take D 128's registers;
-//                                      two 80 KB stages beside the 48 KB Q, as D 256's; faster
-//                                      than 80 or 96 keys from S 1k, bench/NOTES-prefill.md
-//                                      stop 48)
-//   above, block per item              80 (FlashAttention-3's D 256 tile: 40 + 20 + 128
+//   max(D, Dv) > 128, persistent grid  64 (its items are short: 80-key tiles waste a share of a
+//                                      short sequence's keys on the last tile)
+//   Dv <= 128                          128 (O takes at most 64 registers; at D 192 / Dv 128 two
+//                                      80 KB K+V stages beside the 48 KB Q, as D 256's, and
+//                                      faster than 80 or 96 keys from S 1k)
+//   Dv > 128                           80 (FlashAttention-3's D 256 tile: 40 + 20 + 128
 //                                      registers, two 80 KB K+V stages beside the 64 KB Q;
 //                                      S = Q K^T of 80 keys reads a fifth less shared memory per
 //                                      product than 64, which binds at D 192 / 256)
-//   above, persistent grid             64 (its items are short: 80-key tiles waste a share of a
-//                                      short sequence's keys on the last tile)
 // (the measurements: bench/NOTES-prefill.md, "Measurements behind the code's choices")
 constexpr PrefillSm90Tile prefill_sm90_tile(int head_dim, int head_dim_v, bool persistent = false) {
-  const int widest = head_dim > head_dim_v ? head_dim : head_dim_v;
+  const int widest = widest_head_dim(head_dim, head_dim_v);
   const int consumers = !persistent && widest <= 64 ? 1 : 2;
-  return {consumers, widest <= 128 ? 128 : persistent ? 64 : head_dim_v <= 128 ? 128 : 80};
+  if (persistent && widest > 128) return {consumers, 64};
+  return {consumers, head_dim_v <= 128 ? 128 : 80};
 }
 
 // Where a Hopper consumer's steady tile waits for the previous tile's O += P V (both kernels),
@@ -90,9 +92,9 @@ constexpr PrefillSm90Tile prefill_sm90_tile(int head_dim, int head_dim_v, bool p
 //   otherwise   before the softmax (where ptxas puts it): the wait inside made D 64 and 128
 //               slower, D 256 faster (measured on the sm90 grid: bench/NOTES-prefill.md,
 //               "The P V wait, measured"); D 192 / Dv 128 gains only with the kept max below
-//               (stop 48, "D 192 / Dv 128 joins D 256")
+//               ("D 192 / Dv 128 joins D 256")
 constexpr bool prefill_sm90_pv_wait_in_softmax(int head_dim, int head_dim_v) {
-  return (head_dim > head_dim_v ? head_dim : head_dim_v) > 128;
+  return widest_head_dim(head_dim, head_dim_v) > 128;
 }
 
 // A Hopper consumer's softmax keeps each row's max until a tile's exceeds it by 2^slack
@@ -102,10 +104,10 @@ constexpr bool prefill_sm90_pv_wait_in_softmax(int head_dim, int head_dim_v) {
 //               the steady tile skips O's rescale (Dv / 2 multiplies a thread) between its
 //               softmax and its next issue turn
 //   otherwise   0: the skip's test and branch cost as much as the D 64 / 128 rescale they save
-// (measured: bench/NOTES-prefill.md, stop 45, "Repeated by mistake", stop 47, "The kept max
-// with O's denominator made consistent", and stop 48, "D 192 / Dv 128 joins D 256")
+// (measured: bench/NOTES-prefill.md, "Repeated by mistake", "The kept max with O's denominator
+// made consistent" and "D 192 / Dv 128 joins D 256")
 constexpr int prefill_sm90_max_slack_log2(int head_dim, int head_dim_v) {
-  return (head_dim > head_dim_v ? head_dim : head_dim_v) > 128 ? 8 : 0;
+  return widest_head_dim(head_dim, head_dim_v) > 128 ? 8 : 0;
 }
 
 }  // namespace flashbuf
