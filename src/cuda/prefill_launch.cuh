@@ -39,12 +39,28 @@ void raise_smem_limit_once(const void* kernel_fn, int device) {
   });
 }
 
+// One wave of Kernel's blocks: as many as the device's SMs hold at once.
+template <class Kernel>
+int device_wave(const AttentionProblem& pr) {
+  return cached_device_attribute<cudaDevAttrMultiProcessorCount>(pr.device_index) * Kernel::kCtasPerSm;
+}
+
 // One launch of `kernel` (a __global__ of class Kernel) over the problem's grid: query blocks x
-// heads (K/V heads where the rows are packed) x sequences.
+// heads (K/V heads where the rows are packed) x sequences. The Hopper kernel's batch-form
+// launches take longest_first_in_sections' order; its varlen ones keep the grid's (a varlen
+// batch of equal lengths, packed, ran 0.88x in sections: bench/NOTES-prefill.md, "The causal
+// grid's order").
 template <class Kernel, class... Extra>
-void launch_prefill_kernel(void (*kernel)(PrefillParams, Extra...), const PrefillParams& params,
-                           const AttentionProblem& pr, const Extra&... extra) {
+void launch_prefill_kernel(void (*kernel)(PrefillParams, Extra...), PrefillParams params, const AttentionProblem& pr,
+                           const Extra&... extra) {
   raise_smem_limit_once<Kernel>(reinterpret_cast<const void*>(kernel), pr.device_index);
+  if constexpr (requires { Kernel::kCtasPerSm; }) {  // the Hopper kernel
+    if (pr.cu_seqlens_q == nullptr) {  // (batch-form launches never pack: heads_q is the grid's)
+      const MaskParams mask{pr.seqlen_q, pr.seqlen_k, pr.window_left, pr.window_right};
+      params.order_section = longest_first_section(mask, params.num_m_blocks,
+                                                   static_cast<long long>(pr.heads_q) * pr.batch, device_wave<Kernel>(pr));
+    }
+  }
   kernel<<<dim3(params.num_m_blocks, pr.heads_q >> params.pack_shift, pr.batch), Kernel::kThreads, Kernel::kSmemBytes,
            static_cast<cudaStream_t>(pr.stream)>>>(params, extra...);
   FLASHBUF_CUDA_CHECK(cudaGetLastError());
@@ -113,11 +129,6 @@ inline bool persistent_maps_usable(const PrefillTmaMaps& maps) {
   return maps.enabled && !maps.gather_tail && maps.q_enabled && maps.o_enabled;
 }
 
-// One wave of Kernel's blocks: as many as the device's SMs hold at once.
-template <class Kernel>
-int device_wave(const AttentionProblem& pr) {
-  return cached_device_attribute<cudaDevAttrMultiProcessorCount>(pr.device_index) * Kernel::kCtasPerSm;
-}
 // The blocks of a persistent grid of Kernel: one wave, or the knob's cap.
 template <class Kernel>
 int persistent_wave(const AttentionProblem& pr) {

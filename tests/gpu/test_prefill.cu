@@ -19,6 +19,7 @@
 #include "api/backends.hpp"
 #include "cuda/prefill_grid_knob.hpp"
 #include "flashbuf/core/gqa_packing.hpp"
+#include "flashbuf/core/work_items.hpp"
 #include "flashbuf/kernels/prefill_tiles.hpp"
 #include "gpu_test_util.cuh"
 #include "reference/check.hpp"
@@ -148,6 +149,28 @@ TEST_P(PrefillGpu, LongSequence4097Causal) {
   s.batch = 1;
   s.mask = Mask::causal();
   check_spec(s, backend(), 800);
+}
+
+// Causal blocks per item in the longest-first order's sections (core/work_items.hpp), the pairs
+// not divided evenly among them: the query length is chosen so that a section holds 3 of the 5
+// or 8 (head, sequence) pairs on this device (for the Hopper kernel's blocks of 128 rows, one a
+// SM), and 4500 more keys than queries make the items long enough for a block each rather than
+// the persistent grid (the mma.sync kernel keeps the grid's order and runs the same problems).
+TEST_P(PrefillGpu, CausalOrderInSectionsOfAWave) {
+  int device = 0, sms = 0;
+  ASSERT_EQ(cudaSuccess, cudaGetDevice(&device));
+  ASSERT_EQ(cudaSuccess, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  for (const int heads_kv : {5, 2}) {
+    const int heads_q = heads_kv == 5 ? 5 : 4, batch = heads_kv == 5 ? 1 : 2, pairs = heads_q * batch;
+    const int m_blocks = (sms + 1) / 3;  // sections of 3 pairs
+    ASSERT_EQ(longest_first_section(MaskParams{128 * m_blocks, 128 * m_blocks, -1, 0}, m_blocks, pairs, sms), 3);
+    ProblemSpec s = base_spec(DType::bf16, 128, 128, 128 * m_blocks - 37, 128 * m_blocks - 37 + 4500);
+    s.heads_q = heads_q;
+    s.heads_kv = heads_kv;
+    s.batch = batch;
+    s.mask = Mask::causal();
+    check_spec(s, backend(), 600);
+  }
 }
 
 TEST_P(PrefillGpu, GqaMqaSoftcapScaleAndStridedViews) {

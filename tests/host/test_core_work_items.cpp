@@ -56,6 +56,58 @@ TEST(CoreWorkItems, ItemCoordsCoverEveryBlockOnce) {
     }
 }
 
+// longest_first_in_sections is a bijection onto (query block, pair); within a section the
+// blocks run heaviest first (query blocks counted from the last ascend), the section's pairs
+// innermost; the sections follow each other, the short one (pairs % section) first.
+TEST(CoreWorkItems, LongestFirstSectionsCoverEveryBlockOnce) {
+  using flashbuf::longest_first_in_sections;
+  for (const int m_blocks : {1, 2, 5, 32, 43})
+    for (const int pairs : {1, 3, 8, 10, 32})
+      for (const int section : {1, 2, 3, 8, 12, 32}) {
+        if (section > pairs) continue;
+        SCOPED_TRACE("m_blocks " + std::to_string(m_blocks) + " pairs " + std::to_string(pairs) + " section " +
+                     std::to_string(section));
+        const int total = m_blocks * pairs, lead = pairs % section;
+        const auto section_of = [&](int pair) { return pair < lead ? -1 : (pair - lead) / section; };
+        std::vector<int> seen(total, 0);
+        int previous_rank = 0, previous_section = -2;
+        for (int block = 0; block < total; ++block) {
+          const auto item = longest_first_in_sections(block, m_blocks, pairs, section);
+          ASSERT_TRUE(item.m_from_last >= 0 && item.m_from_last < m_blocks && item.pair >= 0 && item.pair < pairs);
+          ++seen[item.pair * m_blocks + item.m_from_last];
+          const int in_section = section_of(item.pair);
+          ASSERT_GE(in_section, previous_section);
+          if (in_section == previous_section) EXPECT_GE(item.m_from_last, previous_rank);
+          previous_section = in_section;
+          previous_rank = item.m_from_last;
+        }
+        for (int i = 0; i < total; ++i) EXPECT_EQ(seen[i], 1) << "item " << i;
+      }
+}
+
+TEST(CoreWorkItems, LongestFirstSectionsOfAboutAWave) {
+  using flashbuf::longest_first_in_sections;
+  using flashbuf::longest_first_section;
+  using flashbuf::MaskParams;
+  const MaskParams causal{4096, 4096, -1, 0};
+  EXPECT_EQ(longest_first_section(causal, 16, 80, 132), 8);   // S 2k in 128-row blocks: 8 pairs of 16 a section
+  EXPECT_EQ(longest_first_section(causal, 32, 40, 132), 4);   // S 4k
+  EXPECT_EQ(longest_first_section(causal, 64, 20, 132), 2);   // S 8k
+  EXPECT_EQ(longest_first_section(causal, 128, 10, 132), 0);  // S 16k: a pair a section, the grid's order
+  EXPECT_EQ(longest_first_section(causal, 16, 5, 132), 5);    // fewer pairs than a section holds
+  EXPECT_EQ(longest_first_section(MaskParams{4096, 4096, -1, -1}, 32, 40, 132), 0);  // items alike
+  EXPECT_EQ(longest_first_section(MaskParams{4096, 4096, 100, -1}, 32, 40, 132), 0);
+  EXPECT_EQ(longest_first_section(MaskParams{4096, 4096, 100, 0}, 32, 40, 132), 4);  // a window
+  EXPECT_EQ(longest_first_section(causal, 1 << 20, 1 << 12, 132), 0);  // 2^32 blocks
+  // 10 pairs in sections of 4: pairs 0-1 (the short one), then 2-5, then 6-9.
+  EXPECT_EQ(longest_first_in_sections(0, 3, 10, 4).pair, 0);
+  EXPECT_EQ(longest_first_in_sections(1, 3, 10, 4).pair, 1);
+  EXPECT_EQ(longest_first_in_sections(2, 3, 10, 4).m_from_last, 1);
+  EXPECT_EQ(longest_first_in_sections(6, 3, 10, 4).pair, 2);
+  EXPECT_EQ(longest_first_in_sections(29, 3, 10, 4).pair, 9);
+  EXPECT_EQ(longest_first_in_sections(29, 3, 10, 4).m_from_last, 2);
+}
+
 TEST(CoreWorkItems, OneItemPerBlockWhenTheGridCoversThem) {
   const WorkItems items{100, 37, 100};
   EXPECT_EQ(items.at(0), 37);

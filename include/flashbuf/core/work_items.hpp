@@ -51,6 +51,44 @@ FLASHBUF_HOST_DEVICE constexpr double mean_key_tiles(const MaskParams& mask, int
   return static_cast<double>(tiles) / m_blocks;
 }
 
+// The order of a block per item's grid (query blocks x heads x sequences, a block each, handed
+// to the SMs in block order as they free). The grid's own order runs one (head, sequence)
+// pair's query blocks heaviest first, then the next pair's: under a causal mask the last
+// pairs' heaviest blocks start when the other SMs are nearly through, and the launch ends on
+// them (the SMs idle a tenth of it at D 192-256, S 2k-8k). Heaviest first over every pair
+// balances the SMs, but its blocks then work on many pairs' K/V at once, each read by few of
+// them, and a key tile costs up to a sixth more. So the pairs go in sections of about a wave of
+// blocks, each section heaviest first (every pair's last query block, then every pair's one
+// before, ...), section after section; where the pairs do not divide evenly, the short section
+// goes first, so that the launch ends on a whole section's light blocks. (Measured per block:
+// bench/NOTES-prefill.md, "The causal grid's order".) `block` counts the grid's blocks, query
+// blocks fastest; `pairs` = heads x sequences, a pair head + heads * sequence.
+struct GridItem {
+  int m_from_last, pair;
+};
+FLASHBUF_HOST_DEVICE constexpr GridItem longest_first_in_sections(int block, int m_blocks, int pairs, int section) {
+  const int lead = pairs % section;  // the short section's pairs, 0 for none
+  int first = 0, width = lead;
+  if (block >= lead * m_blocks) {
+    first = lead + (block - lead * m_blocks) / (section * m_blocks) * section;
+    width = section;
+  }
+  const int in_section = block - first * m_blocks;
+  const int rank = in_section / width;
+  return {rank, first + (in_section - rank * width)};
+}
+
+// The pairs of a section of longest_first_in_sections: as many as make about one wave of blocks
+// (`wave`: as many as the device runs at once), at most `pairs`; 0 (the grid's own order, as
+// sections of one pair are) where that is one pair, where every query block of a pair sees as
+// many keys (no right bound on a row's keys), or where the grid's blocks do not fit an int.
+FLASHBUF_HOST_DEVICE constexpr int longest_first_section(const MaskParams& mask, int m_blocks, long long pairs,
+                                                         int wave) {
+  if (!mask.has_right_bound() || pairs <= 0 || m_blocks <= 0 || pairs * m_blocks > 0x7fffffffLL) return 0;
+  const long long section = (wave + m_blocks / 2) / m_blocks;
+  return section <= 1 ? 0 : static_cast<int>(section < pairs ? section : pairs);
+}
+
 // Whether a persistent grid beats a block per item whose blocks have `block_consumers`
 // consumer warpgroups. It saves each item's fixed cost (block start, Q and the first K/V in
 // flight before the first product, the epilogue alone on the SM), but its Q slots leave fewer

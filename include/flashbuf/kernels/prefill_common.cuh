@@ -55,7 +55,15 @@ struct PrefillBlock {
   // must stay in registers across the main loop (the sm80 D 64 kernel, at 255 registers,
   // spilled its row sums in the loop for them: bench/NOTES-prefill.md).
   // (The mma.sync kernel's launcher never packs: pack_shift 0.)
+  // With p.order_section, the grid's blocks take the items in longest_first_in_sections' order.
   __device__ static PrefillBlock make_in_grid(const PrefillParams& p, int block_m, int pack_shift = 0) {
+    if (p.order_section > 0) {
+      const int heads = gridDim.y;
+      const int block = static_cast<int>(blockIdx.x + gridDim.x * (blockIdx.y + heads * blockIdx.z));
+      const GridItem item = longest_first_in_sections(block, p.num_m_blocks, heads * gridDim.z, p.order_section);
+      const int batch = item.pair / heads;
+      return make_at(p, block_m, p.num_m_blocks - 1 - item.m_from_last, item.pair - batch * heads, batch, pack_shift);
+    }
     return make_at(p, block_m, p.num_m_blocks - 1 - static_cast<int>(blockIdx.x), blockIdx.y, blockIdx.z, pack_shift);
   }
   __device__ static PrefillBlock none() {
