@@ -360,6 +360,17 @@ struct PrefillSm90 {
 #ifdef FLASHBUF_NO_WGMMA
     __trap();  // never launched on a device pass without wgmma (see arch/sm90/target.cuh)
 #else
+#ifdef FLASHBUF_BLOCK_TRACE
+    const unsigned trace_at = 4 * (blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
+    if (threadIdx.x == 0) {
+      unsigned long long t;
+      unsigned sm;
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+      asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+      flashbuf_block_trace[trace_at] = t;
+      flashbuf_block_trace[trace_at + 1] = sm;
+    }
+#endif
     const PrefillBlock blk = PrefillBlock::make<!Paged>(p, kBM);
     if (blk.empty()) return;
 
@@ -537,6 +548,14 @@ struct PrefillSm90 {
       store_output<OTile, WGO, 128, 64>(out.o, smem_q, warp_row0, eblk.o_ptr<In>(p), p.o_row_stride, eblk.rows_q,
                                        consumer_thread % 128, warpgroup_sync, consumer * 64);
     }
+#ifdef FLASHBUF_BLOCK_TRACE
+    if (consumer_thread % 128 == 0) {
+      unsigned long long t;
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+      atomicMax(&flashbuf_block_trace[trace_at + 2], t);
+      flashbuf_block_trace[trace_at + 3] = static_cast<unsigned long long>(blk.m_block) << 32 | (blk.head + 1024 * blk.batch);
+    }
+#endif
 #endif
   }
 };

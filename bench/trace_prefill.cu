@@ -1,0 +1,128 @@
+// Measurement tool (GPU machine; not a test, not the benchmark of record): the Hopper
+// block-per-item prefill kernel's blocks, each with its SM and its start and end time
+// (%globaltimer), for causal and unmasked problems of the BENCH.md grid (16k tokens) under
+// several grid orders (PrefillParams::order_section: 0, the grid's own; the launcher's rule;
+// every pair in one section; 2, 4 and 8 pairs), each order also timed, interleaved with the
+// others. One CSV per problem and order (start,sm,end,m_block,pair) goes to OUTDIR; the
+// timings are printed. Build with -DFLASHBUF_BUILD_TUNER=ON, target flashbuf_trace_prefill:
+//   flashbuf_trace_prefill OUTDIR
+// (The kernel records the times where FLASHBUF_BLOCK_TRACE is defined: this unit only.)
+#define FLASHBUF_BLOCK_TRACE
+#include <cuda_bf16.h>
+constexpr int kMaxTracedBlocks = 1 << 16;
+__device__ unsigned long long flashbuf_block_trace[4 * kMaxTracedBlocks];  // per block: start, SM, end, item
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cuda/prefill_launch.cuh"
+
+namespace {
+using namespace flashbuf;
+using In = __nv_bfloat16;
+
+// A kernel of this unit's own: the library's prefill_sm90_kernel is compiled without the trace.
+template <int D, int Dv>
+__global__ void __launch_bounds__(PrefillSm90<In, D, Dv, false>::kThreads, 1)
+    traced_prefill(const __grid_constant__ PrefillParams params, const __grid_constant__ PrefillTmaMaps maps) {
+  extern __shared__ __align__(128) char smem[];
+  PrefillSm90<In, D, Dv, false>::run(params, maps, smem);
+}
+
+__global__ void fill_random(In* x, std::size_t n, unsigned seed) {
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    unsigned h = static_cast<unsigned>(i) * 2654435761u ^ seed;
+    h ^= h >> 13; h *= 0x5bd1e995u; h ^= h >> 15;
+    const float u = (h & 0xffff) / 65536.0f + (h >> 16) / 65536.0f - 1.0f;
+    x[i] = __float2bfloat16(u * 2.449f);
+  }
+}
+
+template <int D, int Dv>
+void run(const char* out, int s, bool causal) {
+  using Kernel = PrefillSm90<In, D, Dv, false>;
+  const int h = D == 192 ? 10 : 2048 / D, b = 16384 / s;
+  const std::size_t nq = std::size_t(b) * s * h * D, nv = std::size_t(b) * s * h * Dv;
+  In *q, *k, *v, *o;
+  cudaMalloc(&q, nq * 2); cudaMalloc(&k, nq * 2); cudaMalloc(&v, nv * 2); cudaMalloc(&o, nv * 2);
+  fill_random<<<1024, 256>>>(q, nq, 1); fill_random<<<1024, 256>>>(k, nq, 2); fill_random<<<1024, 256>>>(v, nv, 3);
+  detail::AttentionProblem pr;
+  pr.batch = b; pr.heads_q = pr.heads_kv = h; pr.head_dim = D; pr.head_dim_v = Dv;
+  pr.max_seqlen_q = pr.max_seqlen_k = pr.seqlen_q = pr.seqlen_k = s;
+  pr.total_q = pr.total_k = std::int64_t(b) * s;
+  pr.q = q; pr.k = k; pr.v = v; pr.o = o;
+  pr.q_batch_stride = pr.k_batch_stride = std::int64_t(s) * h * D;
+  pr.v_batch_stride = pr.o_batch_stride = std::int64_t(s) * h * Dv;
+  pr.q_row_stride = pr.k_row_stride = h * D; pr.v_row_stride = pr.o_row_stride = h * Dv;
+  pr.q_head_stride = pr.k_head_stride = D; pr.v_head_stride = pr.o_head_stride = Dv;
+  pr.softmax_scale = 1.0f / std::sqrt(float(D));
+  pr.window_right = causal ? 0 : -1;
+  PrefillParams p = detail::make_prefill_params(pr, Kernel::kBM, 0);
+  const PrefillTmaMaps maps = detail::make_prefill_tma_maps<Kernel::kBN, Kernel::kBM>(pr);
+  cudaFuncSetAttribute(&traced_prefill<D, Dv>, cudaFuncAttributeMaxDynamicSharedMemorySize, Kernel::kSmemBytes);
+  const int pairs = h * b, wave = detail::device_wave<Kernel>(pr);
+  const int rule = longest_first_section(MaskParams{s, s, -1, causal ? 0 : -1}, p.num_m_blocks, pairs, wave);
+  std::vector<int> orders = {0, rule > 0 ? rule : pairs, pairs};
+  for (int sec : {2, 4, 8}) if (pairs % sec == 0 && sec < pairs) orders.push_back(sec);
+  const dim3 grid(p.num_m_blocks, h, b);
+  if (std::size_t(grid.x) * grid.y * grid.z > kMaxTracedBlocks) return;
+  auto launch = [&](int order) {
+    p.order_section = order;
+    traced_prefill<D, Dv><<<grid, Kernel::kThreads, Kernel::kSmemBytes>>>(p, maps);
+  };
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0); cudaEventCreate(&e1);
+  std::vector<std::vector<float>> ms(orders.size());
+  for (int o2 = 0; o2 < (int)orders.size(); ++o2) launch(orders[o2]);
+  for (int rep = 0; rep < 9; ++rep)
+    for (int i = 0; i < (int)orders.size(); ++i) {
+      cudaEventRecord(e0);
+      for (int r = 0; r < 10; ++r) launch(orders[i]);
+      cudaEventRecord(e1);
+      cudaEventSynchronize(e1);
+      float t; cudaEventElapsedTime(&t, e0, e1);
+      ms[i].push_back(t / 10);
+    }
+  const double flops = 2.0 * b * h * double(s) * s * (D + Dv) / (causal ? 2 : 1);
+  for (int i = 0; i < (int)orders.size(); ++i) {
+    std::sort(ms[i].begin(), ms[i].end());
+    std::printf("D=%d Dv=%d causal=%d S=%5d section=%3d (rule %d, pairs %d) %7.1f TFLOP/s\n", D, Dv, causal, s,
+                orders[i], rule, pairs, flops / (ms[i][4] * 1e-3) / 1e12);
+    // One traced launch, after a warm one.
+    const std::size_t blocks = std::size_t(grid.x) * grid.y * grid.z;
+    std::vector<unsigned long long> trace(4 * blocks);
+    launch(orders[i]);
+    unsigned long long* dev = nullptr;
+    cudaGetSymbolAddress(reinterpret_cast<void**>(&dev), flashbuf_block_trace);
+    cudaMemset(dev, 0, trace.size() * 8);
+    launch(orders[i]);
+    cudaDeviceSynchronize();
+    cudaMemcpy(trace.data(), dev, trace.size() * 8, cudaMemcpyDeviceToHost);
+    const std::string name = std::string(out) + "/trace-d" + std::to_string(D) + "-s" + std::to_string(s) + "-c" +
+                             std::to_string(causal) + "-sec" + std::to_string(orders[i]) + ".csv";
+    FILE* f = std::fopen(name.c_str(), "w");
+    std::fprintf(f, "start,sm,end,m_block,pair\n");
+    for (std::size_t j = 0; j < blocks; ++j)
+      std::fprintf(f, "%llu,%llu,%llu,%llu,%llu\n", trace[4 * j], trace[4 * j + 1], trace[4 * j + 2], trace[4 * j + 3] >> 32,
+                   trace[4 * j + 3] & 0xffffffffull);
+    std::fclose(f);
+  }
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) std::printf("error %s\n", cudaGetErrorString(err));
+  cudaFree(q); cudaFree(k); cudaFree(v); cudaFree(o);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* out = argc > 1 ? argv[1] : ".";
+  for (int s : {2048, 4096, 8192, 16384}) {
+    run<192, 128>(out, s, true);
+    run<256, 256>(out, s, true);
+  }
+  run<192, 128>(out, 4096, false);
+  run<256, 256>(out, 8192, false);
+  return 0;
+}
