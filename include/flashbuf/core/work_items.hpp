@@ -1,4 +1,5 @@
-// Core layer: which work items a block of a persistent grid takes, round by round. Items are
+// Core layer: the order of the prefill's work items. Which items a block of a persistent grid
+// takes, round by round (below: the order of a grid of a block per item). Items are
 // numbered 0 .. total - 1 (the prefill's (query block, head, sequence), heads and sequences
 // outermost; item_coords); a grid of `blocks` blocks takes them in rounds of `blocks`:
 //
@@ -55,9 +56,9 @@ FLASHBUF_HOST_DEVICE constexpr double mean_key_tiles(const MaskParams& mask, int
 // to the SMs in block order as they free). The grid's own order runs one (head, sequence)
 // pair's query blocks heaviest first, then the next pair's: under a causal mask the last
 // pairs' heaviest blocks start when the other SMs are nearly through, and the launch ends on
-// them (the SMs idle a tenth of it at D 192-256, S 2k-8k). Heaviest first over every pair
-// balances the SMs, but its blocks then work on many pairs' K/V at once, each read by few of
-// them, and a key tile costs up to a sixth more. So the pairs go in sections of about a wave of
+// them while the rest idle. Heaviest first over every pair balances the SMs, but its blocks
+// then work on many pairs' K/V at once, each tile read by few of them while the L2 holds it,
+// and a key tile costs more. So the pairs go in sections of about a wave of
 // blocks, each section heaviest first (every pair's last query block, then every pair's one
 // before, ...), section after section; where the pairs do not divide evenly, the short section
 // goes first, so that the launch ends on a whole section's light blocks. (Measured per block:
