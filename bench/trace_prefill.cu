@@ -19,6 +19,7 @@ __device__ unsigned long long flashbuf_block_trace[4 * kMaxTracedBlocks];  // pe
 #include <vector>
 
 #include "cuda/prefill_launch.cuh"
+#include "fill_random.cuh"
 
 namespace {
 using namespace flashbuf;
@@ -30,15 +31,6 @@ __global__ void __launch_bounds__(PrefillSm90<In, D, Dv, false>::kThreads, 1)
     traced_prefill(const __grid_constant__ PrefillParams params, const __grid_constant__ PrefillTmaMaps maps) {
   extern __shared__ __align__(128) char smem[];
   PrefillSm90<In, D, Dv, false>::run(params, maps, smem);
-}
-
-__global__ void fill_random(In* x, std::size_t n, unsigned seed) {
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-    unsigned h = static_cast<unsigned>(i) * 2654435761u ^ seed;
-    h ^= h >> 13; h *= 0x5bd1e995u; h ^= h >> 15;
-    const float u = (h & 0xffff) / 65536.0f + (h >> 16) / 65536.0f - 1.0f;
-    x[i] = __float2bfloat16(u * 2.449f);
-  }
 }
 
 template <int D, int Dv>

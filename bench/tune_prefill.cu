@@ -11,21 +11,12 @@
 #include <vector>
 
 #include "cuda/prefill_launch.cuh"
+#include "fill_random.cuh"
 
 namespace {
 
 using namespace flashbuf;
 using In = __nv_bfloat16;
-
-__global__ void fill_random(In* x, std::size_t n, unsigned seed) {
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-    unsigned h = static_cast<unsigned>(i) * 2654435761u ^ seed;
-    h ^= h >> 13; h *= 0x5bd1e995u; h ^= h >> 15;
-    // Sum of uniforms ~ roughly normal, unit variance.
-    const float u = (h & 0xffff) / 65536.0f + (h >> 16) / 65536.0f - 1.0f;
-    x[i] = __float2bfloat16(u * 2.449f);
-  }
-}
 
 template <int D, class Tile>
 void time_variant(const char* name, int s, bool causal) {
