@@ -10,9 +10,18 @@ for the BENCH.md grid's shapes (16k tokens, hidden 2048) in three item orders:
             1.00-1.03x here, but 0.75-0.96x on the H200: a round reads 16-130 heads' K/V)
 Not a timing: it isolates the balance of the static walk.
 
+--block-per-item models a grid of a block per item instead: each block, in block order, goes to
+the first SM to free (one block an SM), for the grid's own order (a pair's query blocks heaviest
+first, pair after pair) and for core/work_items.hpp's sections (heaviest first in sections of
+about a wave, the short section first; `--block-n` keys a tile). Per-block traces of the H200
+(bench/trace_prefill.cu) measured what it predicts for the grid's order, and what it leaves
+out: sections of every pair make a key tile dearer (NOTES-prefill, "The causal grid's order").
+
   python3 bench/walk_model.py [--d 64] [--rows 128,192] [--blocks 132] [--mask causal|none]
+  python3 bench/walk_model.py --block-per-item --d 256 --block-n 80 [--overhead 3]
 """
 import argparse
+import heapq
 import math
 
 
@@ -54,14 +63,50 @@ def walk(s, rows, order, heads, blocks, causal, overhead=0.5):
     return max(load) / (sum(work) / blocks), sum(touched) / len(touched)
 
 
+def section_pairs(m_blocks, pairs, wave):
+    """core/work_items.hpp longest_first_section: about a wave of blocks, 1 = the grid's order."""
+    return max(1, min(pairs, (wave + m_blocks // 2) // m_blocks))
+
+
+def block_per_item(s, heads, block_n, sms, causal, order, overhead):
+    """Makespan over the balanced time of a block per 128-row item, dispatched in block order."""
+    batches, m_blocks = 16384 // s, math.ceil(s / 128)
+    pairs = batches * heads
+    section = section_pairs(m_blocks, pairs, sms) if order == "sections" else 1
+    lead = pairs % section
+    items = [(p, j) for j in range(m_blocks) for p in range(lead)]  # the short section, heaviest first
+    for first in range(lead, pairs, section):
+        items += [(p, j) for j in range(m_blocks) for p in range(first, first + section)]
+    free = [(0.0, i) for i in range(sms)]
+    total = 0.0
+    for _, j in items:  # j: the query block counted from the last
+        work = key_tiles(s, 128, m_blocks - 1 - j, causal, block_n) + overhead
+        total += work
+        t, sm = heapq.heappop(free)
+        heapq.heappush(free, (t + work, sm))
+    return max(t for t, _ in free) / (total / sms), section
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--d", type=int, default=64)
     ap.add_argument("--rows", default="128,192")
     ap.add_argument("--blocks", type=int, default=132)
     ap.add_argument("--mask", default="causal", choices=["causal", "none"])
+    ap.add_argument("--block-per-item", action="store_true")
+    ap.add_argument("--block-n", type=int, default=128)
+    ap.add_argument("--overhead", type=float, default=3.0, help="an item's fixed cost in key tiles (block per item)")
     a = ap.parse_args()
     heads = 2048 // a.d
+    if a.block_per_item:
+        print("block per item: makespan / balanced time")
+        for s in (1024, 2048, 4096, 8192, 16384):
+            cells = []
+            for order in ("grid", "sections"):
+                m, section = block_per_item(s, heads, a.block_n, a.blocks, a.mask == "causal", order, a.overhead)
+                cells.append(f"{order} {m:.3f}" + (f" ({section} pairs)" if order == "sections" else ""))
+            print(f"S {s:5d} {a.mask}: " + "   ".join(cells))
+        return
     print("makespan / mean, heads a round")
     for rows in map(int, a.rows.split(",")):
         for s in (512, 1024, 2048, 4096, 8192, 16384):
