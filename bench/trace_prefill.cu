@@ -104,6 +104,7 @@ void run(const char* out, int s, bool causal) {
   }
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) std::printf("error %s\n", cudaGetErrorString(err));
+  cudaEventDestroy(e0); cudaEventDestroy(e1);
   cudaFree(q); cudaFree(k); cudaFree(v); cudaFree(o);
 }
 }  // namespace
