@@ -3,14 +3,43 @@
 // (%globaltimer), for causal and unmasked problems of the BENCH.md grid (16k tokens) under
 // several grid orders (PrefillParams::order_section: 0, the grid's own; the launcher's rule;
 // every pair in one section; 2, 4 and 8 pairs), each order also timed, interleaved with the
-// others. One CSV per problem and order (start,sm,end,m_block,pair) goes to OUTDIR; the
-// timings are printed. Build with -DFLASHBUF_BUILD_TUNER=ON, target flashbuf_trace_prefill:
+// others. One CSV per problem and order (a row a block: the record below) goes to OUTDIR; the
+// timings are printed; bench/trace_summary.py reads the CSVs. Build with -DFLASHBUF_BUILD_TUNER=ON, target flashbuf_trace_prefill:
 //   flashbuf_trace_prefill OUTDIR
 // (The kernel records the times where FLASHBUF_BLOCK_TRACE is defined: this unit only.)
 #define FLASHBUF_BLOCK_TRACE
 #include <cuda_bf16.h>
-constexpr int kMaxTracedBlocks = 1 << 16;
-__device__ unsigned long long flashbuf_block_trace[4 * kMaxTracedBlocks];  // per block: start, SM, end, item
+
+// The kernel's trace hooks (prefill_sm90.cuh calls them where FLASHBUF_BLOCK_TRACE is defined),
+// a record of kTraceSlots per block of the grid: start (thread 0), SM, first tile done and last
+// product done (each the later of the two consumers), end (the later consumer's epilogue),
+// query block, pair (head + 1024 * sequence), key tiles.
+constexpr int kMaxTracedBlocks = 1 << 16, kTraceSlots = 8;
+__device__ unsigned long long flashbuf_block_trace[kTraceSlots * kMaxTracedBlocks];
+__device__ unsigned long long* trace_record() {
+  return &flashbuf_block_trace[kTraceSlots * (blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z))];
+}
+__device__ unsigned long long trace_clock() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ void flashbuf_trace_block_start() {
+  unsigned sm;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+  unsigned long long* r = trace_record();
+  r[0] = trace_clock();
+  r[1] = sm;
+}
+__device__ void flashbuf_trace_first_tile_done() { atomicMax(trace_record() + 2, trace_clock()); }
+__device__ void flashbuf_trace_last_product() { atomicMax(trace_record() + 3, trace_clock()); }
+__device__ void flashbuf_trace_block_end(int m_block, int pair, int tiles) {
+  unsigned long long* r = trace_record();
+  atomicMax(r + 4, trace_clock());
+  r[5] = m_block;
+  r[6] = pair;
+  r[7] = tiles;
+}
 
 #include <algorithm>
 #include <cmath>
@@ -85,7 +114,7 @@ void run(const char* out, int s, bool causal) {
                 orders[i], rule, pairs, flops / (ms[i][4] * 1e-3) / 1e12);
     // One traced launch, after a warm one.
     const std::size_t blocks = std::size_t(grid.x) * grid.y * grid.z;
-    std::vector<unsigned long long> trace(4 * blocks);
+    std::vector<unsigned long long> trace(kTraceSlots * blocks);
     launch(orders[i]);
     unsigned long long* dev = nullptr;
     cudaGetSymbolAddress(reinterpret_cast<void**>(&dev), flashbuf_block_trace);
@@ -96,10 +125,11 @@ void run(const char* out, int s, bool causal) {
     const std::string name = std::string(out) + "/trace-d" + std::to_string(D) + "-s" + std::to_string(s) + "-c" +
                              std::to_string(causal) + "-sec" + std::to_string(orders[i]) + ".csv";
     FILE* f = std::fopen(name.c_str(), "w");
-    std::fprintf(f, "start,sm,end,m_block,pair\n");
-    for (std::size_t j = 0; j < blocks; ++j)
-      std::fprintf(f, "%llu,%llu,%llu,%llu,%llu\n", trace[4 * j], trace[4 * j + 1], trace[4 * j + 2], trace[4 * j + 3] >> 32,
-                   trace[4 * j + 3] & 0xffffffffull);
+    std::fprintf(f, "start,sm,first_tile,last_product,end,m_block,pair,tiles\n");
+    for (std::size_t j = 0; j < blocks; ++j) {
+      const unsigned long long* r = &trace[kTraceSlots * j];
+      std::fprintf(f, "%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu\n", r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
+    }
     std::fclose(f);
   }
   const cudaError_t err = cudaGetLastError();

@@ -360,16 +360,8 @@ struct PrefillSm90 {
 #ifdef FLASHBUF_NO_WGMMA
     __trap();  // never launched on a device pass without wgmma (see arch/sm90/target.cuh)
 #else
-#ifdef FLASHBUF_BLOCK_TRACE
-    const unsigned trace_at = 4 * (blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
-    if (threadIdx.x == 0) {
-      unsigned long long t;
-      unsigned sm;
-      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-      asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-      flashbuf_block_trace[trace_at] = t;
-      flashbuf_block_trace[trace_at + 1] = sm;
-    }
+#ifdef FLASHBUF_BLOCK_TRACE  // bench/trace_prefill.cu's per-block timeline (its unit defines the hooks)
+    if (threadIdx.x == 0) flashbuf_trace_block_start();
 #endif
     const PrefillBlock blk = PrefillBlock::make<!Paged>(p, kBM);
     if (blk.empty()) return;
@@ -523,12 +515,18 @@ struct PrefillSm90 {
             sm90::fence_proxy_async_shared();  // cp.async may have written Q and K(0)
           },
           [&] { issue_scores(0); }, [] {}, [&](auto between) { softmax_scores(0, between); });
+#ifdef FLASHBUF_BLOCK_TRACE
+      if (consumer_thread % 128 == 0) flashbuf_trace_first_tile_done();
+#endif
       for (int i = 1; i < num_tiles; ++i) {
         steady_tile(
             kring, vring, i, i - 1, consumer, pbuf, out, packed, vbuf, correction, [&] { fence_gathered(i); },
             [&] { issue_scores(i); }, [] {}, [&](auto between) { softmax_scores(i, between); });
       }
       last_pv(vring, num_tiles - 1, consumer, out, pbuf, packed, vbuf, [&] { fence_gathered(num_tiles - 1); });
+#ifdef FLASHBUF_BLOCK_TRACE
+      if (consumer_thread % 128 == 0) flashbuf_trace_last_product();
+#endif
     }
 
     // The block again for the epilogue (the same one: blockIdx and an order table the kernel
@@ -549,12 +547,7 @@ struct PrefillSm90 {
                                        consumer_thread % 128, warpgroup_sync, consumer * 64);
     }
 #ifdef FLASHBUF_BLOCK_TRACE
-    if (consumer_thread % 128 == 0) {
-      unsigned long long t;
-      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-      atomicMax(&flashbuf_block_trace[trace_at + 2], t);
-      flashbuf_block_trace[trace_at + 3] = static_cast<unsigned long long>(blk.m_block) << 32 | (blk.head + 1024 * blk.batch);
-    }
+    if (consumer_thread % 128 == 0) flashbuf_trace_block_end(eblk.m_block, eblk.head + 1024 * eblk.batch, num_tiles);
 #endif
 #endif
   }
