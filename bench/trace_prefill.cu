@@ -48,7 +48,7 @@ __device__ void flashbuf_trace_block_end(int m_block, int pair, int tiles) {
 #include <vector>
 
 #include "cuda/prefill_launch.cuh"
-#include "fill_random.cuh"
+#include "grid_problem.cuh"
 
 namespace {
 using namespace flashbuf;
@@ -66,21 +66,8 @@ template <int D, int Dv>
 void run(const char* out, int s, bool causal) {
   using Kernel = PrefillSm90<In, D, Dv, false>;
   const int h = D == 192 ? 10 : 2048 / D, b = 16384 / s;
-  const std::size_t nq = std::size_t(b) * s * h * D, nv = std::size_t(b) * s * h * Dv;
-  In *q, *k, *v, *o;
-  cudaMalloc(&q, nq * 2); cudaMalloc(&k, nq * 2); cudaMalloc(&v, nv * 2); cudaMalloc(&o, nv * 2);
-  fill_random<<<1024, 256>>>(q, nq, 1); fill_random<<<1024, 256>>>(k, nq, 2); fill_random<<<1024, 256>>>(v, nv, 3);
-  detail::AttentionProblem pr;
-  pr.batch = b; pr.heads_q = pr.heads_kv = h; pr.head_dim = D; pr.head_dim_v = Dv;
-  pr.max_seqlen_q = pr.max_seqlen_k = pr.seqlen_q = pr.seqlen_k = s;
-  pr.total_q = pr.total_k = std::int64_t(b) * s;
-  pr.q = q; pr.k = k; pr.v = v; pr.o = o;
-  pr.q_batch_stride = pr.k_batch_stride = std::int64_t(s) * h * D;
-  pr.v_batch_stride = pr.o_batch_stride = std::int64_t(s) * h * Dv;
-  pr.q_row_stride = pr.k_row_stride = h * D; pr.v_row_stride = pr.o_row_stride = h * Dv;
-  pr.q_head_stride = pr.k_head_stride = D; pr.v_head_stride = pr.o_head_stride = Dv;
-  pr.softmax_scale = 1.0f / std::sqrt(float(D));
-  pr.window_right = causal ? 0 : -1;
+  const GridProblem problem(s, h, D, Dv, causal);
+  const detail::AttentionProblem& pr = problem.pr;
   PrefillParams p = detail::make_prefill_params(pr, Kernel::kBM, 0);
   const PrefillTmaMaps maps = detail::make_prefill_tma_maps<Kernel::kBN, Kernel::kBM>(pr);
   cudaFuncSetAttribute(&traced_prefill<D, Dv>, cudaFuncAttributeMaxDynamicSharedMemorySize, Kernel::kSmemBytes);
@@ -135,7 +122,6 @@ void run(const char* out, int s, bool causal) {
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) std::printf("error %s\n", cudaGetErrorString(err));
   cudaEventDestroy(e0); cudaEventDestroy(e1);
-  cudaFree(q); cudaFree(k); cudaFree(v); cudaFree(o);
 }
 }  // namespace
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "cuda/prefill_launch.cuh"
-#include "fill_random.cuh"
+#include "grid_problem.cuh"
 
 namespace {
 
@@ -21,19 +21,8 @@ using In = __nv_bfloat16;
 template <int D, class Tile>
 void time_variant(const char* name, int s, bool causal) {
   const int b = 16384 / s, h = 2048 / D;
-  const std::size_t n = std::size_t(b) * s * h * D;
-  In *q, *k, *v, *o;
-  cudaMalloc(&q, n * 2); cudaMalloc(&k, n * 2); cudaMalloc(&v, n * 2); cudaMalloc(&o, n * 2);
-  fill_random<<<1024, 256>>>(q, n, 1); fill_random<<<1024, 256>>>(k, n, 2); fill_random<<<1024, 256>>>(v, n, 3);
-  detail::AttentionProblem pr;
-  pr.batch = b; pr.heads_q = pr.heads_kv = h; pr.head_dim = pr.head_dim_v = D;
-  pr.max_seqlen_q = pr.max_seqlen_k = pr.seqlen_q = pr.seqlen_k = s;
-  pr.q = q; pr.k = k; pr.v = v; pr.o = o;
-  pr.q_batch_stride = pr.k_batch_stride = pr.v_batch_stride = pr.o_batch_stride = std::int64_t(s) * h * D;
-  pr.q_row_stride = pr.k_row_stride = pr.v_row_stride = pr.o_row_stride = h * D;
-  pr.q_head_stride = pr.k_head_stride = pr.v_head_stride = pr.o_head_stride = D;
-  pr.softmax_scale = 1.0f / std::sqrt(float(D));
-  pr.window_right = causal ? 0 : -1;
+  const GridProblem problem(s, h, D, D, causal);
+  const detail::AttentionProblem& pr = problem.pr;
   const PrefillParams p = detail::make_prefill_params(pr, Tile::value.block_m, 0);
   auto launch = [&] {
     detail::launch_prefill_kernel<PrefillSm80<In, D, D, false, Tile>>(&prefill_sm80_kernel<In, D, D, false, Tile>, p,
@@ -56,7 +45,6 @@ void time_variant(const char* name, int s, bool causal) {
   const cudaError_t err = cudaGetLastError();
   std::printf("D=%3d causal=%d S=%5d %-22s %7.1f TFLOP/s %s\n", D, causal, s, name,
               flops / (ms[3] * 1e-3) / 1e12, err == cudaSuccess ? "" : cudaGetErrorString(err));
-  cudaFree(q); cudaFree(k); cudaFree(v); cudaFree(o);
 }
 
 }  // namespace

@@ -35,9 +35,10 @@ struct PrefillBlock {
   KeyRange keys;
 
   // The grid's block (blockIdx: query block counted from the last, head, sequence; with
-  // p.order_section, in sections: make_in_sections), or with an order table the item of rank blockIdx.x / heads, head blockIdx.x % heads (heads: the grid's,
-  // K/V heads where the rows are packed; past the table's count: an empty block). A kernel
-  // whose launches never pack (MayPack false) holds the shift as the constant 0.
+  // p.order_section, in sections: make_in_sections), or with an order table the item of rank
+  // blockIdx.x / heads, head blockIdx.x % heads (heads: the grid's, K/V heads where the rows are
+  // packed; past the table's count: an empty block). A kernel whose launches never pack
+  // (MayPack false) holds the shift as the constant 0.
   template <bool MayPack = true>
   __device__ static PrefillBlock make(const PrefillParams& p, int block_m) {
     const int pack_shift = MayPack ? p.pack_shift : 0;
