@@ -1,11 +1,9 @@
 // Measurement tool (GPU machine; not a test, not the benchmark of record): the Hopper
 // block-per-item prefill kernel's blocks, each with its SM, its start and end time (%globaltimer)
 // and when its first tile and its last product were done, for causal and unmasked problems of
-// the BENCH.md grid (16k tokens) under a few variants of the launch, each also timed, interleaved
-// with the others: the grid's own order (PrefillParams::order_section 0), the launcher's rule
-// (longest_first_section), and the rule with every enabled tensor map's descriptor prefetched at
-// the block's start (prefetch.tensormap: whether fetching them is part of an item's fixed cost).
-// One CSV per problem and variant (a row a block: the record below) goes to OUTDIR; the timings
+// the BENCH.md grid (16k tokens) in the grid's own order (PrefillParams::order_section 0) and
+// the launcher's (longest_first_section), each also timed, interleaved with the other.
+// One CSV per problem and order (a row a block: the record below) goes to OUTDIR; the timings
 // are printed; bench/trace_summary.py reads the CSVs. Build with -DFLASHBUF_BUILD_TUNER=ON,
 // target flashbuf_trace_prefill:
 //   flashbuf_trace_prefill OUTDIR
@@ -16,8 +14,11 @@
 // The kernel's trace hooks (prefill_sm90.cuh calls them where FLASHBUF_BLOCK_TRACE is defined),
 // a record of kTraceSlots per block of the grid: start (thread 0), SM, first tile done and last
 // product done (each the later of the two consumers), end (the later consumer's epilogue),
-// query block, pair (head + 1024 * sequence), key tiles.
-constexpr int kMaxTracedBlocks = 1 << 16, kTraceSlots = 8;
+// query block, pair (head + 1024 * sequence), key tiles; then the steps of an item's start and
+// end: the barriers initialised (thread 0, after the block's __syncthreads), Q's TMA issued
+// (thread 0), Q and K(0) landed as consumer 0 sees them, O divided and its warpgroup synced
+// before the store (the later consumer).
+constexpr int kMaxTracedBlocks = 1 << 16, kTraceSlots = 12;
 __device__ unsigned long long flashbuf_block_trace[kTraceSlots * kMaxTracedBlocks];
 __device__ unsigned long long* trace_record() {
   return &flashbuf_block_trace[kTraceSlots * (blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z))];
@@ -43,6 +44,12 @@ __device__ void flashbuf_trace_block_end(int m_block, int pair, int tiles) {
   r[6] = pair;
   r[7] = tiles;
 }
+__device__ void flashbuf_trace_barriers_ready() { trace_record()[8] = trace_clock(); }
+__device__ void flashbuf_trace_q_issued() { trace_record()[9] = trace_clock(); }
+__device__ void flashbuf_trace_operands_ready() { trace_record()[10] = trace_clock(); }
+__device__ void flashbuf_trace_output_final() { atomicMax(trace_record() + 11, trace_clock()); }
+constexpr const char* kTraceColumns =
+    "start,sm,first_tile,last_product,end,m_block,pair,tiles,barriers_ready,q_issued,operands_ready,output_final";
 
 #include <algorithm>
 #include <cmath>
@@ -57,33 +64,13 @@ namespace {
 using namespace flashbuf;
 using In = __nv_bfloat16;
 
-// A tensor map (a __grid_constant__ parameter) into the TMA unit's descriptor cache: a hint.
-__device__ void prefetch_tensormap(const CUtensorMap* map) {
-  asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<std::uint64_t>(map)) : "memory");
-}
-
 // A kernel of this unit's own: the library's prefill_sm90_kernel is compiled without the trace.
-template <int D, int Dv, bool PrefetchMaps>
+template <int D, int Dv>
 __global__ void __launch_bounds__(PrefillSm90<In, D, Dv, false>::kThreads, 1)
     traced_prefill(const __grid_constant__ PrefillParams params, const __grid_constant__ PrefillTmaMaps maps) {
   extern __shared__ __align__(128) char smem[];
-  if (PrefetchMaps && threadIdx.x == 0) {
-    if (maps.q_enabled) prefetch_tensormap(&maps.q);
-    if (maps.enabled) {
-      prefetch_tensormap(&maps.k);
-      prefetch_tensormap(&maps.v);
-    }
-    if (maps.o_enabled) prefetch_tensormap(&maps.o);
-  }
   PrefillSm90<In, D, Dv, false>::run(params, maps, smem);
 }
-
-// One launch's form: its grid order and whether the block prefetches the maps' descriptors.
-struct Variant {
-  int order_section;
-  bool prefetch_maps;
-  std::string name() const { return "sec" + std::to_string(order_section) + (prefetch_maps ? "-pf" : ""); }
-};
 
 template <int D, int Dv>
 void run(const char* out, int s, bool causal) {
@@ -93,57 +80,52 @@ void run(const char* out, int s, bool causal) {
   const detail::AttentionProblem& pr = problem.pr;
   PrefillParams p = detail::make_prefill_params(pr, Kernel::kBM, 0);
   const PrefillTmaMaps maps = detail::make_prefill_tma_maps<Kernel::kBN, Kernel::kBM>(pr);
-  cudaFuncSetAttribute(&traced_prefill<D, Dv, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, Kernel::kSmemBytes);
-  cudaFuncSetAttribute(&traced_prefill<D, Dv, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, Kernel::kSmemBytes);
+  cudaFuncSetAttribute(&traced_prefill<D, Dv>, cudaFuncAttributeMaxDynamicSharedMemorySize, Kernel::kSmemBytes);
   const int pairs = h * b, wave = detail::device_wave<Kernel>(pr);
   const int rule = longest_first_section(MaskParams{s, s, -1, causal ? 0 : -1}, p.num_m_blocks, pairs, wave);
-  std::vector<Variant> variants = {{rule, false}, {rule, true}};
-  if (rule > 0) variants.insert(variants.begin(), Variant{0, false});
+  std::vector<int> orders = {rule};
+  if (rule > 0) orders.insert(orders.begin(), 0);
   const dim3 grid(p.num_m_blocks, h, b);
   if (std::size_t(grid.x) * grid.y * grid.z > kMaxTracedBlocks) return;
-  auto launch = [&](const Variant& v) {
-    p.order_section = v.order_section;
-    if (v.prefetch_maps) {
-      traced_prefill<D, Dv, true><<<grid, Kernel::kThreads, Kernel::kSmemBytes>>>(p, maps);
-    } else {
-      traced_prefill<D, Dv, false><<<grid, Kernel::kThreads, Kernel::kSmemBytes>>>(p, maps);
-    }
+  auto launch = [&](int order) {
+    p.order_section = order;
+    traced_prefill<D, Dv><<<grid, Kernel::kThreads, Kernel::kSmemBytes>>>(p, maps);
   };
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0); cudaEventCreate(&e1);
-  std::vector<std::vector<float>> ms(variants.size());
-  for (int o2 = 0; o2 < (int)variants.size(); ++o2) launch(variants[o2]);
+  std::vector<std::vector<float>> ms(orders.size());
+  for (int o2 = 0; o2 < (int)orders.size(); ++o2) launch(orders[o2]);
   for (int rep = 0; rep < 9; ++rep)
-    for (int i = 0; i < (int)variants.size(); ++i) {
+    for (int i = 0; i < (int)orders.size(); ++i) {
       cudaEventRecord(e0);
-      for (int r = 0; r < 10; ++r) launch(variants[i]);
+      for (int r = 0; r < 10; ++r) launch(orders[i]);
       cudaEventRecord(e1);
       cudaEventSynchronize(e1);
       float t; cudaEventElapsedTime(&t, e0, e1);
       ms[i].push_back(t / 10);
     }
   const double flops = 2.0 * b * h * double(s) * s * (D + Dv) / (causal ? 2 : 1);
-  for (int i = 0; i < (int)variants.size(); ++i) {
+  for (int i = 0; i < (int)orders.size(); ++i) {
     std::sort(ms[i].begin(), ms[i].end());
-    std::printf("D=%d Dv=%d causal=%d S=%5d %-8s (rule %d, pairs %d) %7.1f TFLOP/s\n", D, Dv, causal, s,
-                variants[i].name().c_str(), rule, pairs, flops / (ms[i][4] * 1e-3) / 1e12);
+    std::printf("D=%d Dv=%d causal=%d S=%5d section=%2d (rule %d, pairs %d) %7.1f TFLOP/s\n", D, Dv, causal, s,
+                orders[i], rule, pairs, flops / (ms[i][4] * 1e-3) / 1e12);
     // One traced launch, after a warm one.
     const std::size_t blocks = std::size_t(grid.x) * grid.y * grid.z;
     std::vector<unsigned long long> trace(kTraceSlots * blocks);
-    launch(variants[i]);
+    launch(orders[i]);
     unsigned long long* dev = nullptr;
     cudaGetSymbolAddress(reinterpret_cast<void**>(&dev), flashbuf_block_trace);
     cudaMemset(dev, 0, trace.size() * 8);
-    launch(variants[i]);
+    launch(orders[i]);
     cudaDeviceSynchronize();
     cudaMemcpy(trace.data(), dev, trace.size() * 8, cudaMemcpyDeviceToHost);
     const std::string name = std::string(out) + "/trace-d" + std::to_string(D) + "-s" + std::to_string(s) + "-c" +
-                             std::to_string(causal) + "-" + variants[i].name() + ".csv";
+                             std::to_string(causal) + "-sec" + std::to_string(orders[i]) + ".csv";
     FILE* f = std::fopen(name.c_str(), "w");
-    std::fprintf(f, "start,sm,first_tile,last_product,end,m_block,pair,tiles\n");
+    std::fprintf(f, "%s\n", kTraceColumns);
     for (std::size_t j = 0; j < blocks; ++j) {
       const unsigned long long* r = &trace[kTraceSlots * j];
-      std::fprintf(f, "%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu\n", r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
+      for (int k = 0; k < kTraceSlots; ++k) std::fprintf(f, k + 1 < kTraceSlots ? "%llu," : "%llu\n", r[k]);
     }
     std::fclose(f);
   }

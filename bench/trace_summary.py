@@ -2,7 +2,8 @@
 SMs' mean busy share of it, when the first SM ran out of blocks, a least-squares fit of a
 block's time to its key tiles (a fixed cost an item plus a cost a tile: it separates the grid
 order's idle tail from a slower tile), and where an item's fixed cost goes: its start to its
-first tile's softmax, its steady tiles (a tile each), its last product to its end (the epilogue).
+first tile's softmax, its steady tiles (a tile each), its last product to its end (the epilogue),
+and, where the trace has them, the steps of the start and the end and the gap between blocks.
 
     python3 bench/trace_summary.py DIR
 """
@@ -29,13 +30,26 @@ def summary(path):
     var = sum((x - mt) ** 2 for x in tiles)
     per_tile = sum((x - mt) * (y - my) for x, y in zip(tiles, times)) / var if var else float("nan")
     fixed = my - per_tile * mt if var else my
-    head = statistics.mean((r["first_tile"] - r["start"]) / 1e3 for r in rows)
-    tail = statistics.mean((r["end"] - r["last_product"]) / 1e3 for r in rows)
+    def mean_us(a, b):  # mean time from step a to step b of a block, in us
+        return statistics.mean((r[b] - r[a]) / 1e3 for r in rows)
+    head = mean_us("start", "first_tile")
+    tail = mean_us("last_product", "end")
     steady = [(r["last_product"] - r["first_tile"]) / 1e3 / (r["tiles"] - 1) for r in rows if r["tiles"] > 1]
-    return (f"{os.path.basename(path):32s} span {span / 1e3:7.1f} us  busy {busy:.3f}  first SM idle at {first_idle:.3f}"
+    # Between a block's end and the next block's start on the same SM.
+    gaps = [(b["start"] - a["end"]) / 1e3 for v in by_sm.values()
+            for a, b in zip(sorted(v, key=lambda r: r["start"]), sorted(v, key=lambda r: r["start"])[1:])]
+    line = (f"{os.path.basename(path):32s} span {span / 1e3:7.1f} us  busy {busy:.3f}  first SM idle at {first_idle:.3f}"
             f"  item {fixed:5.2f} us + {per_tile:.3f} us a tile  (start to first tile {head:.2f} us,"
             f" steady {statistics.mean(steady) if steady else float('nan'):.3f} us a tile, last product to end"
             f" {tail:.2f} us)  blocks/SM {len(rows) / len(by_sm):.1f}")
+    if "operands_ready" in rows[0]:  # the steps of the start and the end
+        line += ("\n    start: barriers {:.2f}, Q issued {:.2f}, Q and K(0) landed {:.2f}, first tile {:.2f} us;"
+                 " end: O final {:.2f}, stored {:.2f} us; gap to the SM's next block {:.2f} us").format(
+                     mean_us("start", "barriers_ready"), mean_us("barriers_ready", "q_issued"),
+                     mean_us("q_issued", "operands_ready"), mean_us("operands_ready", "first_tile"),
+                     mean_us("last_product", "output_final"), mean_us("output_final", "end"),
+                     statistics.mean(gaps) if gaps else float("nan"))
+    return line
 
 
 def main():

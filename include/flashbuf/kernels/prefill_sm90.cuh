@@ -384,6 +384,9 @@ struct PrefillSm90 {
       sm90::fence_mbarrier_init();  // the TMA unit completes transactions on these barriers
     }
     __syncthreads();  // barriers initialised before anyone arrives or waits
+#ifdef FLASHBUF_BLOCK_TRACE
+    if (threadIdx.x == 0) flashbuf_trace_barriers_ready();
+#endif
 
     const int num_tiles = blk.keys.tiles(kBN);
     const int n_first = blk.keys.first_tile(kBN);
@@ -404,6 +407,9 @@ struct PrefillSm90 {
       // first K box.
       if (maps.q_enabled) {
         if (threadIdx.x == 0) QBuf::load_tile_tma(smem_q, &maps.q, blk.m0, blk.head, blk.batch, q_full);
+#ifdef FLASHBUF_BLOCK_TRACE
+        if (threadIdx.x == 0) flashbuf_trace_q_issued();
+#endif
       } else {
         if (blk.pack_shift != 0) {
           load_tile_async_packed<QTile, kProducerThreads>(smem_q, blk.q_ptr<In>(p), p.q_row_stride, p.q_head_stride,
@@ -513,6 +519,9 @@ struct PrefillSm90 {
             sm90::mbarrier_wait_parity(q_full, 0);
             kring.wait(0);
             sm90::fence_proxy_async_shared();  // cp.async may have written Q and K(0)
+#ifdef FLASHBUF_BLOCK_TRACE
+            if (consumer_thread == 0) flashbuf_trace_operands_ready();
+#endif
           },
           [&] { issue_scores(0); }, [] {}, [&](auto between) { softmax_scores(0, between); });
 #ifdef FLASHBUF_BLOCK_TRACE
@@ -536,6 +545,9 @@ struct PrefillSm90 {
     finalize_rows(softmax, out, p, eblk, warp_row0);
     const auto warpgroup_sync = [consumer] { sm90::named_barrier_sync(kEpilogue0 + consumer, 128); };
     warpgroup_sync();  // this consumer's wgmma are done with its Q rows: they take its O
+#ifdef FLASHBUF_BLOCK_TRACE
+    if (consumer_thread % 128 == 0) flashbuf_trace_output_final();
+#endif
     if (maps.o_enabled) {
       store_output_tma(out.o, smem_q, maps, eblk, consumer, consumer_thread, warpgroup_sync, consumer * 64);
     } else if (eblk.pack_shift != 0) {
