@@ -1,7 +1,7 @@
 // Measurement tool (GPU machine; not a test, not the benchmark of record): the Hopper
 // block-per-item prefill kernel's blocks, each with its SM, its start and end time (%globaltimer)
 // and when its first tile and its last product were done, for causal and unmasked problems of
-// the BENCH.md grid (16k tokens) in the grid's own order (PrefillParams::order_section 0) and
+// the BENCH.md grid (16k tokens) in the grid's own order (PrefillParams::sections off) and
 // the launcher's (longest_first_section), each also timed, interleaved with the other.
 // One CSV per problem and order (a row a block: the record below) goes to OUTDIR; the timings
 // are printed; bench/trace_summary.py reads the CSVs. Build with -DFLASHBUF_BUILD_TUNER=ON,
@@ -88,7 +88,7 @@ void run(const char* out, int s, bool causal) {
   const dim3 grid(p.num_m_blocks, h, b);
   if (std::size_t(grid.x) * grid.y * grid.z > kMaxTracedBlocks) return;
   auto launch = [&](int order) {
-    p.order_section = order;
+    p.sections = SectionOrder(order, p.num_m_blocks, pairs, h);
     traced_prefill<D, Dv><<<grid, Kernel::kThreads, Kernel::kSmemBytes>>>(p, maps);
   };
   cudaEvent_t e0, e1;

@@ -42,12 +42,13 @@ def summary(path):
             f"  item {fixed:5.2f} us + {per_tile:.3f} us a tile  (start to first tile {head:.2f} us,"
             f" steady {statistics.mean(steady) if steady else float('nan'):.3f} us a tile, last product to end"
             f" {tail:.2f} us)  blocks/SM {len(rows) / len(by_sm):.1f}")
-    if "operands_ready" in rows[0]:  # the steps of the start and the end
-        line += ("\n    start: barriers {:.2f}, Q issued {:.2f}, Q and K(0) landed {:.2f}, first tile {:.2f} us;"
-                 " end: O final {:.2f}, stored {:.2f} us; gap to the SM's next block {:.2f} us").format(
-                     mean_us("start", "barriers_ready"), mean_us("barriers_ready", "q_issued"),
-                     mean_us("q_issued", "operands_ready"), mean_us("operands_ready", "first_tile"),
-                     mean_us("last_product", "output_final"), mean_us("output_final", "end"),
+    if "operands_ready" in rows[0]:  # the steps of the start and the end, each from the step before
+        line += ("\n    from the start: Q issued {:.2f}, the block's barrier {:.2f}, Q and K(0) landed {:.2f},"
+                 " first tile done {:.2f} us; from the last product: O final {:.2f}, stored {:.2f} us;"
+                 " gap to the SM's next block {:.2f} us").format(
+                     mean_us("start", "q_issued"), mean_us("start", "barriers_ready"),
+                     mean_us("start", "operands_ready"), mean_us("start", "first_tile"),
+                     mean_us("last_product", "output_final"), mean_us("last_product", "end"),
                      statistics.mean(gaps) if gaps else float("nan"))
     return line
 

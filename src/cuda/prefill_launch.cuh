@@ -58,8 +58,9 @@ void launch_prefill_kernel(void (*kernel)(PrefillParams, Extra...), PrefillParam
   if constexpr (requires { Kernel::kCtasPerSm; }) {  // the Hopper kernel
     if (pr.cu_seqlens_q == nullptr) {  // (batch-form launches never pack: heads_q is the grid's)
       const MaskParams mask{pr.seqlen_q, pr.seqlen_k, pr.window_left, pr.window_right};
-      params.order_section = longest_first_section(mask, params.num_m_blocks,
-                                                   static_cast<long long>(pr.heads_q) * pr.batch, device_wave<Kernel>(pr));
+      const long long pairs = static_cast<long long>(pr.heads_q) * pr.batch;
+      const int section = longest_first_section(mask, params.num_m_blocks, pairs, device_wave<Kernel>(pr));
+      params.sections = SectionOrder(section, params.num_m_blocks, static_cast<int>(pairs), pr.heads_q);
     }
   }
   kernel<<<dim3(params.num_m_blocks, pr.heads_q >> params.pack_shift, pr.batch), Kernel::kThreads, Kernel::kSmemBytes,

@@ -2,6 +2,8 @@
 // in rounds of alternating direction.
 #include <gtest/gtest.h>
 
+#include <array>
+#include <string>
 #include <vector>
 
 #include "flashbuf/core/work_items.hpp"
@@ -83,6 +85,49 @@ TEST(CoreWorkItems, LongestFirstSectionsCoverEveryBlockOnce) {
         }
         for (int i = 0; i < total; ++i) EXPECT_EQ(seen[i], 1) << "item " << i;
       }
+}
+
+// SectionOrder (the divisors made on the host) hands every block the item the definition does,
+// and splits its pair into the grid's head and sequence, up to grids of about 2^31 blocks.
+TEST(CoreWorkItems, SectionOrderIsLongestFirstInSections) {
+  using flashbuf::longest_first_in_sections;
+  using flashbuf::SectionOrder;
+  for (const int m_blocks : {1, 2, 5, 17, 32, 43})
+    for (const int heads : {1, 3, 8, 10})
+      for (const int batch : {1, 2, 7})
+        for (const int section : {2, 3, 4, 8, 12}) {
+          const int pairs = heads * batch;
+          if (section > pairs) continue;
+          SCOPED_TRACE("m_blocks " + std::to_string(m_blocks) + " pairs " + std::to_string(pairs) + " section " +
+                       std::to_string(section));
+          const SectionOrder order(section, m_blocks, pairs, heads);
+          ASSERT_TRUE(order.on());
+          for (int block = 0; block < m_blocks * pairs; ++block) {
+            const auto want = longest_first_in_sections(block, m_blocks, pairs, section);
+            const auto got = order.item(block);
+            ASSERT_EQ(got.m_from_last, want.m_from_last) << "block " << block;
+            ASSERT_EQ(got.pair, want.pair) << "block " << block;
+            ASSERT_EQ(order.heads.div(got.pair), got.pair / heads);
+          }
+        }
+  // Large grids: 2^31 - 1 blocks at most (longest_first_section's bound), sampled.
+  for (const auto& [m_blocks, pairs, section, heads] :
+       {std::array{65535, 32767, 7, 127}, std::array{1 << 16, (1 << 15) - 1, 12, 32767}, std::array{3, 715827882, 5, 96}}) {
+    const SectionOrder order(section, m_blocks, pairs, heads);
+    const long long total = static_cast<long long>(m_blocks) * pairs;
+    ASSERT_LE(total, 0x7fffffffLL);
+    for (long long block = 0; block < total; block += total / 4099 + 1) {
+      for (const long long b : {block, total - 1 - block}) {
+        const auto want = longest_first_in_sections(static_cast<int>(b), m_blocks, pairs, section);
+        const auto got = order.item(static_cast<int>(b));
+        ASSERT_EQ(got.m_from_last, want.m_from_last) << "block " << b;
+        ASSERT_EQ(got.pair, want.pair) << "block " << b;
+        ASSERT_EQ(order.heads.div(got.pair), got.pair / heads);
+      }
+    }
+  }
+  EXPECT_FALSE(SectionOrder(0, 16, 80, 8).on());  // the grid's own order
+  EXPECT_FALSE(SectionOrder(1, 16, 80, 8).on());
 }
 
 TEST(CoreWorkItems, LongestFirstSectionsOfAboutAWave) {

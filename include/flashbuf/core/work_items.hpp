@@ -14,6 +14,7 @@
 #pragma once
 
 #include "flashbuf/core/config.hpp"
+#include "flashbuf/core/fast_divmod.hpp"
 #include "flashbuf/core/mask.hpp"
 
 namespace flashbuf {
@@ -78,6 +79,41 @@ FLASHBUF_HOST_DEVICE constexpr GridItem longest_first_in_sections(int block, int
   const int rank = in_section / width;
   return {rank, first + (in_section - rank * width)};
 }
+
+// longest_first_in_sections for one launch, its divisors made once on the host (FastDivmod): a
+// kernel's block then finds its item, and the pair's head and sequence, with multiplications.
+// The integer divisions cost each block about 0.4 us at its start and again where its
+// epilogue finds the block anew (bench/NOTES-prefill.md, "An item's fixed cost, step by step").
+// `section` 0 (or one pair): the grid's own order, which a kernel reads from blockIdx instead.
+struct SectionOrder {
+  int section = 0;      // pairs a section
+  int lead = 0;         // pairs of the short section, which runs first (pairs % section)
+  int lead_blocks = 0;  // its blocks: lead x query blocks
+  FastDivmod section_blocks, section_pairs, lead_pairs, heads;
+
+  SectionOrder() = default;
+  // `heads`: the grid's, of which pairs = heads x sequences.
+  FLASHBUF_HOST_DEVICE constexpr SectionOrder(int section, int m_blocks, int pairs, int heads)
+      : section(section > 1 ? section : 0),
+        lead(section > 1 ? pairs % section : 0),
+        lead_blocks(lead * m_blocks),
+        section_blocks(section * m_blocks),
+        section_pairs(section),
+        lead_pairs(lead),
+        heads(heads) {}
+  FLASHBUF_HOST_DEVICE constexpr bool on() const { return section > 0; }
+  FLASHBUF_HOST_DEVICE constexpr GridItem item(int block) const {
+    if (block < lead_blocks) {
+      const int rank = lead_pairs.div(block);
+      return {rank, block - rank * lead};
+    }
+    const int after_lead = block - lead_blocks;
+    const int whole = section_blocks.div(after_lead);  // whole sections before this block's
+    const int in_section = after_lead - whole * section_blocks.divisor;
+    const int rank = section_pairs.div(in_section);
+    return {rank, lead + whole * section + in_section - rank * section};
+  }
+};
 
 // The pairs of a section of longest_first_in_sections: as many as make about one wave of blocks
 // (`wave`: as many as the device runs at once), at most `pairs`; 0 (the grid's own order, as

@@ -35,7 +35,7 @@ struct PrefillBlock {
   KeyRange keys;
 
   // The grid's block (blockIdx: query block counted from the last, head, sequence; with
-  // p.order_section, in sections: make_in_sections), or with an order table the item of rank
+  // p.sections on, in sections: make_in_sections), or with an order table the item of rank
   // blockIdx.x / heads, head blockIdx.x % heads (heads: the grid's, K/V heads where the rows are
   // packed; past the table's count: an empty block). A kernel whose launches never pack
   // (MayPack false) holds the shift as the constant 0.
@@ -49,7 +49,7 @@ struct PrefillBlock {
       if (rank >= p.item_order[0]) return none();
       return make_at(p, block_m, p.item_order[2 + 2 * rank], head, p.item_order[1 + 2 * rank], pack_shift);
     }
-    if (p.order_section > 0) return make_in_sections(p, block_m, pack_shift);
+    if (p.sections.on()) return make_in_sections(p, block_m, pack_shift);
     return make_in_grid(p, block_m, pack_shift);
   }
   // The grid's block, for kernels launched without an order table: its coordinates then come
@@ -60,14 +60,14 @@ struct PrefillBlock {
   __device__ static PrefillBlock make_in_grid(const PrefillParams& p, int block_m, int pack_shift = 0) {
     return make_at(p, block_m, p.num_m_blocks - 1 - static_cast<int>(blockIdx.x), blockIdx.y, blockIdx.z, pack_shift);
   }
-  // The grid's block in longest_first_in_sections' order (p.order_section pairs a section). Not
-  // in make_in_grid: its divisions cost the mma.sync kernel, at 255 registers, spills.
+  // The grid's block in longest_first_in_sections' order (p.sections). Not in make_in_grid: its
+  // arithmetic costs the mma.sync kernel, at 255 registers, spills.
   __device__ static PrefillBlock make_in_sections(const PrefillParams& p, int block_m, int pack_shift) {
-    const int heads = gridDim.y;
-    const int block = static_cast<int>(blockIdx.x + gridDim.x * (blockIdx.y + heads * blockIdx.z));
-    const GridItem item = longest_first_in_sections(block, p.num_m_blocks, heads * gridDim.z, p.order_section);
-    const int batch = item.pair / heads;
-    return make_at(p, block_m, p.num_m_blocks - 1 - item.m_from_last, item.pair - batch * heads, batch, pack_shift);
+    const int block = static_cast<int>(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
+    const GridItem item = p.sections.item(block);
+    const int batch = p.sections.heads.div(item.pair);
+    return make_at(p, block_m, p.num_m_blocks - 1 - item.m_from_last, item.pair - batch * p.sections.heads.divisor,
+                   batch, pack_shift);
   }
   __device__ static PrefillBlock none() {
     PrefillBlock b{};

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "flashbuf/core/fast_divmod.hpp"
+#include "flashbuf/core/work_items.hpp"
 
 namespace flashbuf {
 
@@ -43,8 +44,8 @@ struct PrefillParams {
   float softcap_inv;       // scale / softcap, or 0 without softcap
   int window_left, window_right;
   // The (query block, head, sequence) grid's order (core/work_items.hpp,
-  // longest_first_in_sections): pairs of a section, or 0 for the grid's own.
-  int order_section;
+  // longest_first_in_sections) in sections, or (sections.on() false) the grid's own.
+  SectionOrder sections;
   // Blocks per item (a 1-D grid of the grid's heads x the table's capacity, heads innermost) in the
   // longest-first order of core/work_order.hpp; null: the (query block, head, sequence) grid.
   const std::int32_t* item_order;

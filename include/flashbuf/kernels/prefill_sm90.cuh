@@ -379,14 +379,6 @@ struct PrefillSm90 {
     Ring kring, vring;
     kring.init(barriers + 1, copiers, kConsumerThreads / 32);
     vring.init(barriers + 1 + 2 * kStages, copiers, kConsumerThreads / 32);
-    if (threadIdx.x == 0) {
-      sm90::mbarrier_init(q_full, maps.q_enabled ? 1 : kProducerThreads);
-      sm90::fence_mbarrier_init();  // the TMA unit completes transactions on these barriers
-    }
-    __syncthreads();  // barriers initialised before anyone arrives or waits
-#ifdef FLASHBUF_BLOCK_TRACE
-    if (threadIdx.x == 0) flashbuf_trace_barriers_ready();
-#endif
 
     const int num_tiles = blk.keys.tiles(kBN);
     const int n_first = blk.keys.first_tile(kBN);
@@ -397,20 +389,55 @@ struct PrefillSm90 {
     // (0 without TMA: every tile is a cp.async gather, and the consumers fence each.)
     const int tma_tiles =
         !use_tma ? 0 : !maps.gather_tail ? num_tiles : max(0, min(num_tiles, blk.seqlen_k / kBN - n_first));
+    // Tile i goes into stage Ring::stage(i) of each buffer. The stage is set from i rather than
+    // left to the buffers' own cycling count (the same stages): a loop-carried modulo spills at
+    // 40 registers.
+    const auto issue_tile_tma = [&](const Ring& ring, auto& buf, const CUtensorMap* map, std::uint32_t bytes, int i) {
+      const int key0 = (n_first + i) * kBN;
+      buf.write_to_stage(Ring::stage(i));
+      ring.acquire(i);
+      if constexpr (Paged) {
+        buf.load_tile_tma_paged(map, key0, blk.head_kv, ring.expect_bytes(i, bytes), maps.box_rows);
+      } else {
+        // Varlen: one packed sequence of rows (batch 0), this sequence from k_begin.
+        const int row = blk.k_begin + key0, batch = p.cu_seqlens_k ? 0 : blk.batch;
+        buf.load_tile_tma(map, row, blk.head_kv, batch, ring.expect_bytes(i, bytes));
+      }
+    };
+
+    // Q by TMA, and K(0) and V(0) where TMA copies them from a tensor, go in flight before the
+    // block's barrier: thread 0 initialised their barriers and fenced them to the async proxy,
+    // so its copies may complete on them at once. (Issued after the barrier, the first copies
+    // waited for every warp of the block and the producer's register release: about a
+    // microsecond of every item's start, bench/NOTES-prefill.md, "An item's fixed cost, step by
+    // step".) Paged tiles wait for the barrier: their page-table reads there cost the D 256
+    // kernel spills.
+    constexpr int kEarlyTiles = Paged ? 0 : 1;
+    if (threadIdx.x == 0) {
+      sm90::mbarrier_init(q_full, maps.q_enabled ? 1 : kProducerThreads);
+      sm90::fence_mbarrier_init();  // the TMA unit completes transactions on these barriers
+      if (maps.q_enabled && num_tiles > 0) {
+        QBuf::load_tile_tma(smem_q, &maps.q, blk.m0, blk.head, blk.batch, q_full);
+#ifdef FLASHBUF_BLOCK_TRACE
+        flashbuf_trace_q_issued();
+#endif
+      }
+      for (int i = 0; i < min(kEarlyTiles, tma_tiles); ++i) {
+        issue_tile_tma(kring, kbuf, &maps.k, KTile::kBytes, i);
+        issue_tile_tma(vring, vbuf, &maps.v, VTile::kBytes, i);
+      }
+    }
+    __syncthreads();  // barriers initialised before anyone else arrives or waits
+#ifdef FLASHBUF_BLOCK_TRACE
+    if (threadIdx.x == 0) flashbuf_trace_barriers_ready();
+#endif
 
     if (threadIdx.x < kProducerThreads) {
       sm90::setmaxnreg_dec<kProducerRegisters>();
       if (num_tiles == 0) return;  // no keys: the consumers write O = 0 without Q
       blk.bind_kv<In, Paged>(kbuf, vbuf, p);
-      // Q by TMA from thread 0 just before its K boxes: both are in flight at once, where the
-      // warpgroup's cp.async copy of Q (~200 instructions per warp of address work) delayed the
-      // first K box.
-      if (maps.q_enabled) {
-        if (threadIdx.x == 0) QBuf::load_tile_tma(smem_q, &maps.q, blk.m0, blk.head, blk.batch, q_full);
-#ifdef FLASHBUF_BLOCK_TRACE
-        if (threadIdx.x == 0) flashbuf_trace_q_issued();
-#endif
-      } else {
+      // Q by TMA: issued above. By cp.async (varlen), from the whole warpgroup.
+      if (!maps.q_enabled) {
         if (blk.pack_shift != 0) {
           load_tile_async_packed<QTile, kProducerThreads>(smem_q, blk.q_ptr<In>(p), p.q_row_stride, p.q_head_stride,
                                                           blk.pack_shift, blk.rows_q);
@@ -419,24 +446,11 @@ struct PrefillSm90 {
         }
         sm90::cp_async_mbarrier_arrive_noinc(q_full);
       }
-      // Tile i goes into stage Ring::stage(i) of each buffer. The stage is set from i rather than
-      // left to the buffers' own cycling count (the same stages): a loop-carried modulo spills at
-      // 40 registers.
-      // TMA: one thread per operand issues whole tiles (K from warp 0, V from warp 1), so neither
-      // operand's boxes wait behind the other's (paged, page 16 at D 128: 16 boxes a tile each).
+      // TMA: one thread per operand issues whole tiles (K from warp 0, V from warp 1; the early
+      // tiles of both came from thread 0 above), so neither operand's boxes wait behind the other's
+      // (paged, page 16 at D 128: 16 boxes a tile each).
       const auto issue_tma = [&](const Ring& ring, auto& buf, const CUtensorMap* map, std::uint32_t bytes) {
-        for (int i = 0; i < tma_tiles; ++i) {
-          const int key0 = (n_first + i) * kBN;
-          buf.write_to_stage(Ring::stage(i));
-          ring.acquire(i);
-          if constexpr (Paged) {
-            buf.load_tile_tma_paged(map, key0, blk.head_kv, ring.expect_bytes(i, bytes), maps.box_rows);
-          } else {
-            // Varlen: one packed sequence of rows (batch 0), this sequence from k_begin.
-            const int row = blk.k_begin + key0, batch = p.cu_seqlens_k ? 0 : blk.batch;
-            buf.load_tile_tma(map, row, blk.head_kv, batch, ring.expect_bytes(i, bytes));
-          }
-        }
+        for (int i = kEarlyTiles; i < tma_tiles; ++i) issue_tile_tma(ring, buf, map, bytes, i);
       };
       // Every producer thread copies its chunks of K(i), then of V(i), each after its stage is
       // free; after_k / after_v close the copies (a cp.async group, or its arrival on the ring).
@@ -463,7 +477,8 @@ struct PrefillSm90 {
         // thread waits for its own copies, the warpgroup syncs, then thread 0 arrives (its
         // release covers the others' writes, ordered before it by the named barrier). K and V
         // are both in flight before the first wait. The first sync is required: threads 0 and
-        // 32 have acquired tile i - 1 of their rings by then, so tile i's empty barriers are at
+        // 32 have acquired tile i - 1 of their rings by then (thread 0 the early tiles of both,
+        // before the block's barrier), so tile i's empty barriers are at
         // most one phase behind the others' parity wait (without it, a thread could see one two
         // phases behind and pass the wait wrongly).
         for (int i = tma_tiles; i < num_tiles; ++i) {
