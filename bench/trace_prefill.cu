@@ -15,10 +15,10 @@
 // a record of kTraceSlots per block of the grid: start (thread 0), SM, first tile done and last
 // product done (each the later of the two consumers), end (the later consumer's epilogue),
 // query block, pair (head + 1024 * sequence), key tiles; then the steps of an item's start and
-// end: the barriers initialised (thread 0, after the block's __syncthreads), Q's TMA issued
-// (thread 0), Q and K(0) landed as consumer 0 sees them, O divided and its warpgroup synced
-// before the store (the later consumer).
-constexpr int kMaxTracedBlocks = 1 << 16, kTraceSlots = 12;
+// end: the block's __syncthreads passed (thread 0), Q's TMA issued (thread 0), Q and K(0) landed
+// as consumer 0 sees them, O divided and its warpgroup synced before the store (the later
+// consumer), and the barriers initialised and fenced (thread 0, before Q's TMA).
+constexpr int kMaxTracedBlocks = 1 << 16, kTraceSlots = 13;
 __device__ unsigned long long flashbuf_block_trace[kTraceSlots * kMaxTracedBlocks];
 __device__ unsigned long long* trace_record() {
   return &flashbuf_block_trace[kTraceSlots * (blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z))];
@@ -48,8 +48,10 @@ __device__ void flashbuf_trace_barriers_ready() { trace_record()[8] = trace_cloc
 __device__ void flashbuf_trace_q_issued() { trace_record()[9] = trace_clock(); }
 __device__ void flashbuf_trace_operands_ready() { trace_record()[10] = trace_clock(); }
 __device__ void flashbuf_trace_output_final() { atomicMax(trace_record() + 11, trace_clock()); }
+__device__ void flashbuf_trace_barriers_initialised() { trace_record()[12] = trace_clock(); }
 constexpr const char* kTraceColumns =
-    "start,sm,first_tile,last_product,end,m_block,pair,tiles,barriers_ready,q_issued,operands_ready,output_final";
+    "start,sm,first_tile,last_product,end,m_block,pair,tiles,barriers_ready,q_issued,operands_ready,output_final,"
+    "barriers_initialised";
 
 #include <algorithm>
 #include <cmath>

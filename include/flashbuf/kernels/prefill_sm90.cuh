@@ -416,6 +416,9 @@ struct PrefillSm90 {
     if (threadIdx.x == 0) {
       sm90::mbarrier_init(q_full, maps.q_enabled ? 1 : kProducerThreads);
       sm90::fence_mbarrier_init();  // the TMA unit completes transactions on these barriers
+#ifdef FLASHBUF_BLOCK_TRACE
+      flashbuf_trace_barriers_initialised();
+#endif
       if (maps.q_enabled && num_tiles > 0) {
         QBuf::load_tile_tma(smem_q, &maps.q, blk.m0, blk.head, blk.batch, q_full);
 #ifdef FLASHBUF_BLOCK_TRACE
