@@ -111,8 +111,9 @@ TEST(CoreWorkItems, SectionOrderIsLongestFirstInSections) {
           }
         }
   // Large grids: 2^31 - 1 blocks at most (longest_first_section's bound), sampled.
-  for (const auto& [m_blocks, pairs, section, heads] :
-       {std::array{65535, 32767, 7, 127}, std::array{1 << 16, (1 << 15) - 1, 12, 32767}, std::array{3, 715827882, 5, 96}}) {
+  for (const auto& [m_blocks, pairs, section, heads] : {std::array{65535, 32767, 7, 127},
+                                                         std::array{1 << 16, (1 << 15) - 1, 12, 32767},
+                                                         std::array{3, 715827882, 5, 96}}) {
     const SectionOrder order(section, m_blocks, pairs, heads);
     const long long total = static_cast<long long>(m_blocks) * pairs;
     ASSERT_LE(total, 0x7fffffffLL);

@@ -82,9 +82,10 @@ FLASHBUF_HOST_DEVICE constexpr GridItem longest_first_in_sections(int block, int
 
 // longest_first_in_sections for one launch, its divisors made once on the host (FastDivmod): a
 // kernel's block then finds its item, and the pair's head and sequence, with multiplications.
-// The integer divisions cost each block about 0.4 us at its start and again where its
-// epilogue finds the block anew (bench/NOTES-prefill.md, "An item's fixed cost, step by step").
-// `section` 0 (or one pair): the grid's own order, which a kernel reads from blockIdx instead.
+// Integer divisions by launch values, at every block's start and again where its epilogue finds
+// the block anew, were a measurable part of a short item's time (bench/NOTES-prefill.md, "An
+// item's fixed cost, step by step"). `section` 0 (or one pair): the grid's own order, which a
+// kernel reads from blockIdx instead.
 struct SectionOrder {
   int section = 0;      // pairs a section
   int lead = 0;         // pairs of the short section, which runs first (pairs % section)

@@ -408,8 +408,8 @@ struct PrefillSm90 {
     // Q by TMA, and K(0) and V(0) where TMA copies them from a tensor, go in flight before the
     // block's barrier: thread 0 initialised their barriers and fenced them to the async proxy,
     // so its copies may complete on them at once. (Issued after the barrier, the first copies
-    // waited for every warp of the block and the producer's register release: about a
-    // microsecond of every item's start, bench/NOTES-prefill.md, "An item's fixed cost, step by
+    // also waited for every warp of the block and the producer's register release, on every
+    // item's path to its first product: bench/NOTES-prefill.md, "An item's fixed cost, step by
     // step".) Paged tiles wait for the barrier: their page-table reads there cost the D 256
     // kernel spills.
     constexpr int kEarlyTiles = Paged ? 0 : 1;
@@ -450,8 +450,8 @@ struct PrefillSm90 {
         sm90::cp_async_mbarrier_arrive_noinc(q_full);
       }
       // TMA: one thread per operand issues whole tiles (K from warp 0, V from warp 1; the early
-      // tiles of both came from thread 0 above), so neither operand's boxes wait behind the other's
-      // (paged, page 16 at D 128: 16 boxes a tile each).
+      // tiles of both came from thread 0 above), so neither operand's boxes wait behind the
+      // other's (paged, page 16 at D 128: 16 boxes a tile each).
       const auto issue_tma = [&](const Ring& ring, auto& buf, const CUtensorMap* map, std::uint32_t bytes) {
         for (int i = kEarlyTiles; i < tma_tiles; ++i) issue_tile_tma(ring, buf, map, bytes, i);
       };
@@ -481,9 +481,9 @@ struct PrefillSm90 {
         // release covers the others' writes, ordered before it by the named barrier). K and V
         // are both in flight before the first wait. The first sync is required: threads 0 and
         // 32 have acquired tile i - 1 of their rings by then (thread 0 the early tiles of both,
-        // before the block's barrier), so tile i's empty barriers are at
-        // most one phase behind the others' parity wait (without it, a thread could see one two
-        // phases behind and pass the wait wrongly).
+        // before the block's barrier), so tile i's empty barriers are at most one phase behind
+        // the others' parity wait (without it, a thread could see one two phases behind and pass
+        // the wait wrongly).
         for (int i = tma_tiles; i < num_tiles; ++i) {
           sm90::named_barrier_sync(kProducerSync, kProducerThreads);
           gather_tile(i, sm80::cp_async_commit_group, sm80::cp_async_commit_group);
