@@ -47,10 +47,9 @@ int device_wave(const AttentionProblem& pr) {
 
 // One launch of `kernel` (a __global__ of class Kernel) over the problem's grid: query blocks x
 // heads (K/V heads where the rows are packed) x sequences. The Hopper kernel's batch-form
-// launches take longest_first_in_sections' order (the mma.sync kernel reads only the grid's:
-// PrefillBlock::make_in_grid); its varlen ones keep the grid's (a packed
-// varlen batch of equal lengths ran slower in sections, for a reason not yet found:
-// bench/NOTES-prefill.md, "The causal grid's order").
+// launches take SectionOrder's order (core/work_items.hpp; the mma.sync kernel reads only the
+// grid's: PrefillBlock::make_in_grid); its varlen ones keep the grid's (a packed varlen batch of
+// equal lengths ran slower in sections: bench/NOTES-prefill.md, "The causal grid's order").
 template <class Kernel, class... Extra>
 void launch_prefill_kernel(void (*kernel)(PrefillParams, Extra...), PrefillParams params, const AttentionProblem& pr,
                            const Extra&... extra) {

@@ -58,11 +58,26 @@ TEST(CoreWorkItems, ItemCoordsCoverEveryBlockOnce) {
     }
 }
 
-// longest_first_in_sections is a bijection onto (query block, pair); within a section the
-// blocks run heaviest first (query blocks counted from the last ascend), the section's pairs
-// innermost; the sections follow each other, the short one (pairs % section) first.
+// The order by integer division, written from its definition: the oracle SectionOrder's
+// multiplications are checked against.
+flashbuf::GridItem sections_by_division(int block, int m_blocks, int pairs, int section) {
+  const int lead = pairs % section;  // the short section's pairs, 0 for none
+  int first = 0, width = lead;
+  if (block >= lead * m_blocks) {
+    first = lead + (block - lead * m_blocks) / (section * m_blocks) * section;
+    width = section;
+  }
+  const int in_section = block - first * m_blocks;
+  const int rank = in_section / width;
+  return {rank, first + (in_section - rank * width)};
+}
+
+// SectionOrder is a bijection onto (query block, pair); within a section the blocks run
+// heaviest first (query blocks counted from the last ascend), the section's pairs innermost;
+// the sections follow each other, the short one (pairs % section) first. (A section of one
+// pair is the grid's own order.)
 TEST(CoreWorkItems, LongestFirstSectionsCoverEveryBlockOnce) {
-  using flashbuf::longest_first_in_sections;
+  using flashbuf::SectionOrder;
   for (const int m_blocks : {1, 2, 5, 32, 43})
     for (const int pairs : {1, 3, 8, 10, 32})
       for (const int section : {1, 2, 3, 8, 12, 32}) {
@@ -74,7 +89,7 @@ TEST(CoreWorkItems, LongestFirstSectionsCoverEveryBlockOnce) {
         std::vector<int> seen(total, 0);
         int previous_rank = 0, previous_section = -2;
         for (int block = 0; block < total; ++block) {
-          const auto item = longest_first_in_sections(block, m_blocks, pairs, section);
+          const auto item = SectionOrder(section, m_blocks, pairs, 1).item(block);
           ASSERT_TRUE(item.m_from_last >= 0 && item.m_from_last < m_blocks && item.pair >= 0 && item.pair < pairs);
           ++seen[item.pair * m_blocks + item.m_from_last];
           const int in_section = section_of(item.pair);
@@ -87,10 +102,9 @@ TEST(CoreWorkItems, LongestFirstSectionsCoverEveryBlockOnce) {
       }
 }
 
-// SectionOrder (the divisors made on the host) hands every block the item the definition does,
+// SectionOrder (the divisors made on the host) hands every block the item the divisions do,
 // and splits its pair into the grid's head and sequence, up to grids of about 2^31 blocks.
 TEST(CoreWorkItems, SectionOrderIsLongestFirstInSections) {
-  using flashbuf::longest_first_in_sections;
   using flashbuf::SectionOrder;
   for (const int m_blocks : {1, 2, 5, 17, 32, 43})
     for (const int heads : {1, 3, 8, 10})
@@ -103,7 +117,7 @@ TEST(CoreWorkItems, SectionOrderIsLongestFirstInSections) {
           const SectionOrder order(section, m_blocks, pairs, heads);
           ASSERT_TRUE(order.on());
           for (int block = 0; block < m_blocks * pairs; ++block) {
-            const auto want = longest_first_in_sections(block, m_blocks, pairs, section);
+            const auto want = sections_by_division(block, m_blocks, pairs, section);
             const auto got = order.item(block);
             ASSERT_EQ(got.m_from_last, want.m_from_last) << "block " << block;
             ASSERT_EQ(got.pair, want.pair) << "block " << block;
@@ -119,7 +133,7 @@ TEST(CoreWorkItems, SectionOrderIsLongestFirstInSections) {
     ASSERT_LE(total, 0x7fffffffLL);
     for (long long block = 0; block < total; block += total / 4099 + 1) {
       for (const long long b : {block, total - 1 - block}) {
-        const auto want = longest_first_in_sections(static_cast<int>(b), m_blocks, pairs, section);
+        const auto want = sections_by_division(static_cast<int>(b), m_blocks, pairs, section);
         const auto got = order.item(static_cast<int>(b));
         ASSERT_EQ(got.m_from_last, want.m_from_last) << "block " << b;
         ASSERT_EQ(got.pair, want.pair) << "block " << b;
@@ -132,8 +146,8 @@ TEST(CoreWorkItems, SectionOrderIsLongestFirstInSections) {
 }
 
 TEST(CoreWorkItems, LongestFirstSectionsOfAboutAWave) {
-  using flashbuf::longest_first_in_sections;
   using flashbuf::longest_first_section;
+  using flashbuf::SectionOrder;
   using flashbuf::MaskParams;
   const MaskParams causal{4096, 4096, -1, 0};
   EXPECT_EQ(longest_first_section(causal, 16, 80, 132), 8);   // S 2k in 128-row blocks: 8 pairs of 16 a section
@@ -146,12 +160,13 @@ TEST(CoreWorkItems, LongestFirstSectionsOfAboutAWave) {
   EXPECT_EQ(longest_first_section(MaskParams{4096, 4096, 100, 0}, 32, 40, 132), 4);  // a window
   EXPECT_EQ(longest_first_section(causal, 1 << 20, 1 << 12, 132), 0);  // 2^32 blocks
   // 10 pairs in sections of 4: pairs 0-1 (the short one), then 2-5, then 6-9.
-  EXPECT_EQ(longest_first_in_sections(0, 3, 10, 4).pair, 0);
-  EXPECT_EQ(longest_first_in_sections(1, 3, 10, 4).pair, 1);
-  EXPECT_EQ(longest_first_in_sections(2, 3, 10, 4).m_from_last, 1);
-  EXPECT_EQ(longest_first_in_sections(6, 3, 10, 4).pair, 2);
-  EXPECT_EQ(longest_first_in_sections(29, 3, 10, 4).pair, 9);
-  EXPECT_EQ(longest_first_in_sections(29, 3, 10, 4).m_from_last, 2);
+  const SectionOrder order(4, 3, 10, 10);
+  EXPECT_EQ(order.item(0).pair, 0);
+  EXPECT_EQ(order.item(1).pair, 1);
+  EXPECT_EQ(order.item(2).m_from_last, 1);
+  EXPECT_EQ(order.item(6).pair, 2);
+  EXPECT_EQ(order.item(29).pair, 9);
+  EXPECT_EQ(order.item(29).m_from_last, 2);
 }
 
 TEST(CoreWorkItems, OneItemPerBlockWhenTheGridCoversThem) {

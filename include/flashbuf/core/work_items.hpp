@@ -59,55 +59,43 @@ FLASHBUF_HOST_DEVICE constexpr double mean_key_tiles(const MaskParams& mask, int
 // pairs' heaviest blocks start when the other SMs are nearly through, and the launch ends on
 // them while the rest idle. Heaviest first over every pair balances the SMs, but its blocks
 // then work on many pairs' K/V at once, each tile read by few of them while the L2 holds it,
-// and a key tile costs more. So the pairs go in sections of about a wave of
-// blocks, each section heaviest first (every pair's last query block, then every pair's one
-// before, ...), section after section; where the pairs do not divide evenly, the short section
-// goes first, so that the launch ends on a whole section's light blocks. (Measured per block:
-// bench/NOTES-prefill.md, "The causal grid's order".) `block` counts the grid's blocks, query
-// blocks fastest; `pairs` = heads x sequences, a pair head + heads * sequence.
+// and a key tile costs more. So the pairs go in sections of about a wave of blocks, each
+// section heaviest first (every pair's last query block, then every pair's one before, ...),
+// section after section; where the pairs do not divide evenly, the short section goes first,
+// so that the launch ends on a whole section's light blocks. (Measured per block:
+// bench/NOTES-prefill.md, "The causal grid's order".)
+// A block counts the grid's blocks, query blocks fastest; pairs = heads x sequences, a pair
+// head + heads * sequence. The divisors are made once per launch on the host (FastDivmod), so
+// that a kernel's block finds its item, and the pair's head and sequence, with
+// multiplications: integer divisions by launch values, at every block's start and again where
+// its epilogue finds the block anew, were a measurable part of a short item's time
+// (bench/NOTES-prefill.md, "An item's fixed cost, step by step"). Sections of one pair are the
+// grid's own order, which a kernel reads from blockIdx instead (on() false).
 struct GridItem {
   int m_from_last, pair;
 };
-FLASHBUF_HOST_DEVICE constexpr GridItem longest_first_in_sections(int block, int m_blocks, int pairs, int section) {
-  const int lead = pairs % section;  // the short section's pairs, 0 for none
-  int first = 0, width = lead;
-  if (block >= lead * m_blocks) {
-    first = lead + (block - lead * m_blocks) / (section * m_blocks) * section;
-    width = section;
-  }
-  const int in_section = block - first * m_blocks;
-  const int rank = in_section / width;
-  return {rank, first + (in_section - rank * width)};
-}
-
-// longest_first_in_sections for one launch, its divisors made once on the host (FastDivmod): a
-// kernel's block then finds its item, and the pair's head and sequence, with multiplications.
-// Integer divisions by launch values, at every block's start and again where its epilogue finds
-// the block anew, were a measurable part of a short item's time (bench/NOTES-prefill.md, "An
-// item's fixed cost, step by step"). `section` 0 (or one pair): the grid's own order, which a
-// kernel reads from blockIdx instead.
 struct SectionOrder {
-  int section = 0;      // pairs a section
   int lead = 0;         // pairs of the short section, which runs first (pairs % section)
   int lead_blocks = 0;  // its blocks: lead x query blocks
   FastDivmod section_blocks, section_pairs, lead_pairs, heads;
 
   SectionOrder() = default;
-  // `heads`: the grid's, of which pairs = heads x sequences.
+  // `section` pairs a section (0 or 1: the grid's own order); `heads`: the grid's, of which
+  // pairs = heads x sequences.
   FLASHBUF_HOST_DEVICE constexpr SectionOrder(int section, int m_blocks, int pairs, int heads)
-      : section(section > 1 ? section : 0),
-        lead(section > 1 ? pairs % section : 0),
+      : lead(section > 1 ? pairs % section : 0),
         lead_blocks(lead * m_blocks),
-        section_blocks(section * m_blocks),
+        section_blocks((section > 1 ? section : 1) * m_blocks),
         section_pairs(section),
         lead_pairs(lead),
         heads(heads) {}
-  FLASHBUF_HOST_DEVICE constexpr bool on() const { return section > 0; }
+  FLASHBUF_HOST_DEVICE constexpr bool on() const { return section_pairs.divisor > 1; }
   FLASHBUF_HOST_DEVICE constexpr GridItem item(int block) const {
     if (block < lead_blocks) {
       const int rank = lead_pairs.div(block);
       return {rank, block - rank * lead};
     }
+    const int section = section_pairs.divisor;
     const int after_lead = block - lead_blocks;
     const int whole = section_blocks.div(after_lead);  // whole sections before this block's
     const int in_section = after_lead - whole * section_blocks.divisor;
@@ -116,7 +104,7 @@ struct SectionOrder {
   }
 };
 
-// The pairs of a section of longest_first_in_sections: as many as make about one wave of blocks
+// The pairs of a section of SectionOrder: as many as make about one wave of blocks
 // (`wave`: as many as the device runs at once), at most `pairs`; 0 (the grid's own order, as
 // sections of one pair are) where that is one pair, where every query block of a pair sees as
 // many keys (no right bound on a row's keys), or where the grid's blocks do not fit an int.

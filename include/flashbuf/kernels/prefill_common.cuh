@@ -60,8 +60,8 @@ struct PrefillBlock {
   __device__ static PrefillBlock make_in_grid(const PrefillParams& p, int block_m, int pack_shift = 0) {
     return make_at(p, block_m, p.num_m_blocks - 1 - static_cast<int>(blockIdx.x), blockIdx.y, blockIdx.z, pack_shift);
   }
-  // The grid's block in longest_first_in_sections' order (p.sections). Not in make_in_grid: its
-  // arithmetic costs the mma.sync kernel, at 255 registers, spills.
+  // The grid's block in the sections' order (p.sections). Not in make_in_grid: its arithmetic
+  // costs the mma.sync kernel, at 255 registers, spills.
   __device__ static PrefillBlock make_in_sections(const PrefillParams& p, int block_m, int pack_shift) {
     const int block = static_cast<int>(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
     const GridItem item = p.sections.item(block);

@@ -43,8 +43,8 @@ struct PrefillParams {
   float scale_log2;        // multiplies raw scores (after softcap's tanh) into log2 units
   float softcap_inv;       // scale / softcap, or 0 without softcap
   int window_left, window_right;
-  // The (query block, head, sequence) grid's order (core/work_items.hpp,
-  // longest_first_in_sections) in sections, or (sections.on() false) the grid's own.
+  // The (query block, head, sequence) grid's order in sections (core/work_items.hpp), or
+  // (sections.on() false) the grid's own.
   SectionOrder sections;
   // Blocks per item (a 1-D grid of the grid's heads x the table's capacity, heads innermost) in the
   // longest-first order of core/work_order.hpp; null: the (query block, head, sequence) grid.

@@ -52,6 +52,16 @@
 #include "flashbuf/kernels/prefill_params.hpp"
 #include "flashbuf/kernels/prefill_tiles.hpp"
 
+// bench/trace_prefill.cu's per-block timeline: where its unit defines FLASHBUF_BLOCK_TRACE and
+// the hooks, FLASHBUF_TRACE_STEP(cond, hook) calls the hook on the threads where cond holds; in
+// every other build it is nothing.
+#ifdef FLASHBUF_BLOCK_TRACE
+#define FLASHBUF_TRACE_STEP(cond, hook) \
+  if (cond) hook
+#else
+#define FLASHBUF_TRACE_STEP(cond, hook)
+#endif
+
 namespace flashbuf {
 
 // Shared memory one block may use with `ctas_per_sm` resident per SM (H100/H200: 228 KB per
@@ -360,9 +370,7 @@ struct PrefillSm90 {
 #ifdef FLASHBUF_NO_WGMMA
     __trap();  // never launched on a device pass without wgmma (see arch/sm90/target.cuh)
 #else
-#ifdef FLASHBUF_BLOCK_TRACE  // bench/trace_prefill.cu's per-block timeline (its unit defines the hooks)
-    if (threadIdx.x == 0) flashbuf_trace_block_start();
-#endif
+    FLASHBUF_TRACE_STEP(threadIdx.x == 0, flashbuf_trace_block_start());
     const PrefillBlock blk = PrefillBlock::make<!Paged>(p, kBM);
     if (blk.empty()) return;
 
@@ -416,14 +424,10 @@ struct PrefillSm90 {
     if (threadIdx.x == 0) {
       sm90::mbarrier_init(q_full, maps.q_enabled ? 1 : kProducerThreads);
       sm90::fence_mbarrier_init();  // the TMA unit completes transactions on these barriers
-#ifdef FLASHBUF_BLOCK_TRACE
-      flashbuf_trace_barriers_initialised();
-#endif
+      FLASHBUF_TRACE_STEP(true, flashbuf_trace_barriers_initialised());
       if (maps.q_enabled && num_tiles > 0) {
         QBuf::load_tile_tma(smem_q, &maps.q, blk.m0, blk.head, blk.batch, q_full);
-#ifdef FLASHBUF_BLOCK_TRACE
-        flashbuf_trace_q_issued();
-#endif
+        FLASHBUF_TRACE_STEP(true, flashbuf_trace_q_issued());
       }
       for (int i = 0; i < min(kEarlyTiles, tma_tiles); ++i) {
         issue_tile_tma(kring, kbuf, &maps.k, KTile::kBytes, i);
@@ -431,9 +435,7 @@ struct PrefillSm90 {
       }
     }
     __syncthreads();  // barriers initialised before anyone else arrives or waits
-#ifdef FLASHBUF_BLOCK_TRACE
-    if (threadIdx.x == 0) flashbuf_trace_barriers_ready();
-#endif
+    FLASHBUF_TRACE_STEP(threadIdx.x == 0, flashbuf_trace_barriers_ready());
 
     if (threadIdx.x < kProducerThreads) {
       sm90::setmaxnreg_dec<kProducerRegisters>();
@@ -537,23 +539,17 @@ struct PrefillSm90 {
             sm90::mbarrier_wait_parity(q_full, 0);
             kring.wait(0);
             sm90::fence_proxy_async_shared();  // cp.async may have written Q and K(0)
-#ifdef FLASHBUF_BLOCK_TRACE
-            if (consumer_thread == 0) flashbuf_trace_operands_ready();
-#endif
+            FLASHBUF_TRACE_STEP(consumer_thread == 0, flashbuf_trace_operands_ready());
           },
           [&] { issue_scores(0); }, [] {}, [&](auto between) { softmax_scores(0, between); });
-#ifdef FLASHBUF_BLOCK_TRACE
-      if (consumer_thread % 128 == 0) flashbuf_trace_first_tile_done();
-#endif
+      FLASHBUF_TRACE_STEP(consumer_thread % 128 == 0, flashbuf_trace_first_tile_done());
       for (int i = 1; i < num_tiles; ++i) {
         steady_tile(
             kring, vring, i, i - 1, consumer, pbuf, out, packed, vbuf, correction, [&] { fence_gathered(i); },
             [&] { issue_scores(i); }, [] {}, [&](auto between) { softmax_scores(i, between); });
       }
       last_pv(vring, num_tiles - 1, consumer, out, pbuf, packed, vbuf, [&] { fence_gathered(num_tiles - 1); });
-#ifdef FLASHBUF_BLOCK_TRACE
-      if (consumer_thread % 128 == 0) flashbuf_trace_last_product();
-#endif
+      FLASHBUF_TRACE_STEP(consumer_thread % 128 == 0, flashbuf_trace_last_product());
     }
 
     // The block again for the epilogue (the same one: blockIdx and an order table the kernel
@@ -563,9 +559,7 @@ struct PrefillSm90 {
     finalize_rows(softmax, out, p, eblk, warp_row0);
     const auto warpgroup_sync = [consumer] { sm90::named_barrier_sync(kEpilogue0 + consumer, 128); };
     warpgroup_sync();  // this consumer's wgmma are done with its Q rows: they take its O
-#ifdef FLASHBUF_BLOCK_TRACE
-    if (consumer_thread % 128 == 0) flashbuf_trace_output_final();
-#endif
+    FLASHBUF_TRACE_STEP(consumer_thread % 128 == 0, flashbuf_trace_output_final());
     if (maps.o_enabled) {
       store_output_tma(out.o, smem_q, maps, eblk, consumer, consumer_thread, warpgroup_sync, consumer * 64);
     } else if (eblk.pack_shift != 0) {
@@ -576,9 +570,8 @@ struct PrefillSm90 {
       store_output<OTile, WGO, 128, 64>(out.o, smem_q, warp_row0, eblk.o_ptr<In>(p), p.o_row_stride, eblk.rows_q,
                                        consumer_thread % 128, warpgroup_sync, consumer * 64);
     }
-#ifdef FLASHBUF_BLOCK_TRACE
-    if (consumer_thread % 128 == 0) flashbuf_trace_block_end(eblk.m_block, eblk.head + 1024 * eblk.batch, num_tiles);
-#endif
+    FLASHBUF_TRACE_STEP(consumer_thread % 128 == 0,
+                        flashbuf_trace_block_end(eblk.m_block, eblk.head + 1024 * eblk.batch, num_tiles));
 #endif
   }
 };
