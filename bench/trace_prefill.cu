@@ -17,8 +17,9 @@
 // query block, pair (head + 1024 * sequence), key tiles; then the steps of an item's start and
 // end: the block's __syncthreads passed (thread 0), Q's TMA issued (thread 0), Q and K(0) landed
 // as consumer 0 sees them, O divided and its warpgroup synced before the store (the later
-// consumer), and the barriers initialised and fenced (thread 0, before Q's TMA).
-constexpr int kMaxTracedBlocks = 1 << 16, kTraceSlots = 13;
+// consumer), the barriers initialised and fenced (thread 0, before Q's TMA), and the block's
+// item found (thread 0, once PrefillBlock::make's key range is known: before the barriers).
+constexpr int kMaxTracedBlocks = 1 << 16, kTraceSlots = 14;
 __device__ unsigned long long flashbuf_block_trace[kTraceSlots * kMaxTracedBlocks];
 __device__ unsigned long long* trace_record() {
   return &flashbuf_block_trace[kTraceSlots * (blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z))];
@@ -49,9 +50,16 @@ __device__ void flashbuf_trace_q_issued() { trace_record()[9] = trace_clock(); }
 __device__ void flashbuf_trace_operands_ready() { trace_record()[10] = trace_clock(); }
 __device__ void flashbuf_trace_output_final() { atomicMax(trace_record() + 11, trace_clock()); }
 __device__ void flashbuf_trace_barriers_initialised() { trace_record()[12] = trace_clock(); }
+// The clock is read once `keys_end` is known: the compiler may not move the read above make's
+// arithmetic and loads.
+__device__ void flashbuf_trace_block_found(int keys_end) {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t) : "r"(keys_end));
+  trace_record()[13] = t;
+}
 constexpr const char* kTraceColumns =
     "start,sm,first_tile,last_product,end,m_block,pair,tiles,barriers_ready,q_issued,operands_ready,output_final,"
-    "barriers_initialised";
+    "barriers_initialised,block_found";
 
 #include <algorithm>
 #include <cmath>

@@ -44,10 +44,12 @@ def summary(path):
             f" {tail:.2f} us)  blocks/SM {len(rows) / len(by_sm):.1f}")
     if "operands_ready" in rows[0]:  # the steps of the start and the end, each from the step before
         inits = mean_us("start", "barriers_initialised") if "barriers_initialised" in rows[0] else float("nan")
-        line += ("\n    from the start: barriers initialised {:.2f}, Q issued {:.2f}, the block's barrier {:.2f},"
+        found = mean_us("start", "block_found") if "block_found" in rows[0] else float("nan")
+        line += ("\n    from the start: item found {:.2f}, barriers initialised {:.2f}, Q issued {:.2f},"
+                 " the block's barrier {:.2f},"
                  " Q and K(0) landed {:.2f}, first tile done {:.2f} us; from the last product: O final {:.2f},"
                  " stored {:.2f} us; gap to the SM's next block {:.2f} us").format(
-                     inits, mean_us("start", "q_issued"), mean_us("start", "barriers_ready"),
+                     found, inits, mean_us("start", "q_issued"), mean_us("start", "barriers_ready"),
                      mean_us("start", "operands_ready"), mean_us("start", "first_tile"),
                      mean_us("last_product", "output_final"), mean_us("last_product", "end"),
                      statistics.mean(gaps) if gaps else float("nan"))

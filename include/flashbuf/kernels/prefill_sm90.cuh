@@ -372,6 +372,7 @@ struct PrefillSm90 {
 #else
     FLASHBUF_TRACE_STEP(threadIdx.x == 0, flashbuf_trace_block_start());
     const PrefillBlock blk = PrefillBlock::make<!Paged>(p, kBM);
+    FLASHBUF_TRACE_STEP(threadIdx.x == 0, flashbuf_trace_block_found(blk.keys.end));
     if (blk.empty()) return;
 
     char* smem = reinterpret_cast<char*>(round_up(reinterpret_cast<std::uintptr_t>(smem_raw), std::uintptr_t(kAlign)));
