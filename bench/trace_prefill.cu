@@ -75,22 +75,32 @@ using namespace flashbuf;
 using In = __nv_bfloat16;
 
 // A kernel of this unit's own: the library's prefill_sm90_kernel is compiled without the trace.
-template <int D, int Dv>
-__global__ void __launch_bounds__(PrefillSm90<In, D, Dv, false>::kThreads, 1)
+// Consumers and BlockN as the library's launches take them (D 64's long items: three consumers
+// over 192-row items, src/cuda/prefill_launch.cuh).
+template <int D, int Dv, int Consumers = prefill_sm90_tile(D, Dv).consumers,
+          int BlockN = prefill_sm90_tile(D, Dv).block_n>
+struct Traced {
+  using Kernel = PrefillSm90<In, D, Dv, false, Consumers, BlockN>;
+};
+template <int D, int Dv, int... Shape>
+using TracedKernel = typename Traced<D, Dv, Shape...>::Kernel;
+
+template <int D, int Dv, int... Shape>
+__global__ void __launch_bounds__(TracedKernel<D, Dv, Shape...>::kThreads, 1)
     traced_prefill(const __grid_constant__ PrefillParams params, const __grid_constant__ PrefillTmaMaps maps) {
   extern __shared__ __align__(128) char smem[];
-  PrefillSm90<In, D, Dv, false>::run(params, maps, smem);
+  TracedKernel<D, Dv, Shape...>::run(params, maps, smem);
 }
 
-template <int D, int Dv>
+template <int D, int Dv, int... Shape>
 void run(const char* out, int s, bool causal) {
-  using Kernel = PrefillSm90<In, D, Dv, false>;
+  using Kernel = TracedKernel<D, Dv, Shape...>;
   const int h = D == 192 ? 10 : 2048 / D, b = 16384 / s;
   const GridProblem problem(s, h, D, Dv, causal);
   const detail::AttentionProblem& pr = problem.pr;
   PrefillParams p = detail::make_prefill_params(pr, Kernel::kBM, 0);
   const PrefillTmaMaps maps = detail::make_prefill_tma_maps<Kernel::kBN, Kernel::kBM>(pr);
-  cudaFuncSetAttribute(&traced_prefill<D, Dv>, cudaFuncAttributeMaxDynamicSharedMemorySize, Kernel::kSmemBytes);
+  cudaFuncSetAttribute(&traced_prefill<D, Dv, Shape...>, cudaFuncAttributeMaxDynamicSharedMemorySize, Kernel::kSmemBytes);
   const int pairs = h * b, wave = detail::device_wave<Kernel>(pr);
   const int rule = longest_first_section(MaskParams{s, s, -1, causal ? 0 : -1}, p.num_m_blocks, pairs, wave);
   std::vector<int> orders = {rule};
@@ -99,7 +109,7 @@ void run(const char* out, int s, bool causal) {
   if (std::size_t(grid.x) * grid.y * grid.z > kMaxTracedBlocks) return;
   auto launch = [&](int order) {
     p.sections = SectionOrder(order, p.num_m_blocks, pairs, h);
-    traced_prefill<D, Dv><<<grid, Kernel::kThreads, Kernel::kSmemBytes>>>(p, maps);
+    traced_prefill<D, Dv, Shape...><<<grid, Kernel::kThreads, Kernel::kSmemBytes>>>(p, maps);
   };
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0); cudaEventCreate(&e1);
@@ -157,6 +167,11 @@ int main(int argc, char** argv) {
   for (int s : {8192, 16384}) {
     run<128, 128>(out, s, false);
     run<128, 128>(out, s, true);
+  }
+  // D 64's long items: three consumers over 192 rows (FA4's tile), unmasked and causal.
+  for (int s : {4096, 16384}) {
+    run<64, 64, 3, prefill_sm90_tile(64, 64, true).block_n>(out, s, false);
+    run<64, 64, 3, prefill_sm90_tile(64, 64, true).block_n>(out, s, true);
   }
   return 0;
 }
