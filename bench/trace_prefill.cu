@@ -100,7 +100,8 @@ void run(const char* out, int s, bool causal) {
   const detail::AttentionProblem& pr = problem.pr;
   PrefillParams p = detail::make_prefill_params(pr, Kernel::kBM, 0);
   const PrefillTmaMaps maps = detail::make_prefill_tma_maps<Kernel::kBN, Kernel::kBM>(pr);
-  cudaFuncSetAttribute(&traced_prefill<D, Dv, Shape...>, cudaFuncAttributeMaxDynamicSharedMemorySize, Kernel::kSmemBytes);
+  cudaFuncSetAttribute(&traced_prefill<D, Dv, Shape...>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                       Kernel::kSmemBytes);
   const int pairs = h * b, wave = detail::device_wave<Kernel>(pr);
   const int rule = longest_first_section(MaskParams{s, s, -1, causal ? 0 : -1}, p.num_m_blocks, pairs, wave);
   std::vector<int> orders = {rule};

@@ -72,15 +72,15 @@ def main():
             clocks[name] += [s for s in samples if s[1] > 300]  # the GPU busy, not between launches
     print("point".ljust(50) + "".join(n.rjust(14) for n in names))
     for point, by_name in tflops.items():
-        ref = statistics.median(by_name[names[0]])
-        cells = [f"{statistics.median(by_name[n]):7.1f} {statistics.median(by_name[n]) / ref:5.3f}" if by_name[n] else "-"
-                 for n in names]
+        medians = {n: statistics.median(v) for n, v in by_name.items() if v}
+        ref = medians.get(names[0])
+        cells = [f"{medians[n]:7.1f} {medians[n] / ref:5.3f}" if n in medians and ref else "-" for n in names]
         print(point.ljust(50) + "".join(c.rjust(14) for c in cells))
     for name in names:
         s = clocks[name]
         if s:
-            print(f"{name}: SM clock {statistics.mean(x[0] for x in s):.0f} MHz, power {statistics.mean(x[1] for x in s):.0f} W"
-                  f" ({len(s)} samples)")
+            print(f"{name}: SM clock {statistics.mean(x[0] for x in s):.0f} MHz,"
+                  f" power {statistics.mean(x[1] for x in s):.0f} W ({len(s)} samples)")
 
 
 if __name__ == "__main__":
