@@ -24,9 +24,10 @@ __device__ unsigned long long flashbuf_block_trace[kTraceSlots * kMaxTracedBlock
 __device__ unsigned long long* trace_record() {
   return &flashbuf_block_trace[kTraceSlots * (blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z))];
 }
-__device__ unsigned long long trace_clock() {
+// `after`: a value the read waits for (the compiler may not move it above the value's work).
+__device__ unsigned long long trace_clock(int after = 0) {
   unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t) : "r"(after));
   return t;
 }
 __device__ void flashbuf_trace_block_start() {
@@ -50,13 +51,8 @@ __device__ void flashbuf_trace_q_issued() { trace_record()[9] = trace_clock(); }
 __device__ void flashbuf_trace_operands_ready() { trace_record()[10] = trace_clock(); }
 __device__ void flashbuf_trace_output_final() { atomicMax(trace_record() + 11, trace_clock()); }
 __device__ void flashbuf_trace_barriers_initialised() { trace_record()[12] = trace_clock(); }
-// The clock is read once `keys_end` is known: the compiler may not move the read above make's
-// arithmetic and loads.
-__device__ void flashbuf_trace_block_found(int keys_end) {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t) : "r"(keys_end));
-  trace_record()[13] = t;
-}
+// Read once make's key range is known, so not above make's arithmetic and loads.
+__device__ void flashbuf_trace_block_found(int keys_end) { trace_record()[13] = trace_clock(keys_end); }
 constexpr const char* kTraceColumns =
     "start,sm,first_tile,last_product,end,m_block,pair,tiles,barriers_ready,q_issued,operands_ready,output_final,"
     "barriers_initialised,block_found";
@@ -77,30 +73,23 @@ using In = __nv_bfloat16;
 // A kernel of this unit's own: the library's prefill_sm90_kernel is compiled without the trace.
 // Consumers and BlockN as the library's launches take them (D 64's long items: three consumers
 // over 192-row items, src/cuda/prefill_launch.cuh).
-template <int D, int Dv, int Consumers = prefill_sm90_tile(D, Dv).consumers,
-          int BlockN = prefill_sm90_tile(D, Dv).block_n>
-struct Traced {
-  using Kernel = PrefillSm90<In, D, Dv, false, Consumers, BlockN>;
-};
-template <int D, int Dv, int... Shape>
-using TracedKernel = typename Traced<D, Dv, Shape...>::Kernel;
-
-template <int D, int Dv, int... Shape>
-__global__ void __launch_bounds__(TracedKernel<D, Dv, Shape...>::kThreads, 1)
+template <int D, int Dv, int Consumers, int BlockN>
+__global__ void __launch_bounds__(PrefillSm90<In, D, Dv, false, Consumers, BlockN>::kThreads, 1)
     traced_prefill(const __grid_constant__ PrefillParams params, const __grid_constant__ PrefillTmaMaps maps) {
   extern __shared__ __align__(128) char smem[];
-  TracedKernel<D, Dv, Shape...>::run(params, maps, smem);
+  PrefillSm90<In, D, Dv, false, Consumers, BlockN>::run(params, maps, smem);
 }
 
-template <int D, int Dv, int... Shape>
+template <int D, int Dv, int Consumers = prefill_sm90_tile(D, Dv).consumers,
+          int BlockN = prefill_sm90_tile(D, Dv).block_n>
 void run(const char* out, int s, bool causal) {
-  using Kernel = TracedKernel<D, Dv, Shape...>;
+  using Kernel = PrefillSm90<In, D, Dv, false, Consumers, BlockN>;
   const int h = D == 192 ? 10 : 2048 / D, b = 16384 / s;
   const GridProblem problem(s, h, D, Dv, causal);
   const detail::AttentionProblem& pr = problem.pr;
   PrefillParams p = detail::make_prefill_params(pr, Kernel::kBM, 0);
   const PrefillTmaMaps maps = detail::make_prefill_tma_maps<Kernel::kBN, Kernel::kBM>(pr);
-  cudaFuncSetAttribute(&traced_prefill<D, Dv, Shape...>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  cudaFuncSetAttribute(&traced_prefill<D, Dv, Consumers, BlockN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                        Kernel::kSmemBytes);
   const int pairs = h * b, wave = detail::device_wave<Kernel>(pr);
   const int rule = longest_first_section(MaskParams{s, s, -1, causal ? 0 : -1}, p.num_m_blocks, pairs, wave);
@@ -110,7 +99,7 @@ void run(const char* out, int s, bool causal) {
   if (std::size_t(grid.x) * grid.y * grid.z > kMaxTracedBlocks) return;
   auto launch = [&](int order) {
     p.sections = SectionOrder(order, p.num_m_blocks, pairs, h);
-    traced_prefill<D, Dv, Shape...><<<grid, Kernel::kThreads, Kernel::kSmemBytes>>>(p, maps);
+    traced_prefill<D, Dv, Consumers, BlockN><<<grid, Kernel::kThreads, Kernel::kSmemBytes>>>(p, maps);
   };
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0); cudaEventCreate(&e1);

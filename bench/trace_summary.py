@@ -36,8 +36,8 @@ def summary(path):
     tail = mean_us("last_product", "end")
     steady = [(r["last_product"] - r["first_tile"]) / 1e3 / (r["tiles"] - 1) for r in rows if r["tiles"] > 1]
     # Between a block's end and the next block's start on the same SM.
-    gaps = [(b["start"] - a["end"]) / 1e3 for v in by_sm.values()
-            for a, b in zip(sorted(v, key=lambda r: r["start"]), sorted(v, key=lambda r: r["start"])[1:])]
+    in_order = [sorted(v, key=lambda r: r["start"]) for v in by_sm.values()]
+    gaps = [(b["start"] - a["end"]) / 1e3 for v in in_order for a, b in zip(v, v[1:])]
     line = (f"{os.path.basename(path):32s} span {span / 1e3:7.1f} us  busy {busy:.3f}  first SM idle at {first_idle:.3f}"
             f"  item {fixed:5.2f} us + {per_tile:.3f} us a tile  (start to first tile {head:.2f} us,"
             f" steady {statistics.mean(steady) if steady else float('nan'):.3f} us a tile, last product to end"
