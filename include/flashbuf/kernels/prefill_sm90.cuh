@@ -257,25 +257,29 @@ struct PrefillSm90 {
   // The main loop's steady tile, the step both schedules share (a block per item: its tiles 1 to
   // n - 1; the persistent walk: the tiles inside an item): in this consumer's turn, S(kt) is
   // issued and then O += P V(vt) of the tile before; S's softmax runs while the P V does; then O
-  // is rescaled by the softmax's correction and P(kt) packed for the next step. kt and vt count
-  // ring tiles; `before_issue()` runs once both stages have landed (a gathered tile's proxy
-  // fence), `issue_s()` issues S(kt) (the schedule knows Q's slot), `scores_done()` runs once
+  // is rescaled by the softmax's correction and P(kt) packed for the next step. V(vt) is waited
+  // for inside the turn, after S(kt) is issued: K(kt) alone gates the turn, and the tensor pipe
+  // has S to run while V lands (FA4's order; faster at every head dim, bench/NOTES-prefill.md).
+  // kt and vt count ring tiles; `k_landed()` and `v_landed()` run once K(kt), resp. V(vt), has
+  // landed (a gathered tile's proxy fence), `issue_s()` issues S(kt) (the schedule knows Q's
+  // slot), `scores_done()` runs once
   // S(kt) is complete (the walk hands Q's slot back after an item's last S), and
   // `softmax_s(between)` masks and exponentiates S(kt) into `correction` (the schedule knows S's
   // key tile), running `between(correction of the first row half)` between the row halves.
-  template <class RingT, class VBufT, class BeforeIssue, class IssueS, class ScoresDone, class SoftmaxS>
+  template <class RingT, class VBufT, class KLanded, class VLanded, class IssueS, class ScoresDone, class SoftmaxS>
   __device__ static void steady_tile(const RingT& kring, const RingT& vring, int kt, int vt, int consumer,
                                      PBuf& pbuf, OBuf& out, PFrag& packed, VBufT& vbuf, float (&correction)[1][2],
-                                     BeforeIssue before_issue, IssueS issue_s, ScoresDone scores_done,
+                                     KLanded k_landed, VLanded v_landed, IssueS issue_s, ScoresDone scores_done,
                                      SoftmaxS softmax_s) {
     SFrag& s = reinterpret_cast<SFrag&>(pbuf.s);  // the wgmma views of P's and O's registers
     OFrag& o = reinterpret_cast<OFrag&>(out.o);
     kring.wait(kt);
-    vring.wait(vt);
-    before_issue();
+    k_landed();
     take_turn(consumer);
     fence_operands(s, o, packed);
     issue_s();
+    vring.wait(vt);
+    v_landed();
     issue_pv(o, packed, vbuf, RingT::stage(vt));
     pass_turn(consumer, false);
     sm90::wgmma_wait_group<1>();  // S(kt) done; O += P V(vt) may still run
@@ -547,7 +551,7 @@ struct PrefillSm90 {
       for (int i = 1; i < num_tiles; ++i) {
         steady_tile(
             kring, vring, i, i - 1, consumer, pbuf, out, packed, vbuf, correction, [&] { fence_gathered(i); },
-            [&] { issue_scores(i); }, [] {}, [&](auto between) { softmax_scores(i, between); });
+            [&] { fence_gathered(i - 1); }, [&] { issue_scores(i); }, [] {}, [&](auto between) { softmax_scores(i, between); });
       }
       last_pv(vring, num_tiles - 1, consumer, out, pbuf, packed, vbuf, [&] { fence_gathered(num_tiles - 1); });
       FLASHBUF_TRACE_STEP(consumer_thread % 128 == 0, flashbuf_trace_last_product());

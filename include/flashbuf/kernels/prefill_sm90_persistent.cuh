@@ -216,7 +216,7 @@ struct PrefillSm90Persistent {
     for (;;) {
       if (i < num_tiles) {  // a steady tile
         Base::steady_tile(
-            kring, vring, t + 1, t, consumer, pbuf, out, packed, vbuf, correction, [] {},
+            kring, vring, t + 1, t, consumer, pbuf, out, packed, vbuf, correction, [] {}, [] {},
             [&] { issue_scores(t + 1, r % kQSlots); }, [&] { q_read(i, num_tiles, r % kQSlots); },
             [&](auto between) { softmax_scores(blk, n_first + i, between); });
         ++i;
