@@ -259,11 +259,11 @@ struct PrefillSm90 {
   // issued and then O += P V(vt) of the tile before; S's softmax runs while the P V does; then O
   // is rescaled by the softmax's correction and P(kt) packed for the next step. V(vt) is waited
   // for inside the turn, after S(kt) is issued: K(kt) alone gates the turn, and the tensor pipe
-  // has S to run while V lands (FA4's order; faster at every head dim, bench/NOTES-prefill.md).
+  // has S(kt) to run while V(vt) lands (FA4's order; bench/NOTES-prefill.md has the A/B).
   // kt and vt count ring tiles; `k_landed()` and `v_landed()` run once K(kt), resp. V(vt), has
   // landed (a gathered tile's proxy fence), `issue_s()` issues S(kt) (the schedule knows Q's
-  // slot), `scores_done()` runs once
-  // S(kt) is complete (the walk hands Q's slot back after an item's last S), and
+  // slot), `scores_done()` runs once S(kt) is complete (the walk hands Q's slot back after an
+  // item's last S), and
   // `softmax_s(between)` masks and exponentiates S(kt) into `correction` (the schedule knows S's
   // key tile), running `between(correction of the first row half)` between the row halves.
   template <class RingT, class VBufT, class KLanded, class VLanded, class IssueS, class ScoresDone, class SoftmaxS>
