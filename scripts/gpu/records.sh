@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The files of record on the GPU machine, FlashAttention-4 in the same run: each named entry of
+# bench/results/RECORD.json has its `command` run against a package of this tree, from /tmp (so
+# that the package, not the checkout's python/ folder, is imported), with --out and --plot added:
+# $OUT/h200-<name>-<commit>-<date>.json and .png, ready to commit and to name in RECORD.json.
+#
+#   scripts/gpu/records.sh prefill-sm90 prefill-sm90-d192-128 prefill-serving
+#
+# FA4 arrives in two parts (scripts/gpu/fa4_site.sh) and the 64 MiB carry holds the tree, .deps and
+# one part, so records take two calls on one warm machine; each call stashes the parts it carries,
+# builds the package if this machine has none yet (~/flashbuf-records; the instantiations in
+# RECORD_CMAKE_ARGS), and runs the records once both parts are there:
+#   1. carry [".deps", ".commit", ".fa4site/part.ab", ".fa4site/SHA256SUMS"]: builds, stashes
+#   2. right after (the machine stays warm 30 s), carry [".commit", ".fa4site/part.aa",
+#      ".fa4site/SHA256SUMS"]: the packages .deps unpacked and the package stay from call 1
+# RECORDS_ANCHORS_ONLY_OK=1 lets a record run without FA4 (its column then null).
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 2
+root=$PWD
+OUT=${OUT:-$root/gpu-out}
+mkdir -p "$OUT"
+pkg=${RECORDS_PKG:-$HOME/flashbuf-records}
+cmake_args=${RECORD_CMAKE_ARGS:--DFLASHBUF_INSTANTIATIONS=bf16_64_64;bf16_128_128;bf16_192_128;bf16_256_256 -DFLASHBUF_DECODE_INSTANTIATIONS=bf16_128}
+[ $# -ge 1 ] || { echo "usage: scripts/gpu/records.sh RECORD_NAME... (the keys of bench/results/RECORD.json)" >&2; exit 2; }
+commit=${FLASHBUF_COMMIT:-$(cat .commit 2>/dev/null || echo unknown)}
+export FLASHBUF_COMMIT=$commit
+
+# Every name and its command first: a typo should cost nothing on the device.
+declare -A command
+for name in "$@"; do
+  cmd=$(python3 -c 'import json, sys; print(json.load(open("bench/results/RECORD.json"))[sys.argv[1]]["command"])' "$name" 2>/dev/null) ||
+    { echo "records: no record named '$name' in bench/results/RECORD.json" >&2; exit 2; }
+  [[ "$cmd" == "python3 bench/bench.py "* ]] || { echo "records: '$name' is not a bench/bench.py record: $cmd" >&2; exit 2; }
+  command[$name]=${cmd#python3 bench/bench.py }
+done
+
+source scripts/gpu/device_deps.sh unpack
+if [ ! -f "$pkg/.built" ] || [ "$(cat "$pkg/.built")" != "$commit" ]; then
+  start=$(date +%s)
+  rm -rf "$pkg"
+  CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) CMAKE_ARGS="-DFLASHBUF_CUDA_ARCHS=90a $cmake_args" \
+    python3 -m pip install --no-build-isolation --no-deps --target "$pkg" . >"$OUT/records-pip.log" 2>&1 ||
+    { tail -30 "$OUT/records-pip.log"; exit 1; }
+  echo "$commit" >"$pkg/.built"
+  echo "records: package of $commit built in $(( $(date +%s) - start )) s ($pkg)"
+fi
+fa4_env=$(bash scripts/gpu/fa4_site.sh env)
+if [ -z "$fa4_env" ] && [ -z "${RECORDS_ANCHORS_ONLY_OK:-}" ]; then
+  echo "records: FlashAttention-4 is not complete yet (fa4_site.sh above): carry the other part in the next call"
+  exit 0
+fi
+eval "$fa4_env"
+export PYTHONPATH=$pkg${PYTHONPATH:+:$PYTHONPATH}
+date=$(date +%Y%m%d)
+for name in "$@"; do
+  base="$OUT/h200-$name-$commit-$date"
+  start=$(date +%s)
+  # shellcheck disable=SC2086  # the command's arguments, split as RECORD.json writes them
+  (cd /tmp && PYTHONUNBUFFERED=1 python3 "$root/bench/bench.py" ${command[$name]} --out "$base.json" --plot "$base.png" \
+     >"$OUT/records-$name.log" 2>&1)
+  echo "records: $name exit $? in $(( $(date +%s) - start )) s -> $(basename "$base").json"
+  tail -25 "$OUT/records-$name.log"
+done
