@@ -551,7 +551,8 @@ struct PrefillSm90 {
       for (int i = 1; i < num_tiles; ++i) {
         steady_tile(
             kring, vring, i, i - 1, consumer, pbuf, out, packed, vbuf, correction, [&] { fence_gathered(i); },
-            [&] { fence_gathered(i - 1); }, [&] { issue_scores(i); }, [] {}, [&](auto between) { softmax_scores(i, between); });
+            [&] { fence_gathered(i - 1); }, [&] { issue_scores(i); }, [] {},
+            [&](auto between) { softmax_scores(i, between); });
       }
       last_pv(vring, num_tiles - 1, consumer, out, pbuf, packed, vbuf, [&] { fence_gathered(num_tiles - 1); });
       FLASHBUF_TRACE_STEP(consumer_thread % 128 == 0, flashbuf_trace_last_product());
