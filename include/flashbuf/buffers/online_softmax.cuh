@@ -169,44 +169,83 @@ struct OnlineSoftmax {
   // wholly masked for the row (the persistent grid's 128-row items walk some that a 64-row
   // block skips; bf16 O then differed in the last bit). Scaling is monotonic, so the max of
   // the scaled values is the scaled max.
-  // `between(correction)` runs once, after the first row half's exponentials (a kernel's hook
-  // to end a scheduling block there: prefill_sm90.cuh's steady tile).
-  template <class Between = NoHook>
+  // `between(correction of the first row)` runs once, where `At` says (core/softmax_state.hpp's
+  // ScoresHook: a kernel's hook that ends a scheduling block there and waits for a product,
+  // prefill_sm90.cuh's steady tile). The order of the steps moves with it; every element's
+  // arithmetic is the same either way (the same bits).
+  template <ScoresHook At = ScoresHook::between_row_halves, class Between = NoHook>
   __device__ void update_scores(float (&s)[MTiles][NTiles][4], float scale_log2,
                                 float (&correction)[MTiles][2], Between between = {}) {
+    if constexpr (At == ScoresHook::between_row_halves) {
 #pragma unroll
-    for (int mt = 0; mt < MTiles; ++mt) {
+      for (int mt = 0; mt < MTiles; ++mt) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        if (mt == 0 && h == 1) between(correction[0][0]);
-        float part[NTiles];
-#pragma unroll
-        for (int nt = 0; nt < NTiles; ++nt) part[nt] = fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]);
-        const float tile_max = tree_reduce(part, [](float a, float b) { return fmaxf(a, b); });
-        const float seen = quad_max(fmaxf(row_max_log2[mt][h], __fmul_rn(tile_max, scale_log2)));
-        // (From -inf any finite max moves: the difference is +inf.)
-        const float m =
-            MaxSlackLog2 == 0 || seen - row_max_log2[mt][h] > float(MaxSlackLog2) ? seen : row_max_log2[mt][h];
-        const float base = m == kNegInf ? 0.0f : m;
-        correction[mt][h] = sm80::ex2_approx_ftz(row_max_log2[mt][h] - base);
-        row_max_log2[mt][h] = m;
-#pragma unroll
-        for (int nt = 0; nt < NTiles; ++nt) {
-          float& s0 = s[mt][nt][2 * h];
-          float& s1 = s[mt][nt][2 * h + 1];
-          s0 = sm80::ex2_approx_ftz(s0 * scale_log2 - base);
-          s1 = sm80::ex2_approx_ftz(s1 * scale_log2 - base);
-          part[nt] = s0 + s1;
-        }
-        row_sum[mt][h] =
-            row_sum[mt][h] * correction[mt][h] + tree_reduce(part, [](float a, float b) { return a + b; });
-        if constexpr (MaxSlackLog2 > 0) {
-          // The thread's largest P of the tile, computed as its element was (the same FFMA and
-          // MUFU: the same bits), and what rounding it to PIn for P V changed.
-          const float top = sm80::ex2_approx_ftz(fmaf(tile_max, scale_log2, -base));
-          top_rounding[mt][h] = top_rounding[mt][h] * correction[mt][h] + (rounded_to<PIn>(top) - top);
+        for (int h = 0; h < 2; ++h) {
+          if (mt == 0 && h == 1) between(correction[0][0]);
+          float tile_max;
+          const float base = max_step(s, mt, h, scale_log2, correction, tile_max);
+          exp_step<false>(s, mt, h, scale_log2, base, tile_max, correction);
         }
       }
+    } else {
+      float base[MTiles][2], tile_max[MTiles][2];
+#pragma unroll
+      for (int mt = 0; mt < MTiles; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) base[mt][h] = max_step(s, mt, h, scale_log2, correction, tile_max[mt][h]);
+      constexpr bool kScaled = At == ScoresHook::after_scaling;
+      if constexpr (kScaled) {
+#pragma unroll
+        for (int mt = 0; mt < MTiles; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < NTiles; ++nt)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) s[mt][nt][i] = s[mt][nt][i] * scale_log2 - base[mt][i / 2];
+      }
+      between(correction[0][0]);
+#pragma unroll
+      for (int mt = 0; mt < MTiles; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) exp_step<kScaled>(s, mt, h, scale_log2, base[mt][h], tile_max[mt][h], correction);
+    }
+  }
+  // Row h of m tile mt: its max over the tile (tile_max), the row's new (or kept) max and O's
+  // correction; returns the exponent base.
+  __device__ float max_step(const float (&s)[MTiles][NTiles][4], int mt, int h, float scale_log2,
+                            float (&correction)[MTiles][2], float& tile_max) {
+    float part[NTiles];
+#pragma unroll
+    for (int nt = 0; nt < NTiles; ++nt) part[nt] = fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]);
+    tile_max = tree_reduce(part, [](float a, float b) { return fmaxf(a, b); });
+    const float seen = quad_max(fmaxf(row_max_log2[mt][h], __fmul_rn(tile_max, scale_log2)));
+    // (From -inf any finite max moves: the difference is +inf.)
+    const float m =
+        MaxSlackLog2 == 0 || seen - row_max_log2[mt][h] > float(MaxSlackLog2) ? seen : row_max_log2[mt][h];
+    const float base = m == kNegInf ? 0.0f : m;
+    correction[mt][h] = sm80::ex2_approx_ftz(row_max_log2[mt][h] - base);
+    row_max_log2[mt][h] = m;
+    return base;
+  }
+  // The row's P = exp2(s * scale_log2 - base) in place (Scaled: s holds s * scale_log2 - base
+  // already) and its sum.
+  template <bool Scaled>
+  __device__ void exp_step(float (&s)[MTiles][NTiles][4], int mt, int h, float scale_log2, float base, float tile_max,
+                           const float (&correction)[MTiles][2]) {
+    float part[NTiles];
+#pragma unroll
+    for (int nt = 0; nt < NTiles; ++nt) {
+      float& s0 = s[mt][nt][2 * h];
+      float& s1 = s[mt][nt][2 * h + 1];
+      s0 = sm80::ex2_approx_ftz(Scaled ? s0 : s0 * scale_log2 - base);
+      s1 = sm80::ex2_approx_ftz(Scaled ? s1 : s1 * scale_log2 - base);
+      part[nt] = s0 + s1;
+    }
+    row_sum[mt][h] = row_sum[mt][h] * correction[mt][h] + tree_reduce(part, [](float a, float b) { return a + b; });
+    if constexpr (MaxSlackLog2 > 0) {
+      // The thread's largest P of the tile, computed as its element was (the same FFMA and
+      // MUFU: the same bits), and what rounding it to PIn for P V changed.
+      const float top = sm80::ex2_approx_ftz(fmaf(tile_max, scale_log2, -base));
+      top_rounding[mt][h] = top_rounding[mt][h] * correction[mt][h] + (rounded_to<PIn>(top) - top);
     }
   }
   // The same, rescaling the output buffer at once.

@@ -18,6 +18,15 @@
 
 namespace flashbuf {
 
+// Where a kernel's softmax step over a tile runs its caller's hook (OnlineSoftmax::update_scores;
+// the Hopper consumer waits there for the previous tile's O += P V, so that what comes before
+// the hook runs under that product):
+//   between_row_halves  after the first of a thread's two rows is exponentiated and summed
+//   after_row_max       once every row's max (and O's correction) is known
+//   after_scaling       then the scores scaled and offset by their row's max as well, before
+//                       the first exponential
+enum class ScoresHook { between_row_halves, after_row_max, after_scaling };
+
 struct SoftmaxState {
   float max = kNegInf;
   float sum = 0.0f;

@@ -114,9 +114,9 @@ struct PrefillSm90 {
   // 32 + 3 * 160 = 4 * 128).
   static constexpr int kProducerRegisters = kConsumers == 3 ? 32 : 40;
   static constexpr int kConsumerRegisters = kConsumers == 1 ? 216 : kConsumers == 2 ? 232 : 160;
-  // Where a steady tile waits for the previous tile's O += P V: inside S's softmax, or before
-  // it (why: prefill_sm90_pv_wait_in_softmax).
-  static constexpr bool kPvWaitInSoftmax = prefill_sm90_pv_wait_in_softmax(D, Dv);
+  // Where in S's softmax a steady tile waits for the previous tile's O += P V (why:
+  // prefill_sm90_pv_wait).
+  static constexpr ScoresHook kPvWait = prefill_sm90_pv_wait(D, Dv);
 
   using WGS = WgmmaTensorCore<In, kBN>;       // S = Q K^T over a key tile: K is K-major
   using WGO = WgmmaTensorCore<In, Dv, true>;  // O += P V: V is N-major, through the descriptor
@@ -244,7 +244,7 @@ struct PrefillSm90 {
   }
   // S of key tile `key_tile` landed in registers: mask it (unless `unmasked` holds the tile),
   // exponentiate it, and return the O correction; q_row0 is this warp's first query row.
-  // `between` runs between the two row halves' exponentials (OnlineSoftmax::update_scores).
+  // `between` runs where kPvWait says (OnlineSoftmax::update_scores).
   template <class Between = NoHook>
   __device__ static void softmax_scores(PBuf& pbuf, Softmax& softmax, const PrefillParams& p, const MaskParams& mask,
                                         int q_row0, int key_tile, TileSpan unmasked, float (&correction)[1][2],
@@ -252,11 +252,11 @@ struct PrefillSm90 {
     sm90::fence_registers(reinterpret_cast<SFrag&>(pbuf.s));
     if (p.softcap_inv > 0.0f) Softmax::apply_softcap(pbuf.s, p.softcap_inv);
     if (!unmasked.contains(key_tile)) Softmax::apply_mask(pbuf.s, mask, q_row0, key_tile * kBN);
-    softmax.update_scores(pbuf.s, p.scale_log2, correction, between);
+    softmax.template update_scores<kPvWait>(pbuf.s, p.scale_log2, correction, between);
   }
   // The main loop's steady tile, the step both schedules share (a block per item: its tiles 1 to
   // n - 1; the persistent walk: the tiles inside an item): in this consumer's turn, S(kt) is
-  // issued and then O += P V(vt) of the tile before; S's softmax runs while the P V does; then O
+  // issued and then O += P V(vt) of the tile before; S's softmax starts while the P V runs; then O
   // is rescaled by the softmax's correction and P(kt) packed for the next step. V(vt) is waited
   // for inside the turn, after S(kt) is issued: K(kt) alone gates the turn, and the tensor pipe
   // has S(kt) to run while V(vt) lands (FA4's order; bench/NOTES-prefill.md has the A/B).
@@ -265,7 +265,7 @@ struct PrefillSm90 {
   // slot), `scores_done()` runs once S(kt) is complete (the walk hands Q's slot back after an
   // item's last S), and
   // `softmax_s(between)` masks and exponentiates S(kt) into `correction` (the schedule knows S's
-  // key tile), running `between(correction of the first row half)` between the row halves.
+  // key tile), running `between(correction of the first row)` where kPvWait says.
   template <class RingT, class VBufT, class KLanded, class VLanded, class IssueS, class ScoresDone, class SoftmaxS>
   __device__ static void steady_tile(const RingT& kring, const RingT& vring, int kt, int vt, int consumer,
                                      PBuf& pbuf, OBuf& out, PFrag& packed, VBufT& vbuf, float (&correction)[1][2],
@@ -285,21 +285,16 @@ struct PrefillSm90 {
     sm90::wgmma_wait_group<1>();  // S(kt) done; O += P V(vt) may still run
     kring.release(kt);
     scores_done();
-    if constexpr (kPvWaitInSoftmax) {
-      // The wait for O += P V(vt) between the softmax's row halves (FA4's is inside its softmax
-      // too): the first half runs under the product, the second interleaves with O's rescale.
-      // ptxas moves a wait to the top of its scheduling block (the top of the whole softmax),
-      // so a branch that is never taken (the correction is an exponential, >= 0 or NaN) ends
-      // the block before it. (After the whole softmax, P V's operands stay live through all of
-      // it, and D 256 spills.)
-      softmax_s([&](float first_correction) {
-        sm90::end_schedule_block(first_correction < 0.0f);
-        wait_pv<0>(o, packed);
-      });
-    } else {
-      softmax_s(NoHook{});
-      wait_pv<0>(o, packed);  // ptxas hoists it to the top of the softmax
-    }
+    // The wait for O += P V(vt) inside S's softmax, where kPvWait says (FA4's is inside its
+    // softmax too): what comes before it runs under the product. ptxas moves a wait to the top of
+    // its scheduling block (here the top of the whole softmax, where the warp idled until the
+    // product was done), so a branch that is never taken (the correction is an exponential, >= 0
+    // or NaN) ends the block before it. (After the whole softmax, P V's operands stay live
+    // through all of it, and D 256 spills.)
+    softmax_s([&](float first_correction) {
+      sm90::end_schedule_block(first_correction < 0.0f);
+      wait_pv<0>(o, packed);
+    });
     vring.release(vt);
     if (kMaxSlackLog2 == 0 || Softmax::any_moved(correction)) Softmax::rescale(out, correction);
     pbuf.pack(packed);

@@ -3,6 +3,8 @@
 // device-visible so the launchers and the tests read the same numbers.
 #pragma once
 
+#include "flashbuf/core/softmax_state.hpp"
+
 namespace flashbuf {
 
 struct PrefillTile {
@@ -86,15 +88,18 @@ constexpr PrefillSm90Tile prefill_sm90_tile(int head_dim, int head_dim_v, bool p
 }
 
 // Where a Hopper consumer's steady tile waits for the previous tile's O += P V (both kernels),
-// by the widest head dim (measured with D 192 / Dv 128 on 80-key tiles, kept on 128):
-//   above 128   between the two row halves of S's softmax, so that the first half runs under the
-//               product
-//   otherwise   before the softmax (where ptxas puts it): the wait inside made D 64 and 128
-//               slower, D 256 faster (measured on the sm90 grid: bench/NOTES-prefill.md,
-//               "The P V wait, measured"); D 192 / Dv 128 gains only with the kept max below
-//               ("D 192 / Dv 128 joins D 256")
-constexpr bool prefill_sm90_pv_wait_in_softmax(int head_dim, int head_dim_v) {
-  return widest_head_dim(head_dim, head_dim_v) > 128;
+// inside S's softmax, by the widest head dim (ptxas would move the wait to the softmax's top,
+// where the warp idled until the product was done: about 460 of its 2,600 cycles a tile at D 128
+// S 8k in ncu's source page, where FA4's wait comes after its rows' max and scaling and waits
+// 2; bench/NOTES-prefill.md, "The P V wait after the rows' max"):
+//   up to 64    after every row's max
+//   up to 128   after the rows' max and the scores' scaling
+//   above 128   between the two row halves (after the rows' max it was 1-4% slower at D 192 /
+//               Dv 128 and mixed at D 256, in the same measurement)
+constexpr ScoresHook prefill_sm90_pv_wait(int head_dim, int head_dim_v) {
+  const int widest = widest_head_dim(head_dim, head_dim_v);
+  if (widest > 128) return ScoresHook::between_row_halves;
+  return widest > 64 ? ScoresHook::after_scaling : ScoresHook::after_row_max;
 }
 
 // A Hopper consumer's softmax keeps each row's max until a tile's exceeds it by 2^slack
