@@ -88,14 +88,14 @@ constexpr PrefillSm90Tile prefill_sm90_tile(int head_dim, int head_dim_v, bool p
 }
 
 // Where a Hopper consumer's steady tile waits for the previous tile's O += P V (both kernels),
-// inside S's softmax, by the widest head dim (ptxas would move the wait to the softmax's top,
-// where the warp idled until the product was done: about 460 of its 2,600 cycles a tile at D 128
-// S 8k in ncu's source page, where FA4's wait comes after its rows' max and scaling and waits
-// 2; bench/NOTES-prefill.md, "The P V wait after the rows' max"):
+// inside S's softmax, by the widest head dim. ptxas would hoist the wait to the softmax's top,
+// where the warp idles until the product is done; FA4's comes after its rows' max and scaling,
+// and finds it done (ncu's source pages side by side, and the A/B: bench/NOTES-prefill.md,
+// stop 53):
 //   up to 64    after every row's max
 //   up to 128   after the rows' max and the scores' scaling
-//   above 128   between the two row halves (after the rows' max it was 1-4% slower at D 192 /
-//               Dv 128 and mixed at D 256, in the same measurement)
+//   above 128   between the two row halves (after the rows' max was slower there at D 192 / Dv
+//               128 and mixed at D 256)
 constexpr ScoresHook prefill_sm90_pv_wait(int head_dim, int head_dim_v) {
   const int widest = widest_head_dim(head_dim, head_dim_v);
   if (widest > 128) return ScoresHook::between_row_halves;
