@@ -90,8 +90,8 @@ constexpr PrefillSm90Tile prefill_sm90_tile(int head_dim, int head_dim_v, bool p
 // Where a Hopper consumer's steady tile waits for the previous tile's O += P V (both kernels),
 // inside S's softmax, by the widest head dim. ptxas would hoist the wait to the softmax's top,
 // where the warp idles until the product is done; FA4's comes after its rows' max and scaling,
-// and finds it done (ncu's source pages side by side, and the A/B: bench/NOTES-prefill.md,
-// stop 53):
+// and finds it done (bench/NOTES-prefill.md, "Where FA4's steady tile is shorter" and the A/B
+// after it):
 //   up to 64    after every row's max
 //   up to 128   after the rows' max and the scores' scaling
 //   above 128   between the two row halves (after the rows' max was slower there at D 192 / Dv
