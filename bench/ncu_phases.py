@@ -17,17 +17,9 @@ launches' tables (FA4 runs twice: its first call compiles); --table picks one (d
 """
 import argparse
 import collections
-import csv
 import re
 
-
-def tables(path):
-    rows = list(csv.reader(open(path)))
-    heads = [i for i, r in enumerate(rows) if r and r[0] == "Address"]
-    for j, h in enumerate(heads):
-        end = heads[j + 1] if j + 1 < len(heads) else len(rows)
-        col = {n: i for i, n in enumerate(rows[h])}
-        yield col, [r for r in rows[h + 1:end] if len(r) == len(col)]
+from ncu_stalls import source_tables
 
 
 def steady_loop(src, addr, samples, executed):
@@ -80,7 +72,7 @@ def main():
     ap.add_argument("period", type=float, help="cycles a steady tile (the kernel's SM-active cycles / block tiles an SM)")
     ap.add_argument("--table", type=int, default=-1, help="which launch's table (default: the last)")
     a = ap.parse_args()
-    col, data = list(tables(a.csv))[a.table]
+    col, data = source_tables(a.csv)[a.table]
     src = [r[col["Source"]] for r in data]
     addr = [int(r[col["Address"]], 16) for r in data]
     samples = [int(r[col["Warp Stall Sampling (All Samples)"]] or 0) for r in data]

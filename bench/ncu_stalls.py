@@ -16,17 +16,25 @@ import csv
 import sys
 
 
-def main(path, chunk):
+def source_tables(path):
+    """Each launch's table in a source-page CSV, in order: (column index by name, rows)."""
     rows = list(csv.reader(open(path)))
-    headers = [i for i, r in enumerate(rows) if r and r[0] == "Address"]
-    if not headers:
+    heads = [i for i, r in enumerate(rows) if r and r[0] == "Address"]
+    if not heads:
         sys.exit(f"{path}: no source table (no kernel matched, or ncu failed: see the file)")
-    names = rows[headers[-1]]
-    data = [r for r in rows[headers[-1] + 1:] if len(r) == len(names)]
-    col = {n: i for i, n in enumerate(names)}
+    tables = []
+    for j, h in enumerate(heads):
+        end = heads[j + 1] if j + 1 < len(heads) else len(rows)
+        col = {n: i for i, n in enumerate(rows[h])}
+        tables.append((col, [r for r in rows[h + 1:end] if len(r) == len(col)]))
+    return tables
+
+
+def main(path, chunk):
+    col, data = source_tables(path)[-1]
     samples = col["Warp Stall Sampling (All Samples)"]
     executed = col["Instructions Executed"]
-    reasons = [n for n in names if n.startswith("stall_") and "(Not" not in n]
+    reasons = [n for n in col if n.startswith("stall_") and "(Not" not in n]
     count = lambda r, c: int(r[c] or 0)
     total = sum(count(r, samples) for r in data) or 1
     by_reason = collections.Counter({n: sum(count(r, col[n]) for r in data) for n in reasons})
