@@ -244,15 +244,30 @@ struct PrefillSm90 {
   }
   // S of key tile `key_tile` landed in registers: mask it (unless `unmasked` holds the tile),
   // exponentiate it, and return the O correction; q_row0 is this warp's first query row.
-  // `between` runs where kPvWait says (OnlineSoftmax::update_scores).
-  template <class Between = NoHook>
+  // `between` runs where kPvWait says (OnlineSoftmax::update_scores). `softcap` is a bool, or a
+  // std::bool_constant where the caller compiles its loop once per case (soft_capped, below).
+  template <class Softcap, class Between = NoHook>
   __device__ static void softmax_scores(PBuf& pbuf, Softmax& softmax, const PrefillParams& p, const MaskParams& mask,
                                         int q_row0, int key_tile, TileSpan unmasked, float (&correction)[1][2],
-                                        Between between = {}) {
+                                        Softcap softcap, Between between = {}) {
     sm90::fence_registers(reinterpret_cast<SFrag&>(pbuf.s));
-    if (p.softcap_inv > 0.0f) Softmax::apply_softcap(pbuf.s, p.softcap_inv);
+    if (softcap) Softmax::apply_softcap(pbuf.s, p.softcap_inv);
     if (!unmasked.contains(key_tile)) Softmax::apply_mask(pbuf.s, mask, q_row0, key_tile * kBN);
     softmax.template update_scores<kPvWait>(pbuf.s, p.scale_log2, correction, between);
+  }
+  // Runs `loop(softcap)` with softcap a std::bool_constant: the loop is compiled once with the
+  // softcap's tanhf (about a thousand instructions) and once without, so that the uncapped
+  // softmax does not branch over it, from S's wait into code the instruction cache may not hold.
+  // (Above Dv 128 with a runtime bool: ptxas spilled more for the second loop.)
+  template <class Loop>
+  __device__ __forceinline__ static void soft_capped(const PrefillParams& p, Loop loop) {
+    if constexpr (Dv > 128) {
+      loop(p.softcap_inv > 0.0f);
+    } else if (p.softcap_inv > 0.0f) {
+      loop(std::true_type{});
+    } else {
+      loop(std::false_type{});
+    }
   }
   // The main loop's steady tile, the step both schedules share (a block per item: its tiles 1 to
   // n - 1; the persistent walk: the tiles inside an item): in this consumer's turn, S(kt) is
@@ -523,9 +538,9 @@ struct PrefillSm90 {
       };
       const TileSpan unmasked = unmasked_tiles(blk.mask, blk.m0 + warp_row0);
       float correction[1][2];
-      const auto softmax_scores = [&](int i, auto between) {
+      const auto softmax_scores = [&](int i, auto softcap, auto between) {
         PrefillSm90::softmax_scores(pbuf, softmax, p, blk.mask, blk.m0 + warp_row0, n_first + i, unmasked, correction,
-                                    between);
+                                    softcap, between);
       };
       // A tile copied by cp.async (every tile i >= tma_tiles) is fenced to the async proxy
       // before wgmma reads it; TMA writes through that proxy already.
@@ -541,14 +556,16 @@ struct PrefillSm90 {
             sm90::fence_proxy_async_shared();  // cp.async may have written Q and K(0)
             FLASHBUF_TRACE_STEP(consumer_thread == 0, flashbuf_trace_operands_ready());
           },
-          [&] { issue_scores(0); }, [] {}, [&](auto between) { softmax_scores(0, between); });
+          [&] { issue_scores(0); }, [] {}, [&](auto between) { softmax_scores(0, p.softcap_inv > 0.0f, between); });
       FLASHBUF_TRACE_STEP(consumer_thread % 128 == 0, flashbuf_trace_first_tile_done());
-      for (int i = 1; i < num_tiles; ++i) {
-        steady_tile(
-            kring, vring, i, i - 1, consumer, pbuf, out, packed, vbuf, correction, [&] { fence_gathered(i); },
-            [&] { fence_gathered(i - 1); }, [&] { issue_scores(i); }, [] {},
-            [&](auto between) { softmax_scores(i, between); });
-      }
+      soft_capped(p, [&](auto softcap) {
+        for (int i = 1; i < num_tiles; ++i) {
+          steady_tile(
+              kring, vring, i, i - 1, consumer, pbuf, out, packed, vbuf, correction, [&] { fence_gathered(i); },
+              [&] { fence_gathered(i - 1); }, [&] { issue_scores(i); }, [] {},
+              [&](auto between) { softmax_scores(i, softcap, between); });
+        }
+      });
       last_pv(vring, num_tiles - 1, consumer, out, pbuf, packed, vbuf, [&] { fence_gathered(num_tiles - 1); });
       FLASHBUF_TRACE_STEP(consumer_thread % 128 == 0, flashbuf_trace_last_product());
     }

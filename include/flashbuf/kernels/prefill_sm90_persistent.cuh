@@ -169,7 +169,8 @@ struct PrefillSm90Persistent {
     float correction[1][2];
     TileSpan unmasked;  // of the current item (Base::unmasked_tiles)
     const auto softmax_scores = [&](const PrefillBlock& b, int key_tile, auto between) {
-      Base::softmax_scores(pbuf, softmax, p, b.mask, b.m0 + warp_row0, key_tile, unmasked, correction, between);
+      Base::softmax_scores(pbuf, softmax, p, b.mask, b.m0 + warp_row0, key_tile, unmasked, correction,
+                           p.softcap_inv > 0.0f, between);
     };
     // Item r's O: normalised, LSE written, stored by TMA over this consumer's Q rows of the
     // item's slot (its S products are done with them); then the slot goes back to the producer.
