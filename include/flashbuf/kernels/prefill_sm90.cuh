@@ -558,8 +558,18 @@ struct PrefillSm90 {
           },
           [&] { issue_scores(0); }, [] {}, [&](auto between) { softmax_scores(0, p.softcap_inv > 0.0f, between); });
       FLASHBUF_TRACE_STEP(consumer_thread % 128 == 0, flashbuf_trace_first_tile_done());
+      // Uncapped, the tiles TMA wrote need no fence: they run in a loop of their own, so that the
+      // steady tile's turn does not test each tile's source (a uniform compare, then a move to a
+      // branch predicate and a branch, at both waits). (Capped too, ptxas spilled for a fourth
+      // copy of the steady tile.)
       soft_capped(p, [&](auto softcap) {
-        for (int i = 1; i < num_tiles; ++i) {
+        int i = 1;
+        for (; std::is_same_v<decltype(softcap), std::false_type> && i < tma_tiles; ++i) {
+          steady_tile(
+              kring, vring, i, i - 1, consumer, pbuf, out, packed, vbuf, correction, [] {}, [] {},
+              [&] { issue_scores(i); }, [] {}, [&](auto between) { softmax_scores(i, softcap, between); });
+        }
+        for (; i < num_tiles; ++i) {
           steady_tile(
               kring, vring, i, i - 1, consumer, pbuf, out, packed, vbuf, correction, [&] { fence_gathered(i); },
               [&] { fence_gathered(i - 1); }, [&] { issue_scores(i); }, [] {},
