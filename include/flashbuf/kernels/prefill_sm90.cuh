@@ -242,13 +242,14 @@ struct PrefillSm90 {
   __device__ static TileSpan unmasked_tiles(const MaskParams& mask, int q_row0) {
     return fully_visible_tiles(mask, q_row0, q_row0 + 16, kBN);
   }
-  // S of key tile `key_tile` landed in registers: mask it (unless `unmasked` holds the tile),
+  // S of key tile `key_tile` landed in registers: mask it (unless `unmasked` holds the tile:
+  // a TileSpan, or EveryTile where the caller's loop runs fully visible tiles only),
   // exponentiate it, and return the O correction; q_row0 is this warp's first query row.
   // `between` runs where kPvWait says (OnlineSoftmax::update_scores). `softcap` is a bool, or a
   // std::bool_constant where the caller compiles its loop once per case (soft_capped, below).
-  template <class Softcap, class Between = NoHook>
+  template <class Softcap, class Unmasked, class Between = NoHook>
   __device__ static void softmax_scores(PBuf& pbuf, Softmax& softmax, const PrefillParams& p, const MaskParams& mask,
-                                        int q_row0, int key_tile, TileSpan unmasked, float (&correction)[1][2],
+                                        int q_row0, int key_tile, Unmasked unmasked, float (&correction)[1][2],
                                         Softcap softcap, Between between = {}) {
     sm90::fence_registers(reinterpret_cast<SFrag&>(pbuf.s));
     if (softcap) Softmax::apply_softcap(pbuf.s, p.softcap_inv);
@@ -538,9 +539,9 @@ struct PrefillSm90 {
       };
       const TileSpan unmasked = unmasked_tiles(blk.mask, blk.m0 + warp_row0);
       float correction[1][2];
-      const auto softmax_scores = [&](int i, auto softcap, auto between) {
-        PrefillSm90::softmax_scores(pbuf, softmax, p, blk.mask, blk.m0 + warp_row0, n_first + i, unmasked, correction,
-                                    softcap, between);
+      const auto softmax_scores = [&](int i, auto softcap, auto between, auto unmasked_span) {
+        PrefillSm90::softmax_scores(pbuf, softmax, p, blk.mask, blk.m0 + warp_row0, n_first + i, unmasked_span,
+                                    correction, softcap, between);
       };
       // A tile copied by cp.async (every tile i >= tma_tiles) is fenced to the async proxy
       // before wgmma reads it; TMA writes through that proxy already.
@@ -556,24 +557,30 @@ struct PrefillSm90 {
             sm90::fence_proxy_async_shared();  // cp.async may have written Q and K(0)
             FLASHBUF_TRACE_STEP(consumer_thread == 0, flashbuf_trace_operands_ready());
           },
-          [&] { issue_scores(0); }, [] {}, [&](auto between) { softmax_scores(0, p.softcap_inv > 0.0f, between); });
+          [&] { issue_scores(0); }, [] {},
+          [&](auto between) { softmax_scores(0, p.softcap_inv > 0.0f, between, unmasked); });
       FLASHBUF_TRACE_STEP(consumer_thread % 128 == 0, flashbuf_trace_first_tile_done());
-      // Uncapped, the tiles TMA wrote need no fence: they run in a loop of their own, so that the
-      // steady tile's turn does not test each tile's source (a uniform compare, then a move to a
-      // branch predicate and a branch, at both waits). (Capped too, ptxas spilled for a fourth
-      // copy of the steady tile.)
+      // Uncapped, the tiles from 1 that TMA wrote and that every row of this warpgroup sees whole
+      // need neither a fence nor the mask: they run in a loop of their own, so that the steady
+      // tile neither tests each tile's source at both waits (a uniform compare, a move to a
+      // branch predicate, a branch) nor branches over the mask's code from S's wait. The span is
+      // the warpgroup's (within each of its warps' `unmasked`), so its warps leave the loop
+      // together, as their wgmma must. (Capped too, ptxas spilled for a fourth copy of the
+      // steady tile.)
+      const TileSpan group_unmasked = fully_visible_tiles(blk.mask, blk.m0 + consumer * 64, blk.m0 + consumer * 64 + 64, kBN);
+      const int plain_end = group_unmasked.contains(n_first + 1) ? min(tma_tiles, group_unmasked.end - n_first) : 0;
       soft_capped(p, [&](auto softcap) {
         int i = 1;
-        for (; std::is_same_v<decltype(softcap), std::false_type> && i < tma_tiles; ++i) {
+        for (; std::is_same_v<decltype(softcap), std::false_type> && i < plain_end; ++i) {
           steady_tile(
               kring, vring, i, i - 1, consumer, pbuf, out, packed, vbuf, correction, [] {}, [] {},
-              [&] { issue_scores(i); }, [] {}, [&](auto between) { softmax_scores(i, softcap, between); });
+              [&] { issue_scores(i); }, [] {}, [&](auto between) { softmax_scores(i, softcap, between, EveryTile{}); });
         }
         for (; i < num_tiles; ++i) {
           steady_tile(
               kring, vring, i, i - 1, consumer, pbuf, out, packed, vbuf, correction, [&] { fence_gathered(i); },
               [&] { fence_gathered(i - 1); }, [&] { issue_scores(i); }, [] {},
-              [&](auto between) { softmax_scores(i, softcap, between); });
+              [&](auto between) { softmax_scores(i, softcap, between, unmasked); });
         }
       });
       last_pv(vring, num_tiles - 1, consumer, out, pbuf, packed, vbuf, [&] { fence_gathered(num_tiles - 1); });
