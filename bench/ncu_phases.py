@@ -8,7 +8,7 @@ so the two can be set side by side (bench/NOTES-prefill.md, "The P V wait after 
     ncu --set full --import-source yes -k regex:"prefill|flash" -c 3 -o REPORT \\
         python3 bench/profile_prefill.py 128 8192 full sm90 fa4
     ncu --import REPORT.ncu-rep --page source --csv --print-source sass -k regex:KERNEL > source.csv
-    python3 bench/ncu_phases.py source.csv PERIOD [--table N]
+    python3 bench/ncu_phases.py source.csv PERIOD [--table N] [--instructions]
 
 The landmarks, in loop order: the issue turn (BAR.SYNC), S's products (HGMMA without a transposed
 B), V's wait (the barrier try-wait after them), P V's products (HGMMA .tnspB), the turn passed
@@ -71,6 +71,9 @@ def main():
     ap.add_argument("csv")
     ap.add_argument("period", type=float, help="cycles a steady tile (the kernel's SM-active cycles / block tiles an SM)")
     ap.add_argument("--table", type=int, default=-1, help="which launch's table (default: the last)")
+    ap.add_argument("--instructions", action="store_true",
+                    help="then every executed instruction of the loop: its offset in the loop, executions a "
+                         "warp-tile, cycles and top stall reasons (where inside a part the cycles go)")
     a = ap.parse_args()
     col, data = source_tables(a.csv)[a.table]
     src = [r[col["Source"]] for r in data]
@@ -97,6 +100,15 @@ def main():
         top = ", ".join(f"{r[6:]} {100 * v // max(s, 1)}%" for r, v in why.most_common(3))
         print(f"{name:30s} {n:6d} {e / tiles:9.1f} {s * a.period / total:7.0f}  {top}")
     print(f"{'a steady tile':30s} {'':6s} {sum(p[1] for p in parts.values()) / tiles:9.1f} {a.period:7.0f}")
+    if a.instructions:
+        print(f"\n{'at':>5s} {'exec/tile':>9s} {'cycles':>7s}  {'instruction':60s} top stall reasons")
+        for i in range(lo, hi + 1):
+            if executed[i] == 0:
+                continue  # code the loop holds but did not run (a cold path)
+            why = collections.Counter({r: int(data[i][col[r]] or 0) for r in reasons})
+            top = ", ".join(f"{r[6:]} {100 * v // max(samples[i], 1)}%" for r, v in why.most_common(2) if v)
+            print(f"{i - lo:5d} {executed[i] / tiles:9.2f} {samples[i] * a.period / total:7.1f}  "
+                  f"{src[i].strip()[:60]:60s} {top}")
 
 
 if __name__ == "__main__":

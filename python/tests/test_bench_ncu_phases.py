@@ -65,3 +65,16 @@ def test_parts_of_the_steady_loop(tmp_path):
     # the exponential, the retry branch that never ran and the back branch
     assert parts["after the P V wait"] == (3, 4.0, 140)
     assert lines[-1].split()[-2:] == ["14.0", "500"]  # executions a warp-tile in all, and the period
+
+
+def test_instruction_listing(tmp_path):
+    page = tmp_path / "source.csv"
+    source_page(page)
+    out = subprocess.run([sys.executable, str(REPO / "bench" / "ncu_phases.py"), str(page), "500", "--instructions"],
+                         capture_output=True, text=True, check=True).stdout
+    listing = out.split("\n\n", 1)[1].splitlines()[1:]
+    rows = {int(line.split()[0]): line for line in listing}
+    assert sorted(rows) == [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11]  # the loop's executed instructions; not the retry
+    fields = rows[7].split()
+    assert fields[1:3] == ["2.00", "70.0"] and "FMNMX" in rows[7]  # executions a warp-tile, cycles
+    assert rows[8].rstrip().endswith("wait 100%")
