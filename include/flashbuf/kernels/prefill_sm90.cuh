@@ -567,7 +567,8 @@ struct PrefillSm90 {
       // the warpgroup's (within each of its warps' `unmasked`), so its warps leave the loop
       // together, as their wgmma must. (Capped too, ptxas spilled for a fourth copy of the
       // steady tile.)
-      const TileSpan group_unmasked = fully_visible_tiles(blk.mask, blk.m0 + consumer * 64, blk.m0 + consumer * 64 + 64, kBN);
+      const int group_row0 = blk.m0 + consumer * 64;
+      const TileSpan group_unmasked = fully_visible_tiles(blk.mask, group_row0, group_row0 + 64, kBN);
       const int plain_end = group_unmasked.contains(n_first + 1) ? min(tma_tiles, group_unmasked.end - n_first) : 0;
       soft_capped(p, [&](auto softcap) {
         int i = 1;
