@@ -189,6 +189,32 @@ TEST(CoreMask, FullyVisibleTilesMatchTileFullyVisible) {
   EXPECT_GT(outside, 1000);
 }
 
+// A Hopper consumer runs the tiles its warpgroup's 64 rows see whole without the mask
+// (EveryTile), where each of its warps would have tested its own 16 rows' span: every tile of a
+// row range's span must lie in the span of each of its parts.
+TEST(CoreMask, ARangesFullyVisibleTilesAreEachPartsToo) {
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  static_assert(EveryTile::contains(-1) && EveryTile::contains(1 << 30));
+  int shared = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    const MaskParams p = random_params(rng);
+    std::uniform_int_distribution<int> qpos(-2, p.seqlen_q + 2), tiles(1, 9), parts(1, 4), part_rows(1, 16);
+    const int q0 = qpos(rng), rows = part_rows(rng), n_parts = parts(rng), tile = tiles(rng);
+    const TileSpan whole = fully_visible_tiles(p, q0, q0 + n_parts * rows, tile);
+    for (int part = 0; part < n_parts; ++part) {
+      const TileSpan own = fully_visible_tiles(p, q0 + part * rows, q0 + (part + 1) * rows, tile);
+      for (int n = whole.first; n < whole.end; ++n) {
+        EXPECT_TRUE(own.contains(n)) << show(p) << " rows [" << q0 << ", +" << n_parts << " x " << rows << ") part "
+                                     << part << " tile " << tile << " n=" << n;
+        ++shared;
+      }
+    }
+  }
+  EXPECT_GT(shared, 1000);  // the property was tested on many non-empty spans
+}
+
 // The tiles covering a key range: every key of it in one of them, and no tile without a key.
 TEST(CoreMask, KeyRangeTilesCoverItExactly) {
   EXPECT_EQ((KeyRange{0, 0}.tiles(64)), 0);
