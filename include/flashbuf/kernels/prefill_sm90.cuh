@@ -237,10 +237,10 @@ struct PrefillSm90 {
     const int consumer = __shfl_sync(0xffffffffu, consumer_thread / 128, 0);
     return {consumer, __shfl_sync(0xffffffffu, consumer * 64 + consumer_thread % 128 / 32 * 16, 0)};
   }
-  // The key tiles this warp's 16 query rows from q_row0 see whole (no per-element mask):
-  // computed once an item, so each tile's test is two compares.
-  __device__ static TileSpan unmasked_tiles(const MaskParams& mask, int q_row0) {
-    return fully_visible_tiles(mask, q_row0, q_row0 + 16, kBN);
+  // The key tiles the query rows from q_row0 see whole (no per-element mask): a warp's 16 by
+  // default, computed once an item, so each tile's test is two compares; a warpgroup's 64.
+  __device__ static TileSpan unmasked_tiles(const MaskParams& mask, int q_row0, int rows = 16) {
+    return fully_visible_tiles(mask, q_row0, q_row0 + rows, kBN);
   }
   // S of key tile `key_tile` landed in registers: mask it (unless `unmasked` holds the tile:
   // a TileSpan, or EveryTile where the caller's loop runs fully visible tiles only),
@@ -567,8 +567,7 @@ struct PrefillSm90 {
       // the warpgroup's (within each of its warps' `unmasked`), so its warps leave the loop
       // together, as their wgmma must. (Capped too, ptxas spilled for a fourth copy of the
       // steady tile.)
-      const int group_row0 = blk.m0 + consumer * 64;
-      const TileSpan group_unmasked = fully_visible_tiles(blk.mask, group_row0, group_row0 + 64, kBN);
+      const TileSpan group_unmasked = unmasked_tiles(blk.mask, blk.m0 + consumer * 64, 64);
       const int plain_end = group_unmasked.contains(n_first + 1) ? min(tma_tiles, group_unmasked.end - n_first) : 0;
       soft_capped(p, [&](auto softcap) {
         int i = 1;
