@@ -22,19 +22,14 @@ work=$(mktemp -d)
 S=${NCU_TILE_S:-8192}
 dims=("$@")
 [ ${#dims[@]} -gt 0 ] || dims=(128 64)
-pkg=${NCU_TILE_PKG:-$HOME/flashbuf-ncu}
+pkg=${FLASHBUF_PACKAGE:-$HOME/flashbuf-package}
 commit=$(cat .commit 2>/dev/null || echo unknown)
 report=$OUT/ncu-tile.txt
 listing=$OUT/ncu-tile-instructions.txt
 
 source scripts/gpu/device_deps.sh unpack >/dev/null
-if [ ! -f "$pkg/.built" ] || [ "$(cat "$pkg/.built")" != "$commit" ]; then
-  rm -rf "$pkg"
-  CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) CMAKE_ARGS="-DFLASHBUF_CUDA_ARCHS=90a -DFLASHBUF_INSTANTIATIONS=bf16_64_64;bf16_128_128;bf16_256_256 -DFLASHBUF_DECODE_INSTANTIATIONS=bf16_128" \
-    python3 -m pip install --no-build-isolation --no-deps --target "$pkg" . >"$work/pip.log" 2>&1 ||
-    { tail -20 "$work/pip.log"; exit 1; }
-  echo "$commit" >"$pkg/.built"
-fi
+source scripts/gpu/commit_package.sh
+commit_package "$pkg" "$work/pip.log" || exit 1
 fa4_env=$(bash scripts/gpu/fa4_site.sh env 2>/dev/null)
 eval "$fa4_env"
 export PYTHONPATH=$pkg${PYTHONPATH:+:$PYTHONPATH}

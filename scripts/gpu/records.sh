@@ -8,8 +8,8 @@
 #
 # FA4 arrives in two parts (scripts/gpu/fa4_site.sh) and the 64 MiB carry holds the tree, .deps and
 # one part, so records take two calls on one warm machine; each call stashes the parts it carries,
-# builds the package if this machine has none yet (~/flashbuf-records; the instantiations in
-# RECORD_CMAKE_ARGS), and runs the records once both parts are there:
+# builds the package if this machine has none yet (~/flashbuf-package, commit_package.sh; the
+# instantiations in FLASHBUF_PACKAGE_CMAKE_ARGS), and runs the records once both parts are there:
 #   1. carry [".deps", ".commit", ".fa4site/part.ab", ".fa4site/SHA256SUMS"]: builds, stashes
 #   2. right after (the machine stays warm 30 s), carry [".commit", ".fa4site/part.aa",
 #      ".fa4site/SHA256SUMS"]: the packages .deps unpacked and the package stay from call 1
@@ -19,8 +19,7 @@ cd "$(dirname "$0")/../.." || exit 2
 root=$PWD
 OUT=${OUT:-$root/gpu-out}
 mkdir -p "$OUT"
-pkg=${RECORDS_PKG:-$HOME/flashbuf-records}
-cmake_args=${RECORD_CMAKE_ARGS:--DFLASHBUF_INSTANTIATIONS=bf16_64_64;bf16_128_128;bf16_192_128;bf16_256_256 -DFLASHBUF_DECODE_INSTANTIATIONS=bf16_128}
+pkg=${FLASHBUF_PACKAGE:-$HOME/flashbuf-package}
 [ $# -ge 1 ] || { echo "usage: scripts/gpu/records.sh RECORD_NAME... (the keys of bench/results/RECORD.json)" >&2; exit 2; }
 commit=${FLASHBUF_COMMIT:-$(cat .commit 2>/dev/null || echo unknown)}
 export FLASHBUF_COMMIT=$commit
@@ -35,15 +34,8 @@ for name in "$@"; do
 done
 
 source scripts/gpu/device_deps.sh unpack
-if [ ! -f "$pkg/.built" ] || [ "$(cat "$pkg/.built")" != "$commit" ]; then
-  start=$(date +%s)
-  rm -rf "$pkg"
-  CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) CMAKE_ARGS="-DFLASHBUF_CUDA_ARCHS=90a $cmake_args" \
-    python3 -m pip install --no-build-isolation --no-deps --target "$pkg" . >"$OUT/records-pip.log" 2>&1 ||
-    { tail -30 "$OUT/records-pip.log"; exit 1; }
-  echo "$commit" >"$pkg/.built"
-  echo "records: package of $commit built in $(( $(date +%s) - start )) s ($pkg)"
-fi
+source scripts/gpu/commit_package.sh
+commit_package "$pkg" "$OUT/records-pip.log" || exit 1
 fa4_env=$(bash scripts/gpu/fa4_site.sh env)
 if [ -z "$fa4_env" ] && [ -z "${RECORDS_ANCHORS_ONLY_OK:-}" ]; then
   echo "records: FlashAttention-4 is not complete yet (fa4_site.sh above): carry the other part in the next call"
