@@ -2,8 +2,8 @@
 # Sourced on the GPU machine by scripts that run flashbuf's Python package from outside the
 # checkout (records.sh, ncu_tile.sh): `commit_package DIR LOG` installs this tree into DIR
 # (pip --target, sm_90a, the instantiations in FLASHBUF_PACKAGE_CMAKE_ARGS) unless DIR already
-# holds the package of this commit (FLASHBUF_COMMIT, else .commit), so later calls on a warm machine reuse it.
-# Returns 1 (the log's tail printed) when the build fails.
+# holds the package of this commit (FLASHBUF_COMMIT, else .commit), so later calls on a warm
+# machine reuse it. Returns 1 (the log's tail printed) when the build fails.
 FLASHBUF_PACKAGE_CMAKE_ARGS=${FLASHBUF_PACKAGE_CMAKE_ARGS:--DFLASHBUF_INSTANTIATIONS=bf16_64_64;bf16_128_128;bf16_192_128;bf16_256_256 -DFLASHBUF_DECODE_INSTANTIATIONS=bf16_128}
 commit_package() {
   local dir=$1 log=$2 commit start
