@@ -19,7 +19,7 @@ import argparse
 import collections
 import re
 
-from ncu_stalls import source_tables
+from ncu_stalls import source_tables, stall_columns
 
 
 def steady_loop(src, addr, samples, executed):
@@ -80,7 +80,7 @@ def main():
     addr = [int(r[col["Address"]], 16) for r in data]
     samples = [int(r[col["Warp Stall Sampling (All Samples)"]] or 0) for r in data]
     executed = [int(r[col["Instructions Executed"]] or 0) for r in data]
-    reasons = [n for n in col if n.startswith("stall_") and "(Not" not in n]
+    reasons = stall_columns(col)
     lo, hi, total = steady_loop(src, addr, samples, executed)
     tiles = executed[hi]  # the back branch: once a warp and tile
     parts = collections.OrderedDict()

@@ -30,11 +30,16 @@ def source_tables(path):
     return tables
 
 
+def stall_columns(col):
+    """The stall-reason columns of a source table (all samples; not the "(Not Issued)" ones)."""
+    return [n for n in col if n.startswith("stall_") and "(Not" not in n]
+
+
 def main(path, chunk):
     col, data = source_tables(path)[-1]
     samples = col["Warp Stall Sampling (All Samples)"]
     executed = col["Instructions Executed"]
-    reasons = [n for n in col if n.startswith("stall_") and "(Not" not in n]
+    reasons = stall_columns(col)
     count = lambda r, c: int(r[c] or 0)
     total = sum(count(r, samples) for r in data) or 1
     by_reason = collections.Counter({n: sum(count(r, col[n]) for r in data) for n in reasons})
