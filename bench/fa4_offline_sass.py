@@ -4,7 +4,8 @@ device time: the configuration its interface picks for the head dims (tile, stag
 P), bf16, no GQA packing, no varlen, no paging.
 
 Once, on this machine (FA4's site from scripts/gpu/fa4_site.sh's parts; its CuTe DSL wheels are
-built for Python 3.12, and need their own small dependencies):
+built for Python 3.12, and need their own small dependencies; where pyenv holds 3.12 without
+putting it on PATH, its interpreter is ~/.pyenv/versions/3.12.*/bin/python3.12):
 
     mkdir -p /tmp/fa4site && cat .fa4site/part.* | xz -d | tar -x -C /tmp/fa4site
     python3.12 -m venv /tmp/fa4venv && /tmp/fa4venv/bin/pip install typing_extensions protobuf \\
