@@ -11,6 +11,8 @@
 #define FLASHBUF_BLOCK_TRACE
 #include <cuda_bf16.h>
 
+#include <cstddef>
+
 // The kernel's trace hooks (prefill_sm90.cuh calls them where FLASHBUF_BLOCK_TRACE is defined),
 // a record of kTraceSlots per block of the grid: start (thread 0), SM, first tile done and last
 // product done (each the later of the two consumers), end (the later consumer's epilogue),
@@ -53,6 +55,30 @@ __device__ void flashbuf_trace_output_final() { atomicMax(trace_record() + 11, t
 __device__ void flashbuf_trace_barriers_initialised() { trace_record()[12] = trace_clock(); }
 // Read once make's key range is known, so not above make's arithmetic and loads.
 __device__ void flashbuf_trace_block_found(int keys_end) { trace_record()[13] = trace_clock(keys_end); }
+// With -DTRACE_TILES, the per-block kernel's steady loops also stamp every tile of each
+// consumer (warp 0's, %clock64: the SM's cycles, one counter for the block's warps): K(i) landed,
+// S(i) done, the tile's softmax done. A record of kTileStamps per (block, consumer, tile) for the
+// first kTileBlocks blocks and kTiles tiles; without the flag the hook is empty and the kernel
+// the per-block trace's. Built by nvcc as bench/trace_variants.py builds this unit, with
+// -DTRACE_TILES added, it runs the steady tile's problems only and writes, beside each
+// problem's CSV, ...-tiles.csv, which bench/tile_overlap.py reads (the consumers' softmaxes
+// side by side).
+#ifdef TRACE_TILES
+constexpr int kTileBlocks = 4096, kTileConsumers = 3, kTiles = 128, kTileStamps = 3;
+constexpr std::size_t kTileTraceSize = std::size_t(kTileBlocks) * kTileConsumers * kTiles * kTileStamps;
+__device__ unsigned long long flashbuf_tile_trace[kTileTraceSize];
+#endif
+__device__ __forceinline__ void flashbuf_trace_tile(int consumer, int tile, int stamp, float after) {
+#ifdef TRACE_TILES
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%clock64;" : "=l"(t) : "f"(after));
+  const unsigned block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  if (threadIdx.x % 128 == 0 && block < kTileBlocks && tile < kTiles)
+    flashbuf_tile_trace[((std::size_t(block) * kTileConsumers + consumer) * kTiles + tile) * kTileStamps + stamp] = t;
+#else
+  (void)consumer, (void)tile, (void)stamp, (void)after;
+#endif
+}
 constexpr const char* kTraceColumns =
     "start,sm,first_tile,last_product,end,m_block,pair,tiles,barriers_ready,q_issued,operands_ready,output_final,"
     "barriers_initialised,block_found";
@@ -79,6 +105,28 @@ __global__ void __launch_bounds__(PrefillSm90<In, D, Dv, false, Consumers, Block
   extern __shared__ __align__(128) char smem[];
   PrefillSm90<In, D, Dv, false, Consumers, BlockN>::run(params, maps, smem);
 }
+
+#ifdef TRACE_TILES
+// The tile stamps of the launch just traced (its launch cleared them first: see run), a row
+// per (block, consumer) that stamped: block, consumer, then each tile's three stamps in order.
+void write_tile_trace(const std::string& name, std::size_t blocks) {
+  std::vector<unsigned long long> stamps(kTileTraceSize);
+  cudaMemcpyFromSymbol(stamps.data(), flashbuf_tile_trace, stamps.size() * 8);
+  FILE* f = std::fopen(name.c_str(), "w");
+  std::fprintf(f, "block,consumer,stamps (k_landed s_done softmax_done a tile)\n");
+  for (std::size_t b = 0; b < std::min<std::size_t>(blocks, kTileBlocks); ++b)
+    for (int c = 0; c < kTileConsumers; ++c) {
+      const unsigned long long* r = &stamps[(b * kTileConsumers + c) * kTiles * kTileStamps];
+      int n = kTiles;  // tiles 0 .. the last stamped (the item's first tile has no stamps)
+      while (n > 0 && r[(n - 1) * kTileStamps + 2] == 0) --n;
+      if (n == 0) continue;
+      std::fprintf(f, "%zu,%d", b, c);
+      for (int k = 0; k < n * kTileStamps; ++k) std::fprintf(f, ",%llu", r[k]);
+      std::fprintf(f, "\n");
+    }
+  std::fclose(f);
+}
+#endif
 
 template <int D, int Dv, int Consumers = prefill_sm90_tile(D, Dv).consumers,
           int BlockN = prefill_sm90_tile(D, Dv).block_n>
@@ -126,6 +174,11 @@ void run(const char* out, int s, bool causal) {
     unsigned long long* dev = nullptr;
     cudaGetSymbolAddress(reinterpret_cast<void**>(&dev), flashbuf_block_trace);
     cudaMemset(dev, 0, trace.size() * 8);
+#ifdef TRACE_TILES
+    unsigned long long* tiles = nullptr;
+    cudaGetSymbolAddress(reinterpret_cast<void**>(&tiles), flashbuf_tile_trace);
+    cudaMemset(tiles, 0, kTileTraceSize * 8);
+#endif
     launch(orders[i]);
     cudaDeviceSynchronize();
     cudaMemcpy(trace.data(), dev, trace.size() * 8, cudaMemcpyDeviceToHost);
@@ -138,6 +191,9 @@ void run(const char* out, int s, bool causal) {
       for (int k = 0; k < kTraceSlots; ++k) std::fprintf(f, k + 1 < kTraceSlots ? "%llu," : "%llu\n", r[k]);
     }
     std::fclose(f);
+#ifdef TRACE_TILES
+    write_tile_trace(name.substr(0, name.size() - 4) + "-tiles.csv", blocks);
+#endif
   }
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) std::printf("error %s\n", cudaGetErrorString(err));
@@ -147,6 +203,14 @@ void run(const char* out, int s, bool causal) {
 
 int main(int argc, char** argv) {
   const char* out = argc > 1 ? argv[1] : ".";
+#ifdef TRACE_TILES
+  // The steady tile's problems (bench/NOTES-prefill.md, stop 55): D 128 and D 64 unmasked, D 128 causal.
+  for (int s : {8192, 16384}) {
+    run<128, 128>(out, s, false);
+    run<64, 64, 3, prefill_sm90_tile(64, 64, true).block_n>(out, s, false);
+  }
+  run<128, 128>(out, 8192, true);
+#else
   for (int s : {2048, 4096, 8192, 16384}) {
     run<192, 128>(out, s, true);
     run<256, 256>(out, s, true);
@@ -163,5 +227,6 @@ int main(int argc, char** argv) {
     run<64, 64, 3, prefill_sm90_tile(64, 64, true).block_n>(out, s, false);
     run<64, 64, 3, prefill_sm90_tile(64, 64, true).block_n>(out, s, true);
   }
+#endif
   return 0;
 }

@@ -569,18 +569,32 @@ struct PrefillSm90 {
       // steady tile.)
       const TileSpan group_unmasked = unmasked_tiles(blk.mask, blk.m0 + consumer * 64, 64);
       const int plain_end = group_unmasked.contains(n_first + 1) ? min(tma_tiles, group_unmasked.end - n_first) : 0;
+      // The trace unit's per-tile stamps (bench/tile_overlap.py): K(i) landed, S(i) done (the
+      // softmax starts), the tile's softmax done (its row sum, which every exponential feeds).
+      const auto k_stamp = [&](int i) { FLASHBUF_TRACE_STEP(true, flashbuf_trace_tile(consumer, i, 0, 0.0f)); };
+      const auto s_stamp = [&](int i) { FLASHBUF_TRACE_STEP(true, flashbuf_trace_tile(consumer, i, 1, pbuf.s[0][0][0])); };
+      const auto end_stamp = [&](int i) {
+        FLASHBUF_TRACE_STEP(true, flashbuf_trace_tile(consumer, i, 2, softmax.row_sum[0][0]));
+      };
       soft_capped(p, [&](auto softcap) {
         int i = 1;
         for (; std::is_same_v<decltype(softcap), std::false_type> && i < plain_end; ++i) {
           steady_tile(
-              kring, vring, i, i - 1, consumer, pbuf, out, packed, vbuf, correction, [] {}, [] {},
-              [&] { issue_scores(i); }, [] {}, [&](auto between) { softmax_scores(i, softcap, between, EveryTile{}); });
+              kring, vring, i, i - 1, consumer, pbuf, out, packed, vbuf, correction, [&] { k_stamp(i); }, [] {},
+              [&] { issue_scores(i); }, [&] { s_stamp(i); },
+              [&](auto between) { softmax_scores(i, softcap, between, EveryTile{}); });
+          end_stamp(i);
         }
         for (; i < num_tiles; ++i) {
           steady_tile(
-              kring, vring, i, i - 1, consumer, pbuf, out, packed, vbuf, correction, [&] { fence_gathered(i); },
-              [&] { fence_gathered(i - 1); }, [&] { issue_scores(i); }, [] {},
+              kring, vring, i, i - 1, consumer, pbuf, out, packed, vbuf, correction,
+              [&] {
+                fence_gathered(i);
+                k_stamp(i);
+              },
+              [&] { fence_gathered(i - 1); }, [&] { issue_scores(i); }, [&] { s_stamp(i); },
               [&](auto between) { softmax_scores(i, softcap, between, unmasked); });
+          end_stamp(i);
         }
       });
       last_pv(vring, num_tiles - 1, consumer, out, pbuf, packed, vbuf, [&] { fence_gathered(num_tiles - 1); });
