@@ -29,8 +29,12 @@ def test_tile_overlap_made_up(tmp_path):
     path.write_text("\n".join(lines) + "\n")
     out = subprocess.run([sys.executable, str(REPO / "bench/tile_overlap.py"), str(path)],
                          capture_output=True, text=True, check=True).stdout.splitlines()
-    rows = {line.split()[0]: line.split()[1:] for line in out[2:6]}
+    rows = {line.split()[0]: line.split()[1:] for line in out[2:-1]}
     # tiles 2 .. TILES - 2 of 2 consumers in 3 blocks; medians over L = 60, 70, 80: 70 and 40
-    assert rows["all"] == [str(3 * 2 * (TILES - 3)), str(PERIOD), str(K_TO_S), "70", "40", str(OFFSET)]
+    count = 3 * 2 * (TILES - 3)
+    assert rows["all"] == [str(count), str(PERIOD), str(K_TO_S), "70", "40", str(OFFSET)]
     assert rows["2-3"][0] == str(3 * 2 * 2)
-    assert out[6] == f"softmax = 50 + 0.500 x overlap (least squares over {3 * 2 * (TILES - 3)} tiles)"
+    assert rows["c0"] == [str(count // 2), str(PERIOD), str(K_TO_S), "70", "40", str(OFFSET)]
+    assert rows["c1"] == [str(count // 2), str(PERIOD), str(K_TO_S), "70", "40", "-"]
+    assert "c2" not in rows
+    assert out[-1] == f"softmax = 50 + 0.500 x overlap (least squares over {count} tiles)"
