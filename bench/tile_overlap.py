@@ -6,8 +6,8 @@ medians of: the tile's period (K landed to the next K landed), the wait from K t
 products, S), the softmax, the cycles of it during which another consumer of the block was in
 its own softmax (the overlap: there they share each SMSP's XU), and how long after consumer 0's
 softmax consumer 1's starts on the same tile; the same by tile index (is the overlap there from
-the start, or does it grow?) and by consumer; and the least-squares line of the softmax's length on its overlap,
-whose intercept estimates a softmax that overlaps nothing.
+the start, or does it grow?) and by consumer; and the least-squares line of the softmax's length
+on its overlap, whose intercept estimates a softmax that overlaps nothing.
 
     python3 bench/tile_overlap.py OUTDIR/trace-d128-s8192-c0-sec0-tiles.csv [...]
 """
