@@ -601,8 +601,8 @@ TEST_P(PrefillGpu, SanitizerSmallCases) {
   d.mask = Mask::causal();
   cases.push_back(d);
   // D 64 causal, 1300 queries over 6000 keys: two heads of 7 items of 192 rows, each of >= 32 key
-  // tiles. With the wave capped at <= 3 blocks (FLASHBUF_PREFILL_GRID=2) three consumers take
-  // them, a block each (three_consumers_pay), else the persistent grid's two.
+  // tiles: the persistent grid's two consumers, or three, a block each, where three_consumers_pay
+  // (not where the grid knob forces the persistent grid, as FLASHBUF_PREFILL_GRID=2 does).
   ProblemSpec c = base_spec(DType::bf16, 64, 64, 1300, 6000);
   c.batch = 1;
   c.heads_q = 2;
