@@ -7,7 +7,9 @@ products, S), the softmax, the cycles of it during which another consumer of the
 its own softmax (the overlap: there they share each SMSP's XU), and how long after consumer 0's
 softmax consumer 1's starts on the same tile; the same by tile index (is the overlap there from
 the start, or does it grow?) and by consumer; and the least-squares line of the softmax's length
-on its overlap, whose intercept estimates a softmax that overlaps nothing.
+on its overlap, whose intercept estimates a softmax that overlaps nothing. Blocks where one
+consumer alone stamped (a diagnostic build that idles the others) make a row of their own,
+"alone", outside the others and the fit.
 
     python3 bench/tile_overlap.py OUTDIR/trace-d128-s8192-c0-sec0-tiles.csv [...]
 """
@@ -37,10 +39,10 @@ def overlap(a: tuple, b: tuple) -> int:
 
 def tiles(blocks: dict):
     """(consumer, tile index, period, K to S done, softmax, overlap, consumer 1's start after
-    consumer 0's or None) for every steady tile of every consumer of a block with two or more"""
+    consumer 0's or None, alone: the block's only stamping consumer) for every steady tile of
+    every consumer of a block"""
     for consumers in blocks.values():
-        if len(consumers) < 2:
-            continue
+        alone = len(consumers) == 1
         spans = {c: [(t[1], t[2]) if t else None for t in ts] for c, ts in consumers.items()}
         for c, ts in consumers.items():
             for i in range(2, len(ts) - 1):
@@ -53,18 +55,19 @@ def tiles(blocks: dict):
                 later = None
                 if c == 0 and 1 in spans and i < len(spans[1]) and spans[1][i]:
                     later = spans[1][i][0] - t[1]
-                yield c, i, nxt[0] - t[0], t[1] - t[0], t[2] - t[1], shared, later
+                yield c, i, nxt[0] - t[0], t[1] - t[0], t[2] - t[1], shared, later, alone
 
 
 def summarize(path: str) -> None:
     rows = collections.defaultdict(list)
     for row in tiles(read(path)):
-        c, i = row[0], row[1]
-        for key in ("all", "2-3" if i < 4 else "4-15" if i < 16 else "16-", f"c{c}"):
-            rows[key].append(row[2:])
+        c, i, alone = row[0], row[1], row[-1]
+        keys = ("alone",) if alone else ("all", "2-3" if i < 4 else "4-15" if i < 16 else "16-", f"c{c}")
+        for key in keys:
+            rows[key].append(row[2:-1])
     print(path)
     print(f"{'tiles':>6} {'count':>8} {'period':>7} {'K->S done':>9} {'softmax':>8} {'overlap':>8} {'consumer 1 starts after 0':>26}")
-    for key in ("all", "2-3", "4-15", "16-", *sorted(k for k in rows if k.startswith("c"))):
+    for key in ("all", "2-3", "4-15", "16-", *sorted(k for k in rows if k.startswith("c")), "alone"):
         r = rows.get(key)
         if not r:
             continue
