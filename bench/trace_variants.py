@@ -7,10 +7,12 @@ work per cycle times the clock its energy leaves (bench/NOTES-prefill.md, stop 5
 column says which of the two moved. Prints each point's median TFLOP/s per variant and its ratio
 to the first variant, then each variant's mean clock and power over its runs.
 
-    python3 bench/trace_variants.py OUTDIR base= after=-DDIAG_AFTER noload="-DDIAG_NOLOAD" [--rounds 3]
+    python3 bench/trace_variants.py OUTDIR base= after=-DDIAG_AFTER noload="-DDIAG_NOLOAD" [--rounds 3] [--tiles]
 
 NAME=FLAGS names a build (FLAGS may be empty: the tree as it is). Run from any directory; the
-sources are this checkout's. Builds, runs and samples go to OUTDIR.
+sources are this checkout's. Builds, runs and samples go to OUTDIR. --tiles also builds every
+variant with -DTRACE_TILES, runs it once after the rounds and prints bench/tile_overlap.py's
+tables of its steady tiles (TILE_CSVS: D 128 and D 64, S 8k unmasked).
 """
 import argparse
 import collections
@@ -24,6 +26,8 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POINT = re.compile(r"(D=.*?section=\s*\d+).*?([\d.]+) TFLOP/s")
+TILE_CSVS = ("trace-d128-s8192-c0-sec0-tiles.csv", "trace-d64-s8192-c0-sec0-tiles.csv")
+TILES_SUFFIX = "+tiles"  # the name of a variant's -DTRACE_TILES build
 
 
 def build(outdir: str, name: str, flags: str) -> str:
@@ -56,12 +60,16 @@ def main():
     ap.add_argument("outdir")
     ap.add_argument("variants", nargs="+", help="NAME=FLAGS (the first is the reference)")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--tiles", action="store_true", help="also each variant's per-tile stamps (-DTRACE_TILES)")
     a = ap.parse_args()
     os.makedirs(a.outdir, exist_ok=True)
     variants = dict(v.split("=", 1) for v in a.variants)
     names = list(variants)
-    with concurrent.futures.ThreadPoolExecutor(len(names)) as pool:
-        exes = dict(zip(names, pool.map(lambda n: build(a.outdir, n, variants[n]), names)))
+    builds = dict(variants)
+    if a.tiles:
+        builds.update({n + TILES_SUFFIX: f"{variants[n]} -DTRACE_TILES" for n in names})
+    with concurrent.futures.ThreadPoolExecutor(len(builds)) as pool:
+        exes = dict(zip(builds, pool.map(lambda n: build(a.outdir, n, builds[n]), builds)))
     tflops = collections.defaultdict(lambda: collections.defaultdict(list))
     clocks = collections.defaultdict(list)
     for rnd in range(1, a.rounds + 1):
@@ -81,6 +89,20 @@ def main():
         if s:
             print(f"{name}: SM clock {statistics.mean(x[0] for x in s):.0f} MHz,"
                   f" power {statistics.mean(x[1] for x in s):.0f} W ({len(s)} samples)")
+    if a.tiles:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import tile_overlap
+        for name in names:
+            stamps = os.path.join(a.outdir, f"tiles-{name}")
+            os.makedirs(stamps, exist_ok=True)
+            subprocess.run([exes[name + TILES_SUFFIX], stamps], capture_output=True, text=True)
+            print(f"== {name}: per-tile stamps")
+            for csv in TILE_CSVS:
+                path = os.path.join(stamps, csv)
+                if os.path.exists(path):
+                    tile_overlap.summarize(path)
+                else:
+                    print(f"{path}: not written")
 
 
 if __name__ == "__main__":
