@@ -4,10 +4,11 @@ landed, when S(i) was done (its softmax starts) and when its softmax was done, i
 cycles. Prints, over every block's tiles (the item's first two and its last left out), the
 medians of: the tile's period (K landed to the next K landed), the wait from K to S done (turn,
 products, S), the softmax, the cycles of it during which another consumer of the block was in
-its own softmax (the overlap: there they share each SMSP's XU), and how long after consumer 0's
-softmax consumer 1's starts on the same tile; the same by tile index (is the overlap there from
-the start, or does it grow?) and by consumer; and the least-squares line of the softmax's length
-on its overlap, whose intercept estimates a softmax that overlaps nothing. Blocks where one
+its own softmax (the overlap), and how long after consumer 0's softmax consumer 1's starts on
+the same tile; the same by tile index (is the overlap there from the start, or does it grow?)
+and by consumer; and the least-squares line of the softmax's length on its overlap. The line's
+intercept is a softmax that overlaps no other softmax but still runs beside the other
+consumers' products, rescales and packing, so it is longer than a softmax alone. Blocks where one
 consumer alone stamped (a diagnostic build that idles the others) make a row of their own,
 "alone", outside the others and the fit.
 
