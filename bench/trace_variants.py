@@ -24,6 +24,8 @@ import statistics
 import subprocess
 import sys
 
+import tile_overlap
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POINT = re.compile(r"(D=.*?section=\s*\d+).*?([\d.]+) TFLOP/s")
 TILE_CSVS = ("trace-d128-s8192-c0-sec0-tiles.csv", "trace-d64-s8192-c0-sec0-tiles.csv")
@@ -90,8 +92,6 @@ def main():
             print(f"{name}: SM clock {statistics.mean(x[0] for x in s):.0f} MHz,"
                   f" power {statistics.mean(x[1] for x in s):.0f} W ({len(s)} samples)")
     if a.tiles:
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        import tile_overlap
         for name in names:
             stamps = os.path.join(a.outdir, f"tiles-{name}")
             os.makedirs(stamps, exist_ok=True)
