@@ -78,9 +78,8 @@ def summarize(path: str) -> None:
         print(f"{key:>6} {len(r):>8} {med[0]:>7.0f} {med[1]:>9.0f} {med[2]:>8.0f} {med[3]:>8.0f} {off:>26}")
     r = rows.get("all")
     if r and len({x[3] for x in r}) > 1:
-        mx, my = statistics.fmean(x[3] for x in r), statistics.fmean(x[2] for x in r)
-        slope = sum((x[3] - mx) * (x[2] - my) for x in r) / sum((x[3] - mx) ** 2 for x in r)
-        print(f"softmax = {my - slope * mx:.0f} + {slope:.3f} x overlap (least squares over {len(r)} tiles)")
+        fit = statistics.linear_regression([x[3] for x in r], [x[2] for x in r])
+        print(f"softmax = {fit.intercept:.0f} + {fit.slope:.3f} x overlap (least squares over {len(r)} tiles)")
 
 
 def main() -> None:
