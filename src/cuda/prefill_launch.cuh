@@ -67,25 +67,24 @@ void launch_prefill_kernel(void (*kernel)(PrefillParams, Extra...), PrefillParam
   FLASHBUF_CUDA_CHECK(cudaGetLastError());
 }
 
-// A varlen batch of several sequences launched longest first (core/work_order.hpp): the order
-// prologue writes its table into stream-ordered memory (cudaMallocAsync, capturable as a graph's
-// memory nodes) that the kernel's blocks read, freed after the kernel on the same stream.
-// Returns false, having launched nothing, where it does not apply (one sequence or lengths alike,
-// longest_first_pays; a grid past
-// 2^31 blocks, no stream-ordered allocator): the caller launches the grid order.
-template <class Kernel, class... Extra>
-bool launch_prefill_longest_first(void (*kernel)(PrefillParams, Extra...), PrefillParams params,
-                                  const AttentionProblem& pr, const Extra&... extra) {
-  if (pr.cu_seqlens_q == nullptr || !longest_first_pays(pr.total_q, pr.batch, pr.max_seqlen_q)) return false;
+// A varlen batch's query blocks longest first (core/work_order.hpp): the order prologue, launched
+// here on the problem's stream, writes its table into stream-ordered memory (cudaMallocAsync,
+// capturable as a graph's memory nodes), which the caller's kernel reads and the caller frees
+// after it on the same stream (free_after_kernel). Sets `items` to the table's capacity times the
+// heads a block walks. Null, having launched nothing, where those items would pass 2^31 or there
+// is no stream-ordered allocator.
+template <class Kernel>
+std::int32_t* launch_longest_first_order(const PrefillParams& params, const AttentionProblem& pr, std::int64_t& items) {
   const int heads = pr.heads_q >> params.pack_shift;  // the grid's: K/V heads where rows are packed
   const std::int64_t capacity = work_order_capacity(pr.total_q << params.pack_shift, pr.batch, Kernel::kBM);
-  if (capacity * heads > 0x7fffffff) return false;
+  items = capacity * heads;
+  if (items > 0x7fffffff) return nullptr;
   const auto stream = static_cast<cudaStream_t>(pr.stream);
   std::int32_t* table = nullptr;
   const std::size_t bytes = sizeof(std::int32_t) * static_cast<std::size_t>(work_order_entries(capacity));
   if (cudaMallocAsync(reinterpret_cast<void**>(&table), bytes, stream) != cudaSuccess) {
-    cudaGetLastError();  // no stream-ordered allocator here: grid order
-    return false;
+    cudaGetLastError();  // no stream-ordered allocator here
+    return nullptr;
   }
   WorkOrderParams order{};
   order.cu_seqlens_q = pr.cu_seqlens_q;
@@ -100,14 +99,34 @@ bool launch_prefill_longest_first(void (*kernel)(PrefillParams, Extra...), Prefi
   order.row_shift = params.pack_shift;
   order.capacity = capacity;
   order.table = table;
-  params.item_order = table;
-  raise_smem_limit_once<Kernel>(reinterpret_cast<const void*>(kernel), pr.device_index);
   launch_work_order(order, stream);
-  kernel<<<static_cast<unsigned>(capacity * heads), Kernel::kThreads, Kernel::kSmemBytes, stream>>>(params, extra...);
+  return table;
+}
+// Frees an order table after the kernel just launched on the problem's stream, whatever its
+// launch did; then reports that launch's error.
+inline void free_after_kernel(std::int32_t* table, const AttentionProblem& pr) {
   const cudaError_t launched = cudaGetLastError();
-  const cudaError_t freed = cudaFreeAsync(table, stream);  // after the kernel, whatever its launch did
+  const cudaError_t freed = cudaFreeAsync(table, static_cast<cudaStream_t>(pr.stream));
   FLASHBUF_CUDA_CHECK(launched);
   FLASHBUF_CUDA_CHECK(freed);
+}
+
+// A varlen batch of several sequences launched longest first, a block per item of the order
+// table (past its count: empty blocks). Returns false, having launched nothing, where it does
+// not apply (one sequence or lengths alike, longest_first_pays; no table): the caller launches
+// the grid order.
+template <class Kernel, class... Extra>
+bool launch_prefill_longest_first(void (*kernel)(PrefillParams, Extra...), PrefillParams params,
+                                  const AttentionProblem& pr, const Extra&... extra) {
+  if (pr.cu_seqlens_q == nullptr || !longest_first_pays(pr.total_q, pr.batch, pr.max_seqlen_q)) return false;
+  std::int64_t items = 0;
+  std::int32_t* const table = launch_longest_first_order<Kernel>(params, pr, items);
+  if (table == nullptr) return false;
+  params.item_order = table;
+  raise_smem_limit_once<Kernel>(reinterpret_cast<const void*>(kernel), pr.device_index);
+  kernel<<<static_cast<unsigned>(items), Kernel::kThreads, Kernel::kSmemBytes, static_cast<cudaStream_t>(pr.stream)>>>(
+      params, extra...);
+  free_after_kernel(table, pr);
   return true;
 }
 
@@ -135,6 +154,44 @@ template <class Kernel>
 int persistent_wave(const AttentionProblem& pr) {
   const int cap = persistent_grid_knob().cap;
   return cap > 0 ? cap : device_wave<Kernel>(pr);
+}
+
+// A varlen batch on the persistent grid: where every sequence's queries are its keys (one
+// cu_seqlens for both, so every item has keys), K and V are not paged, both consumers' O stages
+// over its item's Q slot (two slots: Kernel::kQSlots), the launch's GQA packing is the one for
+// Kernel's rows, and its items are short (persistent_grid_pays, at the mean sequence; the knob
+// forces or forbids the grid as for batch-form problems). A block per item pays each item's start
+// and epilogue, which the walk hides (bench/NOTES-prefill.md, stop 57: the same tensors batch-form
+// ran 1.02-1.25x a varlen batch's speed at S <= 4k).
+template <class Kernel, class BlockPerItem>
+bool persistent_varlen_wanted(const AttentionProblem& pr, const PrefillParams& params) {
+  if (pr.cu_seqlens_q == nullptr || pr.cu_seqlens_k != pr.cu_seqlens_q || pr.total_k != pr.total_q ||
+      pr.seqlens_k != nullptr || pr.paged()) {
+    return false;
+  }
+  const PersistentGridKnob knob = persistent_grid_knob();
+  if (knob.off || pr.batch <= 0 || pr.total_q <= 0) return false;
+  const int mean_len = static_cast<int>(pr.total_q / pr.batch);
+  const MaskParams mean{mean_len << params.pack_shift, mean_len, pr.window_left, pr.window_right, params.pack_shift};
+  return knob.forced || persistent_grid_pays(mean_key_tiles(mean, Kernel::kBM, Kernel::kBN), BlockPerItem::kConsumers,
+                                             widest_head_dim(pr.head_dim, pr.head_dim_v));
+}
+// Its launch: one wave of blocks walking the longest-first order table's items (a block whose
+// walk finds none returns). False, having launched nothing, where there is no table.
+template <class Kernel>
+bool launch_prefill_persistent_varlen(void (*kernel)(PrefillParams, PrefillTmaMaps), PrefillParams params,
+                                      const AttentionProblem& pr, const PrefillTmaMaps& maps) {
+  std::int64_t items = 0;
+  std::int32_t* const table = launch_longest_first_order<Kernel>(params, pr, items);
+  if (table == nullptr) return false;
+  params.item_order = table;
+  params.num_items = static_cast<int>(items);
+  raise_smem_limit_once<Kernel>(reinterpret_cast<const void*>(kernel), pr.device_index);
+  const int wave = persistent_wave<Kernel>(pr);
+  const int blocks = params.num_items < wave ? params.num_items : wave;
+  kernel<<<blocks, Kernel::kThreads, Kernel::kSmemBytes, static_cast<cudaStream_t>(pr.stream)>>>(params, maps);
+  free_after_kernel(table, pr);
+  return true;
 }
 
 // One wave of blocks (at most one per item) walking the items.
@@ -253,7 +310,17 @@ void launch_prefill_variant(const PrefillParams& params, const AttentionProblem&
     using Kernel = PrefillSm90<In, D, Dv, Paged>;
     if constexpr (!Paged) {
       using Persistent = PrefillSm90Persistent<In, D, Dv>;
-      // A packed launch keeps a block per item: the walk counts query heads.
+      if constexpr (Persistent::kQSlots == 2 && Persistent::kBM == Kernel::kBM) {
+        using Walk = PrefillSm90Persistent<In, D, Dv, true>;
+        if (persistent_varlen_wanted<Walk, Kernel>(pr, params)) {
+          const PrefillTmaMaps maps = make_prefill_tma_maps<Walk::kBN, Walk::kBM>(pr);
+          if (maps.enabled && maps.gather_tail &&
+              launch_prefill_persistent_varlen<Walk>(&prefill_sm90_persistent_kernel<In, D, Dv, true>, params, pr, maps)) {
+            return;
+          }
+        }
+      }
+      // A packed batch-form launch keeps a block per item: the walk counts query heads.
       const MaskParams mask{pr.seqlen_q, pr.seqlen_k, pr.window_left, pr.window_right};  // once a launch
       const double mean_tiles = mean_key_tiles(mask, Persistent::kBM, Persistent::kBN);
       if (params.pack_shift == 0 && persistent_prefill_wanted<Persistent, Kernel>(pr, mean_tiles)) {

@@ -156,6 +156,10 @@ FuzzCase make_fuzz_case(int index, std::uint64_t seed, const FuzzLimits& limits)
     for (int& l : s.k_lens) l = length(rng, 1, limits.max_seqlen_k, 0.15);
     if (s.use_seqlens_k) s.seqlen_k = *std::max_element(s.k_lens.begin(), s.k_lens.end()) + rng.uniform_int(0, 17);
   }
+  if (s.varlen_q && s.kv == KvLayout::varlen && rng.coin(0.5)) {  // self-attention: one cu_seqlens
+    s.k_lens = s.q_lens;
+    s.shared_cu_seqlens = true;
+  }
   if (s.kv == KvLayout::paged) {
     s.page_size = kPageSizes[rng.uniform_int(0, int(std::size(kPageSizes)) - 1)];
     s.spare_pages = rng.uniform_int(1, 4);

@@ -66,6 +66,11 @@ void ProblemSpec::check() const {
     }
   }
   if (kv == KvLayout::paged && page_size < 1) bad("paged K/V need page_size >= 1");
+  if (shared_cu_seqlens) {
+    if (!varlen_q || kv != KvLayout::varlen) bad("shared_cu_seqlens needs varlen queries and varlen K/V");
+    for (int b = 0; b < batch; ++b)
+      if (q_len(b) != k_len(b)) bad("shared_cu_seqlens needs q_lens == k_lens");
+  }
   if (heads_kv < 1 || heads_q % heads_kv != 0) bad("heads_q must be a multiple of heads_kv");
 }
 
@@ -79,7 +84,7 @@ std::string ProblemSpec::describe() const {
   if (varlen_q) s << " varlen_q(max " << max_q_len() << ")"; else s << " Sq=" << seqlen_q;
   switch (kv) {
     case KvLayout::batch: s << " Sk=" << seqlen_k << (use_seqlens_k ? "(seqlens_k)" : ""); break;
-    case KvLayout::varlen: s << " varlen_k(max " << max_k_len() << ")"; break;
+    case KvLayout::varlen: s << " varlen_k(max " << max_k_len() << ")" << (shared_cu_seqlens ? "(shared cu_seqlens)" : ""); break;
     case KvLayout::paged: s << " paged(page " << page_size << ", max " << max_k_len() << ")"; break;
   }
   s << " H=" << heads_q << "/" << heads_kv << " D=" << head_dim << "/" << head_dim_v;
@@ -184,7 +189,7 @@ AttentionArgs bind(const ProblemSpec& spec, AttentionTensors& t, DeviceKind devi
   a.o = bound(t.o, device, p.o, device_index);
   a.lse = bound(t.lse, device, p.lse, device_index);
   a.cu_seqlens_q = bound(t.cu_seqlens_q, device, p.cu_seqlens_q, device_index);
-  a.cu_seqlens_k = bound(t.cu_seqlens_k, device, p.cu_seqlens_k, device_index);
+  a.cu_seqlens_k = spec.shared_cu_seqlens ? a.cu_seqlens_q : bound(t.cu_seqlens_k, device, p.cu_seqlens_k, device_index);
   a.seqlens_k = bound(t.seqlens_k, device, p.seqlens_k, device_index);
   a.page_table = bound(t.page_table, device, p.page_table, device_index);
   if (spec.varlen_q) a.max_seqlen_q = std::max(1, spec.max_q_len());

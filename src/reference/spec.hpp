@@ -30,6 +30,9 @@ struct ProblemSpec {
   bool varlen_q = false;
   KvLayout kv = KvLayout::batch;
   bool use_seqlens_k = false;  // batch K/V: pass seqlens_k = k_lens (paged always does)
+  // Varlen Q and K/V of equal lengths: one cu_seqlens array passed for both, as a model's
+  // packed self-attention batch passes it (the Hopper launcher's persistent varlen walk needs it).
+  bool shared_cu_seqlens = false;
   int heads_q = 1, heads_kv = 1;
   int head_dim = 64, head_dim_v = 64;
   DType dtype = DType::bf16;

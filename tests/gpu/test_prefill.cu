@@ -401,6 +401,47 @@ TEST_P(PrefillGpu, VarlenLongestFirstMatchesGridOrderBitExactly) {
   });
 }
 
+// A self-attention varlen batch (one cu_seqlens for queries and keys) of short items runs on
+// Hopper's persistent grid, walking the longest-first order table (D 96 and 128, where the walk's
+// rows are the block's; the other head dims keep a block per item): against the reference, and
+// bit for bit (O and LSE, every element) against the same batch passed its own cu_seqlens_k,
+// which keeps a block per item. Groups of 1 and 4 (packed rows), lengths that end in short
+// blocks, empty and one-token sequences, skewed and alike, every mask kind; under
+// FLASHBUF_PREFILL_GRID=3 the walk's three blocks take many items each.
+TEST_P(PrefillGpu, VarlenSelfAttentionWalkMatchesBlockPerItemBitExactly) {
+  if (backend() != Backend::sm90) GTEST_SKIP() << "the persistent grid is the Hopper kernel's";
+  const std::vector<std::vector<int>> batches = {{513, 1, 0, 37, 130, 50, 128, 129, 300}, {130, 129, 131, 127}};
+  for_each_built_head_dims(
+      {HeadDims{64, 64}, HeadDims{96, 96}, HeadDims{128, 128}, HeadDims{256, 256}}, [&](HeadDims hd, Rng& rng) {
+        for (const int group : {1, 4})
+          for (const auto& lens : batches)
+            for (const Mask mask : {Mask::causal(), Mask::none(), Mask::window(100, 0)}) {
+              ProblemSpec walk = base_spec(DType::bf16, hd.d, hd.dv, 0, 0);
+              walk.heads_kv = 2;
+              walk.heads_q = 2 * group;
+              walk.varlen_q = true;
+              walk.kv = KvLayout::varlen;
+              walk.q_lens = lens;
+              walk.k_lens = lens;
+              walk.batch = static_cast<int>(lens.size());
+              walk.mask = mask;
+              walk.shared_cu_seqlens = true;
+              SCOPED_TRACE(walk.describe());
+              check_spec(walk, backend(), 3000);
+              ProblemSpec blocks = walk;
+              blocks.shared_cu_seqlens = false;
+              const std::uint64_t seed = rng.seed() + 11;
+              Rng r1(seed), r2(seed);
+              AttentionTensors a = make_tensors(walk, r1), b = make_tensors(blocks, r2);
+              ASSERT_EQ(run_on_gpu(walk, a, backend()), "");
+              ASSERT_EQ(run_on_gpu(blocks, b, backend()), "");
+              for (const auto& [x, y, name] : {std::tuple{&a.o, &b.o, "O"}, std::tuple{&a.lse, &b.lse, "LSE"}})
+                for (std::int64_t i = 0; i < x->numel(); ++i)
+                  ASSERT_EQ(x->get(x->logical_to_storage(i)), y->get(y->logical_to_storage(i))) << name << " element " << i;
+            }
+      });
+}
+
 // Varlen GQA launches on Hopper pack a K/V head's query heads into one block's rows
 // (core/gqa_packing.hpp). Groups of 4 and 8 (base_spec's 2 runs in the tests above), every
 // Q-copy shape (D 64, 96, 128, 192/128, 256), lengths that end in short blocks, rows without
@@ -609,6 +650,17 @@ TEST_P(PrefillGpu, SanitizerSmallCases) {
   c.heads_kv = 1;
   c.mask = Mask::causal();
   cases.push_back(c);
+  // A self-attention varlen batch, packed 2 query heads a K/V head (Hopper: the persistent
+  // varlen walk, cp.async Q, gathered last tiles, O copied row by row), sequences that end in
+  // short blocks and an empty one.
+  ProblemSpec v = base_spec(DType::bf16, 128, 128, 0, 0);
+  v.varlen_q = true;
+  v.kv = KvLayout::varlen;
+  v.q_lens = v.k_lens = {70, 0, 130, 1};
+  v.batch = 4;
+  v.shared_cu_seqlens = true;
+  v.mask = Mask::causal();
+  cases.push_back(v);
   // The cases this build has run; the test is skipped only if it has none (a sanitizer run's
   // log then says whether anything was checked, where a skip in the middle marked it skipped).
   int run = 0;

@@ -80,6 +80,16 @@ struct PrefillBlock {
     const ItemCoords c = item_coords(item, p.num_m_blocks, p.heads_q);
     return make_at(p, block_m, p.num_m_blocks - 1 - c.m_from_last, c.head, c.batch, 0);
   }
+  // Work item `item` of a persistent grid over an order table (a varlen batch): the item of rank
+  // item / heads and head item % heads, as make() numbers blocks (past the table's count: an
+  // empty block).
+  __device__ static PrefillBlock make_ordered_item(const PrefillParams& p, int block_m, int item) {
+    const int heads = p.heads_q >> p.pack_shift;
+    const int rank = item / heads;
+    if (rank >= p.item_order[0]) return none();
+    return make_at(p, block_m, p.item_order[2 + 2 * rank], item - rank * heads, p.item_order[1 + 2 * rank],
+                   p.pack_shift);
+  }
   // `head` counts the grid's heads: query heads, or K/V heads where the rows are packed
   // (pack_shift > 0: then b.head is the group's first query head, and rows, m0 and the mask
   // count packed rows).

@@ -1,6 +1,7 @@
 // kernels: the Hopper prefill kernel on a persistent grid, for batch-form Q, K, V and O (the
-// TMA forms of every buffer). The same buffers, warpgroups and issue turns as PrefillSm90
-// (prefill_sm90.cuh, whose header describes them); what differs is the schedule.
+// TMA forms of every buffer), or (Varlen) a self-attention varlen batch. The same buffers,
+// warpgroups and issue turns as PrefillSm90 (prefill_sm90.cuh, whose header describes them);
+// what differs is the schedule.
 // Short sequences spend most of a block's time outside the steady tiles (kernel entry, waiting
 // for Q and K(0), the first S and softmax alone, the epilogue; bench/NOTES-prefill.md,
 // "Measurements behind the code's choices"); here a grid of one wave of blocks walks the items
@@ -25,6 +26,12 @@
 // PrefillSm90 three) and the static walk cannot balance long causal items, so the launcher
 // takes this grid where items are short, and at D 64 where a block per item has one consumer
 // (persistent_grid_pays, core/work_items.hpp).
+// Varlen: the items are a longest-first order table's (core/work_order.hpp: the walk takes them
+// in rank order, so the heaviest go first), Q comes by cp.async from every producer thread and
+// O is copied row by row (a TMA box would run into the next sequence), and a key tile that
+// reaches past its sequence's end is gathered by every producer thread, as the block per item
+// gathers it. The launcher takes this walk for batches of short sequences whose queries are
+// their keys (one cu_seqlens), so that every item has keys.
 #pragma once
 
 #include "flashbuf/core/work_items.hpp"
@@ -34,7 +41,7 @@ namespace flashbuf {
 
 // Consumers and the key tile: the tile table's (prefill_sm90_tile(D, Dv, true),
 // kernels/prefill_tiles.hpp).
-template <class In, int D, int Dv>
+template <class In, int D, int Dv, bool Varlen = false>
 struct PrefillSm90Persistent {
   static constexpr PrefillSm90Tile kTile = prefill_sm90_tile(D, Dv, true);
   using Base = PrefillSm90<In, D, Dv, false, kTile.consumers, kTile.block_n>;
@@ -49,6 +56,7 @@ struct PrefillSm90Persistent {
   using WGS = typename Base::WGS;
   using WGO = typename Base::WGO;
   using QBuf = typename Base::QBuf;
+  using QTile = typename Base::QTile;
   using KTile = typename Base::KTile;
   using VTile = typename Base::VTile;
   using OTile = typename Base::OTile;
@@ -81,6 +89,35 @@ struct PrefillSm90Persistent {
   static_assert(kSmemBytes <= prefill_sm90_smem_budget(kCtasPerSm),
                 "prefill_sm90_persistent: over the shared memory a block may use at kCtasPerSm blocks per SM");
 
+  // Item `item` of the walk: batch-form items in the walk's numbering, a varlen batch's from its
+  // longest-first order table (p.item_order).
+  __device__ static PrefillBlock walk_item(const PrefillParams& p, int item) {
+    return Varlen ? PrefillBlock::make_ordered_item(p, kBM, item) : PrefillBlock::make_item(p, kBM, item);
+  }
+  // The walk's next item with keys from position w on (w moved to it); false where the block's
+  // walk ends. The producer and the consumers skip alike. The launcher's rules give every item
+  // keys (batch form: seqlen_q <= seqlen_k; varlen: one cu_seqlens for Q and K/V), and batch-form
+  // items are never empty, so only a varlen order table's end is found here: past its count
+  // (an empty block) every later item of the walk is past it too.
+  __device__ static bool next_item(const PrefillParams& p, const WorkItems& items, int& w) {
+    if constexpr (!Varlen) {
+      return items.at(w) >= 0;
+    } else {
+      for (;; ++w) {
+        const int item = items.at(w);
+        if (item < 0) return false;
+        const PrefillBlock b = walk_item(p, item);
+        if (b.empty()) return false;
+        if (b.keys.tiles(kBN) > 0) return true;
+      }
+    }
+  }
+  // An item's tiles that TMA copies: all, or (gather: K/V maps whose rows go on past a sequence)
+  // those wholly inside the sequence; the rest are gathered by cp.async.
+  __device__ static int tiles_by_tma(const PrefillBlock& b, int n_first, int num_tiles, bool gather) {
+    return gather ? max(0, min(num_tiles, b.seqlen_k / kBN - n_first)) : num_tiles;
+  }
+
   __device__ static void run(const PrefillParams& p, const PrefillTmaMaps& maps, char* smem_raw) {
 #ifdef FLASHBUF_NO_WGMMA
     __trap();
@@ -98,48 +135,85 @@ struct PrefillSm90Persistent {
     Ring kring, vring;
     kring.init(barriers + 2 * kQSlots, 1, kConsumerThreads / 32);
     vring.init(barriers + 2 * kQSlots + 2 * kStages, 1, kConsumerThreads / 32);
+    // A varlen batch (no TMA form for Q and O: a box would run into the next sequence; a last key
+    // tile past a sequence's end) copies Q with every producer thread, and gathers such tiles.
+    constexpr bool q_async = Varlen, gather = Varlen;
     if (threadIdx.x == 0) {
       for (int s = 0; s < kQSlots; ++s) {
-        sm90::mbarrier_init(&q_full[s], 1);
+        sm90::mbarrier_init(&q_full[s], q_async ? kProducerThreads : 1);
         sm90::mbarrier_init(&q_empty[s], kOApart ? kConsumerThreads / 32 : kConsumers);
       }
       sm90::fence_mbarrier_init();
     }
     __syncthreads();
 
-    // The launcher gives every block at least one item, and every item keys (seqlen_q <= seqlen_k).
+    // A block may have no item (a varlen batch's order table holds fewer than the grid).
     const WorkItems items{p.num_items, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x)};
 
     if (threadIdx.x < kProducerThreads) {
       sm90::setmaxnreg_dec<Base::kProducerRegisters>();
       // Thread 0: each item's Q (into its slot once the slot's last O was stored), then its K
-      // tiles; thread 32: the V tiles. Both count tiles over all items, as the consumers do.
-      if (threadIdx.x != 0 && threadIdx.x != 32) return;
-      const bool k_thread = threadIdx.x == 0;
+      // tiles by TMA; thread 32: the V tiles. A varlen batch's Q comes from every producer
+      // thread, and so does a tile that reaches past a sequence's end (gathered as the block per
+      // item gathers it: prefill_sm90.cuh). Every thread counts tiles over all items, as the
+      // consumers do, and r over the items with keys (the slots' order).
+      if (!Varlen && threadIdx.x != 0 && threadIdx.x != 32) return;
+      const bool k_thread = threadIdx.x == 0, v_thread = threadIdx.x == 32;
       int t = 0;
-      for (int r = 0;; ++r) {
-        const int item = items.at(r);
-        if (item < 0) break;
-        const PrefillBlock blk = PrefillBlock::make_item(p, kBM, item);
-        if (k_thread) {
-          const int slot = r % kQSlots, use = r / kQSlots;
+      for (int w = 0, r = 0; next_item(p, items, w); ++w, ++r) {
+        const PrefillBlock blk = walk_item(p, items.at(w));
+        const int slot = r % kQSlots, use = r / kQSlots;
+        if constexpr (q_async) {
+          if (use > 0) sm90::mbarrier_wait_parity(&q_empty[slot], (use - 1) & 1);
+          if (blk.pack_shift != 0) {
+            load_tile_async_packed<QTile, kProducerThreads>(q_slot(slot), blk.q_ptr<In>(p), p.q_row_stride,
+                                                            p.q_head_stride, blk.pack_shift, blk.rows_q);
+          } else {
+            load_tile_async<QTile, kProducerThreads>(q_slot(slot), blk.q_ptr<In>(p), p.q_row_stride, blk.rows_q);
+          }
+          sm90::cp_async_mbarrier_arrive_noinc(&q_full[slot]);
+        } else if (k_thread) {
           if (use > 0) sm90::mbarrier_wait_parity(&q_empty[slot], (use - 1) & 1);
           QBuf::load_tile_tma(q_slot(slot), &maps.q, blk.m0, blk.head, blk.batch, &q_full[slot]);
         }
         const int n_first = blk.keys.first_tile(kBN), num_tiles = blk.keys.tiles(kBN);
-        for (int i = 0; i < num_tiles; ++i, ++t) {
-          const int row = (n_first + i) * kBN;
+        const int tma_tiles = tiles_by_tma(blk, n_first, num_tiles, gather);
+        // Varlen K/V: one packed sequence of rows (batch 0), this sequence from k_begin.
+        const int kv_batch = p.cu_seqlens_k ? 0 : blk.batch;
+        for (int i = 0; (k_thread || v_thread) && i < tma_tiles; ++i) {
+          const int row = blk.k_begin + (n_first + i) * kBN;
           if (k_thread) {
-            kbuf.write_to_stage(Ring::stage(t));
-            kring.acquire(t);
-            kbuf.load_tile_tma(&maps.k, row, blk.head_kv, blk.batch, kring.expect_bytes(t, KTile::kBytes));
+            kbuf.write_to_stage(Ring::stage(t + i));
+            kring.acquire(t + i);
+            kbuf.load_tile_tma(&maps.k, row, blk.head_kv, kv_batch, kring.expect_bytes(t + i, KTile::kBytes));
           } else {
-            vbuf.write_to_stage(Ring::stage(t));
-            vring.acquire(t);
-            vbuf.load_tile_tma(&maps.v, row, blk.head_kv, blk.batch, vring.expect_bytes(t, VTile::kBytes));
+            vbuf.write_to_stage(Ring::stage(t + i));
+            vring.acquire(t + i);
+            vbuf.load_tile_tma(&maps.v, row, blk.head_kv, kv_batch, vring.expect_bytes(t + i, VTile::kBytes));
           }
         }
+        if (gather && tma_tiles < num_tiles) blk.bind_kv<In, false>(kbuf, vbuf, p);
+        for (int i = tma_tiles; gather && i < num_tiles; ++i) {  // the block per item's protocol, prefill_sm90.cuh
+          const int key0 = (n_first + i) * kBN;
+          sm90::named_barrier_sync(Base::kProducerSync, kProducerThreads);
+          kbuf.write_to_stage(Ring::stage(t + i));
+          vbuf.write_to_stage(Ring::stage(t + i));
+          kring.acquire(t + i);
+          kbuf.load_from_dram(key0, blk.seqlen_k - key0);
+          sm80::cp_async_commit_group();
+          vring.acquire(t + i);
+          vbuf.load_from_dram(key0, blk.seqlen_k - key0);
+          sm80::cp_async_commit_group();
+          sm80::cp_async_wait_group<1>();  // this thread's K copies landed
+          sm90::named_barrier_sync(Base::kProducerSync, kProducerThreads);
+          if (k_thread) kring.arrive_full(t + i);
+          sm80::cp_async_wait_group<0>();
+          sm90::named_barrier_sync(Base::kProducerSync, kProducerThreads);
+          if (k_thread) vring.arrive_full(t + i);
+        }
+        t += num_tiles;
       }
+      sm80::cp_async_wait_all();  // leave no copy of this thread in flight at exit
       return;
     }
 
@@ -158,6 +232,9 @@ struct PrefillSm90Persistent {
     PBuf pbuf;
     float(&s)[kBN / 2] = reinterpret_cast<float(&)[kBN / 2]>(pbuf.s);
     typename PBuf::Packed packed;  // P(t) as the A fragments of O += P V
+
+    int w = 0;  // walk position (items.at(w)) of the current item
+    if (!next_item(p, items, w)) return;  // no item: no turns either (its producer has none)
 
     // The steps of PrefillSm90's consumers (first_tile, steady_tile, last_pv); one issue turn
     // per tile plus the last P V, over every item alike.
@@ -191,7 +268,19 @@ struct PrefillSm90Persistent {
         });
       } else {
         warpgroup_sync();
-        Base::store_output_tma(out.o, q_slot(slot), maps, b, consumer, consumer_thread, warpgroup_sync, consumer * 64);
+        if constexpr (!Varlen) {
+          Base::store_output_tma(out.o, q_slot(slot), maps, b, consumer, consumer_thread, warpgroup_sync, consumer * 64);
+        } else {  // staged the same way, then copied row by row up to the sequence's end
+          if (b.pack_shift != 0) {
+            store_output_packed<OTile, WGO, 128, 64>(out.o, q_slot(slot), warp_row0, b.o_ptr<In>(p), p.o_row_stride,
+                                                     p.o_head_stride, b.pack_shift, b.rows_q, consumer_thread % 128,
+                                                     warpgroup_sync, consumer * 64);
+          } else {
+            store_output<OTile, WGO, 128, 64>(out.o, q_slot(slot), warp_row0, b.o_ptr<In>(p), p.o_row_stride, b.rows_q,
+                                              consumer_thread % 128, warpgroup_sync, consumer * 64);
+          }
+          warpgroup_sync();  // every thread has read its rows of the slot
+        }
         if (consumer_thread % 128 == 0) sm90::mbarrier_arrive(&q_empty[slot]);
       }
     };
@@ -202,39 +291,52 @@ struct PrefillSm90Persistent {
       }
     };
 
-    int r = 0, t = 0;  // item round, and tile over all items (whose S is done, P V pending)
-    PrefillBlock blk = PrefillBlock::make_item(p, kBM, items.at(0));
+    // r: the item round (items with keys: the slots' order); t: the tile over all items (whose S
+    // is done, P V pending). Tiles of an item from tma_from on were gathered by cp.async (and Q,
+    // with q_async): fenced to the async proxy before wgmma reads them.
+    int r = 0, t = 0;
+    PrefillBlock blk = walk_item(p, items.at(w));
     int n_first = blk.keys.first_tile(kBN), num_tiles = blk.keys.tiles(kBN), i = 1;
+    int tma_from = tiles_by_tma(blk, n_first, num_tiles, gather);
+    const auto fence_gathered = [](bool gathered) {
+      if constexpr (Varlen) {
+        if (gathered) sm90::fence_proxy_async_shared();
+      }
+    };
     unmasked = Base::unmasked_tiles(blk.mask, blk.m0 + warp_row0);
     Base::first_tile(
         kring, 0, consumer, pbuf, out, packed,
         [&] {
           sm90::mbarrier_wait_parity(&q_full[0], 0);
           kring.wait(0);
+          fence_gathered(q_async || tma_from == 0);
         },
         [&] { issue_scores(0, 0); }, [&] { q_read(0, num_tiles, 0); }, [&](auto between) { softmax_scores(blk, n_first, between); });
 
     for (;;) {
       if (i < num_tiles) {  // a steady tile
         Base::steady_tile(
-            kring, vring, t + 1, t, consumer, pbuf, out, packed, vbuf, correction, [] {}, [] {},
+            kring, vring, t + 1, t, consumer, pbuf, out, packed, vbuf, correction,
+            [&] { fence_gathered(i >= tma_from); }, [&] { fence_gathered(i - 1 >= tma_from); },
             [&] { issue_scores(t + 1, r % kQSlots); }, [&] { q_read(i, num_tiles, r % kQSlots); },
             [&](auto between) { softmax_scores(blk, n_first + i, between); });
         ++i;
         ++t;
         continue;
       }
-      const int next = items.at(r + 1);
-      if (next < 0) break;
+      int w_next = w + 1;
+      if (!next_item(p, items, w_next)) break;
       // Item r's last P V and the first S of item r + 1: with two slots issued together (the S
       // runs under item r's epilogue), with one after the epilogue has freed the slot.
       const int slot = (r + 1) % kQSlots;
       const auto wait_first_operands = [&] {
         sm90::mbarrier_wait_parity(&q_full[slot], ((r + 1) / kQSlots) & 1);
         kring.wait(t + 1);
+        fence_gathered(q_async || gather);  // (the next item's first tile may be gathered)
       };
       if constexpr (kQSlots == 2) wait_first_operands();
       vring.wait(t);
+      fence_gathered(num_tiles - 1 >= tma_from);
       Base::take_turn(consumer);
       Base::fence_operands(s, o, packed);
       Base::issue_pv(o, packed, vbuf, Ring::stage(t));
@@ -250,9 +352,11 @@ struct PrefillSm90Persistent {
       out.zero();
       softmax.init();
       ++r;
-      blk = PrefillBlock::make_item(p, kBM, next);
+      w = w_next;
+      blk = walk_item(p, items.at(w));
       n_first = blk.keys.first_tile(kBN);
       num_tiles = blk.keys.tiles(kBN);
+      tma_from = tiles_by_tma(blk, n_first, num_tiles, gather);
       unmasked = Base::unmasked_tiles(blk.mask, blk.m0 + warp_row0);
       Base::first_scores_finish(kring, t + 1, pbuf, packed, [&] { q_read(0, num_tiles, r % kQSlots); },
                                 [&](auto between) { softmax_scores(blk, n_first, between); });  // O is zero: no rescale
@@ -260,18 +364,19 @@ struct PrefillSm90Persistent {
       ++t;
     }
 
-    Base::last_pv(vring, t, consumer, out, pbuf, packed, vbuf, [] {});
+    Base::last_pv(vring, t, consumer, out, pbuf, packed, vbuf, [&] { fence_gathered(num_tiles - 1 >= tma_from); });
     epilogue(blk, r % kQSlots);
 #endif
   }
 };
 
-template <class In, int D, int Dv>
-__global__ void __launch_bounds__(PrefillSm90Persistent<In, D, Dv>::kThreads, PrefillSm90Persistent<In, D, Dv>::kCtasPerSm)
+template <class In, int D, int Dv, bool Varlen = false>
+__global__ void __launch_bounds__(PrefillSm90Persistent<In, D, Dv, Varlen>::kThreads,
+                                  PrefillSm90Persistent<In, D, Dv, Varlen>::kCtasPerSm)
     prefill_sm90_persistent_kernel(const __grid_constant__ PrefillParams params,
                                    const __grid_constant__ PrefillTmaMaps maps) {
   extern __shared__ __align__(128) char smem[];
-  PrefillSm90Persistent<In, D, Dv>::run(params, maps, smem);
+  PrefillSm90Persistent<In, D, Dv, Varlen>::run(params, maps, smem);
 }
 
 }  // namespace flashbuf
