@@ -176,21 +176,34 @@ bool persistent_varlen_wanted(const AttentionProblem& pr, const PrefillParams& p
   return knob.forced || persistent_grid_pays(mean_key_tiles(mean, Kernel::kBM, Kernel::kBN), BlockPerItem::kConsumers,
                                              widest_head_dim(pr.head_dim, pr.head_dim_v));
 }
-// Its launch: one wave of blocks walking the longest-first order table's items (a block whose
-// walk finds none returns). False, having launched nothing, where there is no table.
+// Its launch: one wave of blocks walking the items (a block whose walk finds none returns). A
+// skewed batch (longest_first_pays) walks its longest-first order table, heaviest first; a batch
+// of like lengths walks the grid's numbering (max_seqlen_q's query blocks of each head and
+// sequence, a pair's blocks together: the table's order, heads innermost and free within a
+// bucket, scatters a pair's blocks over the launch, and its K/V over the L2). False, having
+// launched nothing, where the items would pass 2^31 or the table cannot be made.
 template <class Kernel>
 bool launch_prefill_persistent_varlen(void (*kernel)(PrefillParams, PrefillTmaMaps), PrefillParams params,
                                       const AttentionProblem& pr, const PrefillTmaMaps& maps) {
-  std::int64_t items = 0;
-  std::int32_t* const table = launch_longest_first_order<Kernel>(params, pr, items);
-  if (table == nullptr) return false;
+  std::int64_t items = static_cast<std::int64_t>(params.num_m_blocks) * (pr.heads_q >> params.pack_shift) * pr.batch;
+  std::int32_t* table = nullptr;
+  if (longest_first_pays(pr.total_q, pr.batch, pr.max_seqlen_q)) {
+    table = launch_longest_first_order<Kernel>(params, pr, items);
+    if (table == nullptr) return false;
+  } else if (items > 0x7fffffff) {
+    return false;
+  }
   params.item_order = table;
   params.num_items = static_cast<int>(items);
   raise_smem_limit_once<Kernel>(reinterpret_cast<const void*>(kernel), pr.device_index);
   const int wave = persistent_wave<Kernel>(pr);
   const int blocks = params.num_items < wave ? params.num_items : wave;
   kernel<<<blocks, Kernel::kThreads, Kernel::kSmemBytes, static_cast<cudaStream_t>(pr.stream)>>>(params, maps);
-  free_after_kernel(table, pr);
+  if (table != nullptr) {
+    free_after_kernel(table, pr);
+  } else {
+    FLASHBUF_CUDA_CHECK(cudaGetLastError());
+  }
   return true;
 }
 

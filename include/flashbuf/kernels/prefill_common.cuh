@@ -75,10 +75,11 @@ struct PrefillBlock {
     b.seqlen_q = 0;  // empty()
     return b;
   }
-  // Work item `item` of a persistent grid, in the walk's numbering (item_coords; never packed).
-  __device__ static PrefillBlock make_item(const PrefillParams& p, int block_m, int item) {
-    const ItemCoords c = item_coords(item, p.num_m_blocks, p.heads_q);
-    return make_at(p, block_m, p.num_m_blocks - 1 - c.m_from_last, c.head, c.batch, 0);
+  // Work item `item` of a persistent grid, in the walk's numbering (item_coords over the grid's
+  // heads: K/V heads where the rows are packed; batch-form launches never pack).
+  __device__ static PrefillBlock make_item(const PrefillParams& p, int block_m, int item, int pack_shift = 0) {
+    const ItemCoords c = item_coords(item, p.num_m_blocks, p.heads_q >> pack_shift);
+    return make_at(p, block_m, p.num_m_blocks - 1 - c.m_from_last, c.head, c.batch, pack_shift);
   }
   // Work item `item` of a persistent grid over an order table (a varlen batch): the item of rank
   // item / heads and head item % heads, as make() numbers blocks (past the table's count: an

@@ -89,16 +89,21 @@ struct PrefillSm90Persistent {
   static_assert(kSmemBytes <= prefill_sm90_smem_budget(kCtasPerSm),
                 "prefill_sm90_persistent: over the shared memory a block may use at kCtasPerSm blocks per SM");
 
-  // Item `item` of the walk: batch-form items in the walk's numbering, a varlen batch's from its
-  // longest-first order table (p.item_order).
+  // Item `item` of the walk: in the walk's numbering (item_coords), or a skewed varlen batch's
+  // from its longest-first order table (p.item_order).
   __device__ static PrefillBlock walk_item(const PrefillParams& p, int item) {
-    return Varlen ? PrefillBlock::make_ordered_item(p, kBM, item) : PrefillBlock::make_item(p, kBM, item);
+    if constexpr (Varlen) {
+      if (p.item_order != nullptr) return PrefillBlock::make_ordered_item(p, kBM, item);
+      return PrefillBlock::make_item(p, kBM, item, p.pack_shift);
+    }
+    return PrefillBlock::make_item(p, kBM, item);
   }
   // The walk's next item with keys from position w on (w moved to it); false where the block's
-  // walk ends. The producer and the consumers skip alike. The launcher's rules give every item
-  // keys (batch form: seqlen_q <= seqlen_k; varlen: one cu_seqlens for Q and K/V), and batch-form
-  // items are never empty, so only a varlen order table's end is found here: past its count
-  // (an empty block) every later item of the walk is past it too.
+  // walk ends. The producer and the consumers skip alike. Batch-form items are never empty and
+  // the launcher's rules give every item keys (batch form: seqlen_q <= seqlen_k; varlen: one
+  // cu_seqlens for Q and K/V). A varlen batch's walk numbering (max_seqlen_q's query blocks for
+  // every sequence) holds empty items past its shorter sequences' ends, skipped here; past an
+  // order table's count every later item of the walk is past it too.
   __device__ static bool next_item(const PrefillParams& p, const WorkItems& items, int& w) {
     if constexpr (!Varlen) {
       return items.at(w) >= 0;
@@ -106,9 +111,9 @@ struct PrefillSm90Persistent {
       for (;; ++w) {
         const int item = items.at(w);
         if (item < 0) return false;
+        if (p.item_order != nullptr && item / (p.heads_q >> p.pack_shift) >= p.item_order[0]) return false;
         const PrefillBlock b = walk_item(p, item);
-        if (b.empty()) return false;
-        if (b.keys.tiles(kBN) > 0) return true;
+        if (!b.empty() && b.keys.tiles(kBN) > 0) return true;
       }
     }
   }
@@ -204,10 +209,14 @@ struct PrefillSm90Persistent {
           vring.acquire(t + i);
           vbuf.load_from_dram(key0, blk.seqlen_k - key0);
           sm80::cp_async_commit_group();
+          // Each thread fences its own landed copies to the async proxy before the arrival that
+          // hands them to wgmma, so the consumers' steady tiles need no fence of their own.
           sm80::cp_async_wait_group<1>();  // this thread's K copies landed
+          sm90::fence_proxy_async_shared();
           sm90::named_barrier_sync(Base::kProducerSync, kProducerThreads);
           if (k_thread) kring.arrive_full(t + i);
           sm80::cp_async_wait_group<0>();
+          sm90::fence_proxy_async_shared();
           sm90::named_barrier_sync(Base::kProducerSync, kProducerThreads);
           if (k_thread) vring.arrive_full(t + i);
         }
@@ -292,16 +301,14 @@ struct PrefillSm90Persistent {
     };
 
     // r: the item round (items with keys: the slots' order); t: the tile over all items (whose S
-    // is done, P V pending). Tiles of an item from tma_from on were gathered by cp.async (and Q,
-    // with q_async): fenced to the async proxy before wgmma reads them.
+    // is done, P V pending). A Q copied by cp.async is fenced to the async proxy here, after its
+    // barrier, before wgmma reads it (its copies land asynchronously: the producer cannot fence
+    // them; gathered K/V tiles it fences itself).
     int r = 0, t = 0;
     PrefillBlock blk = walk_item(p, items.at(w));
     int n_first = blk.keys.first_tile(kBN), num_tiles = blk.keys.tiles(kBN), i = 1;
-    int tma_from = tiles_by_tma(blk, n_first, num_tiles, gather);
-    const auto fence_gathered = [](bool gathered) {
-      if constexpr (Varlen) {
-        if (gathered) sm90::fence_proxy_async_shared();
-      }
+    const auto fence_q = [] {
+      if constexpr (q_async) sm90::fence_proxy_async_shared();
     };
     unmasked = Base::unmasked_tiles(blk.mask, blk.m0 + warp_row0);
     Base::first_tile(
@@ -309,15 +316,14 @@ struct PrefillSm90Persistent {
         [&] {
           sm90::mbarrier_wait_parity(&q_full[0], 0);
           kring.wait(0);
-          fence_gathered(q_async || tma_from == 0);
+          fence_q();
         },
         [&] { issue_scores(0, 0); }, [&] { q_read(0, num_tiles, 0); }, [&](auto between) { softmax_scores(blk, n_first, between); });
 
     for (;;) {
       if (i < num_tiles) {  // a steady tile
         Base::steady_tile(
-            kring, vring, t + 1, t, consumer, pbuf, out, packed, vbuf, correction,
-            [&] { fence_gathered(i >= tma_from); }, [&] { fence_gathered(i - 1 >= tma_from); },
+            kring, vring, t + 1, t, consumer, pbuf, out, packed, vbuf, correction, [] {}, [] {},
             [&] { issue_scores(t + 1, r % kQSlots); }, [&] { q_read(i, num_tiles, r % kQSlots); },
             [&](auto between) { softmax_scores(blk, n_first + i, between); });
         ++i;
@@ -332,11 +338,10 @@ struct PrefillSm90Persistent {
       const auto wait_first_operands = [&] {
         sm90::mbarrier_wait_parity(&q_full[slot], ((r + 1) / kQSlots) & 1);
         kring.wait(t + 1);
-        fence_gathered(q_async || gather);  // (the next item's first tile may be gathered)
+        fence_q();
       };
       if constexpr (kQSlots == 2) wait_first_operands();
       vring.wait(t);
-      fence_gathered(num_tiles - 1 >= tma_from);
       Base::take_turn(consumer);
       Base::fence_operands(s, o, packed);
       Base::issue_pv(o, packed, vbuf, Ring::stage(t));
@@ -356,7 +361,6 @@ struct PrefillSm90Persistent {
       blk = walk_item(p, items.at(w));
       n_first = blk.keys.first_tile(kBN);
       num_tiles = blk.keys.tiles(kBN);
-      tma_from = tiles_by_tma(blk, n_first, num_tiles, gather);
       unmasked = Base::unmasked_tiles(blk.mask, blk.m0 + warp_row0);
       Base::first_scores_finish(kring, t + 1, pbuf, packed, [&] { q_read(0, num_tiles, r % kQSlots); },
                                 [&](auto between) { softmax_scores(blk, n_first, between); });  // O is zero: no rescale
@@ -364,7 +368,7 @@ struct PrefillSm90Persistent {
       ++t;
     }
 
-    Base::last_pv(vring, t, consumer, out, pbuf, packed, vbuf, [&] { fence_gathered(num_tiles - 1 >= tma_from); });
+    Base::last_pv(vring, t, consumer, out, pbuf, packed, vbuf, [] {});
     epilogue(blk, r % kQSlots);
 #endif
   }
