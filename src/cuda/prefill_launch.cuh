@@ -176,6 +176,21 @@ bool persistent_varlen_wanted(const AttentionProblem& pr, const PrefillParams& p
   return knob.forced || persistent_grid_pays(mean_key_tiles(mean, Kernel::kBM, Kernel::kBN), BlockPerItem::kConsumers,
                                              widest_head_dim(pr.head_dim, pr.head_dim_v));
 }
+// A varlen batch's Q and O as one packed sequence of rows, (cols, total_q, heads, 1), for the
+// persistent varlen walk: its Q boxes may run past a sequence (masked rows), and it stores O by
+// TMA only for blocks inside their sequence (the block per item has no such rule, so these maps
+// are the walk's alone).
+template <int BlockM>
+void add_packed_qo_maps(PrefillTmaMaps& maps, const AttentionProblem& pr) {
+  const int rows = static_cast<int>(pr.total_q);  // < 2^31 (validate.cpp)
+  const SlabTensor q{pr.q, pr.dtype, pr.head_dim, rows, pr.heads_q, 1, pr.q_row_stride, pr.q_head_stride,
+                     pr.q_row_stride * pr.total_q};
+  maps.q_enabled = make_slab_tensor_map(&maps.q, q, BlockM);
+  const SlabTensor o{pr.o, pr.dtype, pr.head_dim_v, rows, pr.heads_q, 1, pr.o_row_stride, pr.o_head_stride,
+                     pr.o_row_stride * pr.total_q};
+  maps.o_enabled = make_slab_tensor_map(&maps.o, o, 64);
+}
+
 // Its launch: one wave of blocks walking the items (a block whose walk finds none returns). A
 // skewed batch (longest_first_pays) walks its longest-first order table, heaviest first; a batch
 // of like lengths walks the grid's numbering (max_seqlen_q's query blocks of each head and
@@ -326,7 +341,8 @@ void launch_prefill_variant(const PrefillParams& params, const AttentionProblem&
       if constexpr (Persistent::kQSlots == 2 && Persistent::kBM == Kernel::kBM) {
         using Walk = PrefillSm90Persistent<In, D, Dv, true>;
         if (persistent_varlen_wanted<Walk, Kernel>(pr, params)) {
-          const PrefillTmaMaps maps = make_prefill_tma_maps<Walk::kBN, Walk::kBM>(pr);
+          PrefillTmaMaps maps = make_prefill_tma_maps<Walk::kBN, Walk::kBM>(pr);
+          add_packed_qo_maps<Walk::kBM>(maps, pr);
           if (maps.enabled && maps.gather_tail &&
               launch_prefill_persistent_varlen<Walk>(&prefill_sm90_persistent_kernel<In, D, Dv, true>, params, pr, maps)) {
             return;

@@ -141,9 +141,13 @@ struct PrefillSm90Persistent {
     Ring kring, vring;
     kring.init(barriers + 2 * kQSlots, 1, kConsumerThreads / 32);
     vring.init(barriers + 2 * kQSlots + 2 * kStages, 1, kConsumerThreads / 32);
-    // A varlen batch (no TMA form for Q and O: a box would run into the next sequence; a last key
-    // tile past a sequence's end) copies Q with every producer thread, and gathers such tiles.
-    constexpr bool q_async = Varlen, gather = Varlen;
+    // A varlen batch gathers the key tiles that reach past a sequence's end with every producer
+    // thread. Its Q comes by TMA over the packed rows (rows past a sequence's end belong to the
+    // next one or arrive as zeros: masked either way, and never stored), but where the launch
+    // packs query heads into rows (their rows are not a box) from every producer thread by
+    // cp.async.
+    constexpr bool gather = Varlen;
+    const bool q_async = Varlen && (p.pack_shift != 0 || !maps.q_enabled);
     if (threadIdx.x == 0) {
       for (int s = 0; s < kQSlots; ++s) {
         sm90::mbarrier_init(&q_full[s], q_async ? kProducerThreads : 1);
@@ -169,7 +173,7 @@ struct PrefillSm90Persistent {
       for (int w = 0, r = 0; next_item(p, items, w); ++w, ++r) {
         const PrefillBlock blk = walk_item(p, items.at(w));
         const int slot = r % kQSlots, use = r / kQSlots;
-        if constexpr (q_async) {
+        if (q_async) {
           if (use > 0) sm90::mbarrier_wait_parity(&q_empty[slot], (use - 1) & 1);
           if (blk.pack_shift != 0) {
             load_tile_async_packed<QTile, kProducerThreads>(q_slot(slot), blk.q_ptr<In>(p), p.q_row_stride,
@@ -180,7 +184,9 @@ struct PrefillSm90Persistent {
           sm90::cp_async_mbarrier_arrive_noinc(&q_full[slot]);
         } else if (k_thread) {
           if (use > 0) sm90::mbarrier_wait_parity(&q_empty[slot], (use - 1) & 1);
-          QBuf::load_tile_tma(q_slot(slot), &maps.q, blk.m0, blk.head, blk.batch, &q_full[slot]);
+          // Varlen: one packed sequence of rows (batch 0), this sequence from q_begin.
+          QBuf::load_tile_tma(q_slot(slot), &maps.q, blk.q_begin + blk.m0, blk.head, Varlen ? 0 : blk.batch,
+                              &q_full[slot]);
         }
         const int n_first = blk.keys.first_tile(kBN), num_tiles = blk.keys.tiles(kBN);
         const int tma_tiles = tiles_by_tma(blk, n_first, num_tiles, gather);
@@ -278,8 +284,15 @@ struct PrefillSm90Persistent {
         });
       } else {
         warpgroup_sync();
-        if constexpr (!Varlen) {
-          Base::store_output_tma(out.o, q_slot(slot), maps, b, consumer, consumer_thread, warpgroup_sync, consumer * 64);
+        if (!Varlen || (maps.o_enabled && b.pack_shift == 0 && b.rows_q == kBM)) {
+          // Varlen: a block inside its sequence, by TMA over the packed rows (batch 0) from the
+          // sequence's q_begin; a block that ends it would write into the next sequence.
+          PrefillBlock rows = b;
+          if constexpr (Varlen) {
+            rows.m0 += b.q_begin;
+            rows.batch = 0;
+          }
+          Base::store_output_tma(out.o, q_slot(slot), maps, rows, consumer, consumer_thread, warpgroup_sync, consumer * 64);
         } else {  // staged the same way, then copied row by row up to the sequence's end
           if (b.pack_shift != 0) {
             store_output_packed<OTile, WGO, 128, 64>(out.o, q_slot(slot), warp_row0, b.o_ptr<In>(p), p.o_row_stride,
@@ -308,8 +321,8 @@ struct PrefillSm90Persistent {
     int r = 0, t = 0;
     PrefillBlock blk = walk_item(p, items.at(w));
     int n_first = blk.keys.first_tile(kBN), num_tiles = blk.keys.tiles(kBN), i = 1;
-    const auto fence_q = [] {
-      if constexpr (q_async) sm90::fence_proxy_async_shared();
+    const auto fence_q = [] {  // (a TMA Q needs none; one fence an item is cheaper than a flag held through it)
+      if constexpr (Varlen) sm90::fence_proxy_async_shared();
     };
     unmasked = Base::unmasked_tiles(blk.mask, blk.m0 + warp_row0);
     Base::first_tile(
