@@ -284,25 +284,30 @@ struct PrefillSm90Persistent {
         });
       } else {
         warpgroup_sync();
-        if (!Varlen || (maps.o_enabled && b.pack_shift == 0 && b.rows_q == kBM)) {
-          // Varlen: a block inside its sequence, by TMA over the packed rows (batch 0) from the
-          // sequence's q_begin; a block that ends it would write into the next sequence.
-          PrefillBlock rows = b;
-          if constexpr (Varlen) {
-            rows.m0 += b.q_begin;
-            rows.batch = 0;
-          }
-          Base::store_output_tma(out.o, q_slot(slot), maps, rows, consumer, consumer_thread, warpgroup_sync, consumer * 64);
-        } else {  // staged the same way, then copied row by row up to the sequence's end
-          if (b.pack_shift != 0) {
-            store_output_packed<OTile, WGO, 128, 64>(out.o, q_slot(slot), warp_row0, b.o_ptr<In>(p), p.o_row_stride,
-                                                     p.o_head_stride, b.pack_shift, b.rows_q, consumer_thread % 128,
-                                                     warpgroup_sync, consumer * 64);
+        if constexpr (!Varlen) {
+          Base::store_output_tma(out.o, q_slot(slot), maps, b, consumer, consumer_thread, warpgroup_sync, consumer * 64);
+        } else {
+          // Staged over the slot as above; then a block inside its sequence goes out by TMA over
+          // the packed rows (batch 0, from the sequence's q_begin), and a sequence's last block
+          // (its box would write into the next sequence) or packed rows are copied row by row.
+          const bool by_tma = maps.o_enabled && b.pack_shift == 0 && b.rows_q == kBM;
+          stage_output<OTile, WGO>(out.o, q_slot(slot), warp_row0, consumer_thread % 32);
+          sm90::fence_proxy_async_shared();
+          warpgroup_sync();
+          if (by_tma) {
+            if (consumer_thread % 128 == 0) {
+              store_slab_rows_tma<OTile, 64>(q_slot(slot), consumer * 64, &maps.o, b.q_begin + b.m0 + consumer * 64, b.head, 0);
+            }
           } else {
-            store_output<OTile, WGO, 128, 64>(out.o, q_slot(slot), warp_row0, b.o_ptr<In>(p), p.o_row_stride, b.rows_q,
-                                              consumer_thread % 128, warpgroup_sync, consumer * 64);
+            if (b.pack_shift != 0) {
+              copy_output_packed<OTile, 128, 64>(q_slot(slot), b.o_ptr<In>(p), p.o_row_stride, p.o_head_stride, b.pack_shift,
+                                                 b.rows_q, consumer_thread % 128, consumer * 64);
+            } else {
+              copy_output<OTile, 128, 64>(q_slot(slot), b.o_ptr<In>(p), p.o_row_stride, b.rows_q, consumer_thread % 128,
+                                          consumer * 64);
+            }
+            warpgroup_sync();  // every thread has read its rows of the slot
           }
-          warpgroup_sync();  // every thread has read its rows of the slot
         }
         if (consumer_thread % 128 == 0) sm90::mbarrier_arrive(&q_empty[slot]);
       }
