@@ -28,10 +28,11 @@
 // (persistent_grid_pays, core/work_items.hpp).
 // Varlen: a skewed batch's items are its longest-first order table's (core/work_order.hpp: the
 // walk takes them in rank order, so the heaviest go first), a batch of like lengths walks the
-// grid's numbering (a head's query blocks together, for the L2); Q comes by cp.async from every
-// producer thread and O is copied row by row (a TMA box would run into the next sequence), and
-// a key tile that reaches past its sequence's end is gathered by every producer thread, as the
-// block per item gathers it. The launcher takes this walk for batches of short sequences whose
+// grid's numbering (a head's query blocks together, for the L2); Q comes by TMA over the packed
+// rows (by cp.async from every producer thread where the launch packs query heads into rows), O
+// by TMA stores for a block inside its sequence and row copies for a sequence's last block (its
+// box would run into the next sequence), and a key tile that reaches past its sequence's end is
+// gathered by every producer thread, as the block per item gathers it. The launcher takes this walk for batches of short sequences whose
 // queries are their keys (one cu_seqlens), so that every item has keys.
 #pragma once
 
