@@ -176,19 +176,24 @@ bool persistent_varlen_wanted(const AttentionProblem& pr, const PrefillParams& p
   return knob.forced || persistent_grid_pays(mean_key_tiles(mean, Kernel::kBM, Kernel::kBN), BlockPerItem::kConsumers,
                                              widest_head_dim(pr.head_dim, pr.head_dim_v));
 }
-// A varlen batch's Q and O as one packed sequence of rows, (cols, total_q, heads, 1), for the
-// persistent varlen walk: its Q boxes may run past a sequence (masked rows), and it stores O by
-// TMA only for blocks inside their sequence (the block per item has no such rule, so these maps
-// are the walk's alone).
+// A varlen batch's Q and O for the persistent varlen walk, whose Q boxes may run past a sequence
+// (masked rows) and which stores O by TMA only for blocks inside their sequence (the block per
+// item has no such rule, so these maps are the walk's alone): one packed sequence of rows,
+// (cols, total_q, heads, 1), or where the launch packs each K/V head's 2^shift query heads into
+// rows, (cols, 2^shift heads, total_q tokens, K/V heads), whose boxes of 2^shift x rows >> shift
+// lay the packed rows out in their order (row r: token r >> shift, head r & (2^shift - 1)).
 template <int BlockM>
-void add_packed_qo_maps(PrefillTmaMaps& maps, const AttentionProblem& pr) {
-  const int rows = static_cast<int>(pr.total_q);  // < 2^31 (validate.cpp)
-  const SlabTensor q{pr.q, pr.dtype, pr.head_dim, rows, pr.heads_q, 1, pr.q_row_stride, pr.q_head_stride,
-                     pr.q_row_stride * pr.total_q};
-  maps.q_enabled = make_slab_tensor_map(&maps.q, q, BlockM);
-  const SlabTensor o{pr.o, pr.dtype, pr.head_dim_v, rows, pr.heads_q, 1, pr.o_row_stride, pr.o_head_stride,
-                     pr.o_row_stride * pr.total_q};
-  maps.o_enabled = make_slab_tensor_map(&maps.o, o, 64);
+void add_packed_qo_maps(PrefillTmaMaps& maps, const AttentionProblem& pr, int pack_shift) {
+  const int tokens = static_cast<int>(pr.total_q);  // < 2^31 (validate.cpp)
+  const int group = 1 << pack_shift;
+  const auto view = [&](const void* base, int cols, std::int64_t row_stride, std::int64_t head_stride) {
+    if (pack_shift == 0) return SlabTensor{base, pr.dtype, cols, tokens, pr.heads_q, 1, row_stride, head_stride, row_stride * pr.total_q};
+    return SlabTensor{base, pr.dtype, cols, group, tokens, pr.heads_q >> pack_shift, head_stride, row_stride, head_stride * group};
+  };
+  maps.q_enabled = make_slab_tensor_map(&maps.q, view(pr.q, pr.head_dim, pr.q_row_stride, pr.q_head_stride),
+                                        pack_shift == 0 ? BlockM : group, pack_shift == 0 ? 1 : BlockM >> pack_shift);
+  maps.o_enabled = make_slab_tensor_map(&maps.o, view(pr.o, pr.head_dim_v, pr.o_row_stride, pr.o_head_stride),
+                                        pack_shift == 0 ? 64 : group, pack_shift == 0 ? 1 : 64 >> pack_shift);
 }
 
 // Its launch: one wave of blocks walking the items (a block whose walk finds none returns). A
@@ -342,7 +347,7 @@ void launch_prefill_variant(const PrefillParams& params, const AttentionProblem&
         using Walk = PrefillSm90Persistent<In, D, Dv, true>;
         if (persistent_varlen_wanted<Walk, Kernel>(pr, params)) {
           PrefillTmaMaps maps = make_prefill_tma_maps<Walk::kBN, Walk::kBM>(pr);
-          add_packed_qo_maps<Walk::kBM>(maps, pr);
+          add_packed_qo_maps<Walk::kBM>(maps, pr, params.pack_shift);
           if (maps.enabled && maps.gather_tail &&
               launch_prefill_persistent_varlen<Walk>(&prefill_sm90_persistent_kernel<In, D, Dv, true>, params, pr, maps)) {
             return;

@@ -23,13 +23,13 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
 }
 }  // namespace
 
-bool make_slab_tensor_map(CUtensorMap* map, const SlabTensor& t, int box_rows) {
+bool make_slab_tensor_map(CUtensorMap* map, const SlabTensor& t, int box_rows, int box_heads) {
   constexpr int kSlabCols = 64;  // 128 bytes of 16-bit elements: the swizzle span
   constexpr std::int64_t kElemBytes = 2;
   const auto aligned = [](std::int64_t bytes) { return bytes % 16 == 0 && bytes > 0 && bytes < (std::int64_t(1) << 40); };
   if (reinterpret_cast<std::uintptr_t>(t.base) % 16 != 0 || !aligned(t.row_stride * kElemBytes) ||
       !aligned(t.head_stride * kElemBytes) || !aligned(t.batch_stride * kElemBytes) || t.rows <= 0 ||
-      box_rows > 256) {
+      box_rows > 256 || box_heads < 1 || box_heads > 256) {
     return false;
   }
   const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_tiled();
@@ -37,7 +37,7 @@ bool make_slab_tensor_map(CUtensorMap* map, const SlabTensor& t, int box_rows) {
   const cuuint64_t dims[4] = {cuuint64_t(t.cols), cuuint64_t(t.rows), cuuint64_t(t.heads), cuuint64_t(t.batch)};
   const cuuint64_t strides[3] = {cuuint64_t(t.row_stride * kElemBytes), cuuint64_t(t.head_stride * kElemBytes),
                                  cuuint64_t(t.batch_stride * kElemBytes)};
-  const cuuint32_t box[4] = {kSlabCols, cuuint32_t(box_rows), 1, 1};
+  const cuuint32_t box[4] = {kSlabCols, cuuint32_t(box_rows), cuuint32_t(box_heads), 1};
   const cuuint32_t element_strides[4] = {1, 1, 1, 1};
   const CUresult r =
       encode(map, t.dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,

@@ -21,7 +21,9 @@ struct SlabTensor {
 
 // Fills `map` and returns true, or returns false when TMA cannot describe the tensor (base or
 // strides not 16-byte multiples, sizes out of range, no driver entry point): the kernel then
-// copies with cp.async instead, so every valid input still runs.
-bool make_slab_tensor_map(CUtensorMap* map, const SlabTensor& t, int box_rows);
+// copies with cp.async instead, so every valid input still runs. A box spans box_rows rows of
+// box_heads heads (box_heads > 1: a view whose "rows" are a head group and whose "heads" are
+// tokens, for GQA-packed rows, row r = token r / box_rows of head r % box_rows).
+bool make_slab_tensor_map(CUtensorMap* map, const SlabTensor& t, int box_rows, int box_heads = 1);
 
 }  // namespace flashbuf::detail

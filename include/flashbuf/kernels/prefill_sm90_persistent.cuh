@@ -29,11 +29,12 @@
 // Varlen: a skewed batch's items are its longest-first order table's (core/work_order.hpp: the
 // walk takes them in rank order, so the heaviest go first), a batch of like lengths walks the
 // grid's numbering (a head's query blocks together, for the L2); Q comes by TMA over the packed
-// rows (by cp.async from every producer thread where the launch packs query heads into rows), O
-// by TMA stores for a block inside its sequence and row copies for a sequence's last block (its
-// box would run into the next sequence), and a key tile that reaches past its sequence's end is
-// gathered by every producer thread, as the block per item gathers it. The launcher takes this walk for batches of short sequences whose
-// queries are their keys (one cu_seqlens), so that every item has keys.
+// rows (GQA-packed rows through a view whose boxes lay them out in order; by cp.async from every
+// producer thread where TMA cannot describe it), O by TMA stores for a block inside its
+// sequence and row copies for a sequence's last block (its box would run into the next
+// sequence), and a key tile that reaches past its sequence's end is gathered by every producer
+// thread, as the block per item gathers it. The launcher takes this walk for batches of short
+// sequences whose queries are their keys (one cu_seqlens), so that every item has keys.
 #pragma once
 
 #include "flashbuf/core/work_items.hpp"
@@ -144,11 +145,11 @@ struct PrefillSm90Persistent {
     vring.init(barriers + 2 * kQSlots + 2 * kStages, 1, kConsumerThreads / 32);
     // A varlen batch gathers the key tiles that reach past a sequence's end with every producer
     // thread. Its Q comes by TMA over the packed rows (rows past a sequence's end belong to the
-    // next one or arrive as zeros: masked either way, and never stored), but where the launch
-    // packs query heads into rows (their rows are not a box) from every producer thread by
-    // cp.async.
+    // next one or arrive as zeros: masked either way, and never stored; GQA-packed rows through
+    // the launcher's packed view), or by cp.async from every producer thread where TMA cannot
+    // describe it.
     constexpr bool gather = Varlen;
-    const bool q_async = Varlen && (p.pack_shift != 0 || !maps.q_enabled);
+    const bool q_async = Varlen && !maps.q_enabled;
     if (threadIdx.x == 0) {
       for (int s = 0; s < kQSlots; ++s) {
         sm90::mbarrier_init(&q_full[s], q_async ? kProducerThreads : 1);
@@ -185,9 +186,15 @@ struct PrefillSm90Persistent {
           sm90::cp_async_mbarrier_arrive_noinc(&q_full[slot]);
         } else if (k_thread) {
           if (use > 0) sm90::mbarrier_wait_parity(&q_empty[slot], (use - 1) & 1);
-          // Varlen: one packed sequence of rows (batch 0), this sequence from q_begin.
-          QBuf::load_tile_tma(q_slot(slot), &maps.q, blk.q_begin + blk.m0, blk.head, Varlen ? 0 : blk.batch,
-                              &q_full[slot]);
+          // Varlen: one packed sequence of rows (batch 0), this sequence from q_begin; with packed
+          // GQA rows the map's (group head, token, K/V head) view.
+          if (Varlen && blk.pack_shift != 0) {
+            QBuf::load_tile_tma(q_slot(slot), &maps.q, 0, blk.q_begin + (blk.m0 >> blk.pack_shift),
+                                blk.head >> blk.pack_shift, &q_full[slot]);
+          } else {
+            QBuf::load_tile_tma(q_slot(slot), &maps.q, blk.q_begin + blk.m0, blk.head, Varlen ? 0 : blk.batch,
+                                &q_full[slot]);
+          }
         }
         const int n_first = blk.keys.first_tile(kBN), num_tiles = blk.keys.tiles(kBN);
         const int tma_tiles = tiles_by_tma(blk, n_first, num_tiles, gather);
@@ -289,15 +296,22 @@ struct PrefillSm90Persistent {
           Base::store_output_tma(out.o, q_slot(slot), maps, b, consumer, consumer_thread, warpgroup_sync, consumer * 64);
         } else {
           // Staged over the slot as above; then a block inside its sequence goes out by TMA over
-          // the packed rows (batch 0, from the sequence's q_begin), and a sequence's last block
-          // (its box would write into the next sequence) or packed rows are copied row by row.
-          const bool by_tma = maps.o_enabled && b.pack_shift == 0 && b.rows_q == kBM;
+          // the packed rows (batch 0, from the sequence's q_begin; GQA-packed rows through the
+          // launcher's view), and a sequence's last block (its box would write into the next
+          // sequence), or O that TMA cannot describe, is copied row by row.
+          const bool by_tma = maps.o_enabled && b.rows_q == kBM;
           stage_output<OTile, WGO>(out.o, q_slot(slot), warp_row0, consumer_thread % 32);
           sm90::fence_proxy_async_shared();
           warpgroup_sync();
           if (by_tma) {
             if (consumer_thread % 128 == 0) {
-              store_slab_rows_tma<OTile, 64>(q_slot(slot), consumer * 64, &maps.o, b.q_begin + b.m0 + consumer * 64, b.head, 0);
+              const int row0 = b.m0 + consumer * 64;  // packed rows: (group head 0, token, K/V head)
+              if (b.pack_shift != 0) {
+                store_slab_rows_tma<OTile, 64>(q_slot(slot), consumer * 64, &maps.o, 0, b.q_begin + (row0 >> b.pack_shift),
+                                               b.head >> b.pack_shift);
+              } else {
+                store_slab_rows_tma<OTile, 64>(q_slot(slot), consumer * 64, &maps.o, b.q_begin + row0, b.head, 0);
+              }
             }
           } else {
             if (b.pack_shift != 0) {
