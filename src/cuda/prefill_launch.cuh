@@ -161,8 +161,7 @@ int persistent_wave(const AttentionProblem& pr) {
 // over its item's Q slot (two slots: Kernel::kQSlots), the launch's GQA packing is the one for
 // Kernel's rows, and its items are short (persistent_grid_pays, at the mean sequence; the knob
 // forces or forbids the grid as for batch-form problems). A block per item pays each item's start
-// and epilogue, which the walk hides (bench/NOTES-prefill.md, stop 57: the same tensors batch-form
-// ran 1.02-1.25x a varlen batch's speed at S <= 4k).
+// and epilogue, which the walk hides (bench/NOTES-prefill.md, "The varlen walk").
 template <class Kernel, class BlockPerItem>
 bool persistent_varlen_wanted(const AttentionProblem& pr, const PrefillParams& params) {
   if (pr.cu_seqlens_q == nullptr || pr.cu_seqlens_k != pr.cu_seqlens_q || pr.total_k != pr.total_q ||

@@ -381,6 +381,46 @@ struct PrefillSm90 {
     }
   }
 
+  // Producer side: K(t) and V(t) of the key tile from key0 (of a sequence of seqlen_k keys),
+  // copied by every producer thread, each after its ring stage is free; after_k / after_v close
+  // the copies (a cp.async group, or its arrival on the ring).
+  template <class RingT, class KBufT, class VBufT, class AfterK, class AfterV>
+  __device__ __forceinline__ static void gather_tile(const RingT& kring, const RingT& vring, KBufT& kbuf, VBufT& vbuf, int t, int key0,
+                                     int seqlen_k, AfterK after_k, AfterV after_v) {
+    kbuf.write_to_stage(RingT::stage(t));
+    vbuf.write_to_stage(RingT::stage(t));
+    kring.acquire(t);
+    kbuf.load_from_dram(key0, seqlen_k - key0);
+    after_k();
+    vring.acquire(t);
+    vbuf.load_from_dram(key0, seqlen_k - key0);
+    after_v();
+  }
+  // A TMA ring's key tile `key_tile` that reaches past its sequence's end (maps.gather_tail), gathered by every
+  // producer thread into rings whose full barriers expect one arrival: each thread waits for its
+  // own copies, the warpgroup syncs, then thread 0 arrives (its release covers the others'
+  // writes, ordered before it by the named barrier). K and V are both in flight before the first
+  // wait. The first sync is required: threads 0 and 32 have acquired tile t - 1 of their rings by
+  // then, so tile t's empty barriers are at most one phase behind the others' parity wait
+  // (without it, a thread could see one two phases behind and pass the wait wrongly).
+  // FenceByProducer: each thread fences its landed copies to the async proxy before the arrival
+  // that hands them to wgmma (the persistent walk, whose steady tiles have no fence); otherwise
+  // the consumers fence a gathered tile before reading it.
+  template <bool FenceByProducer, class RingT, class KBufT, class VBufT>
+  __device__ __forceinline__ static void gather_tail_tile(const RingT& kring, const RingT& vring, KBufT& kbuf, VBufT& vbuf, int t,
+                                          int key_tile, int seqlen_k) {
+    sm90::named_barrier_sync(kProducerSync, kProducerThreads);
+    gather_tile(kring, vring, kbuf, vbuf, t, key_tile * kBN, seqlen_k, sm80::cp_async_commit_group, sm80::cp_async_commit_group);
+    sm80::cp_async_wait_group<1>();  // this thread's K copies landed
+    if constexpr (FenceByProducer) sm90::fence_proxy_async_shared();
+    sm90::named_barrier_sync(kProducerSync, kProducerThreads);
+    if (threadIdx.x == 0) kring.arrive_full(t);
+    sm80::cp_async_wait_group<0>();
+    if constexpr (FenceByProducer) sm90::fence_proxy_async_shared();
+    sm90::named_barrier_sync(kProducerSync, kProducerThreads);
+    if (threadIdx.x == 0) vring.arrive_full(t);
+  }
+
   __device__ static void run(const PrefillParams& p, const PrefillTmaMaps& maps, char* smem_raw) {
 #ifdef FLASHBUF_NO_WGMMA
     __trap();  // never launched on a device pass without wgmma (see arch/sm90/target.cuh)
@@ -473,44 +513,16 @@ struct PrefillSm90 {
       const auto issue_tma = [&](const Ring& ring, auto& buf, const CUtensorMap* map, std::uint32_t bytes) {
         for (int i = kEarlyTiles; i < tma_tiles; ++i) issue_tile_tma(ring, buf, map, bytes, i);
       };
-      // Every producer thread copies its chunks of K(i), then of V(i), each after its stage is
-      // free; after_k / after_v close the copies (a cp.async group, or its arrival on the ring).
-      const auto gather_tile = [&](int i, auto after_k, auto after_v) {
-        const int key0 = (n_first + i) * kBN;
-        kbuf.write_to_stage(Ring::stage(i));
-        vbuf.write_to_stage(Ring::stage(i));
-        kring.acquire(i);
-        kbuf.load_from_dram(key0, blk.seqlen_k - key0);
-        after_k();
-        vring.acquire(i);
-        vbuf.load_from_dram(key0, blk.seqlen_k - key0);
-        after_v();
-      };
       if (!use_tma) {
         for (int i = 0; i < num_tiles; ++i) {
-          gather_tile(i, [&] { kring.commit_cp_async(i); }, [&] { vring.commit_cp_async(i); });
+          gather_tile(kring, vring, kbuf, vbuf, i, (n_first + i) * kBN, blk.seqlen_k, [&] { kring.commit_cp_async(i); },
+                      [&] { vring.commit_cp_async(i); });
         }
       } else {
         if (threadIdx.x == 0) issue_tma(kring, kbuf, &maps.k, KTile::kBytes);
         if (threadIdx.x == 32) issue_tma(vring, vbuf, &maps.v, VTile::kBytes);
-        // The tile that reaches past the sequence's end (the last; maps.gather_tail), gathered
-        // by every producer thread into rings whose full barriers expect one arrival: each
-        // thread waits for its own copies, the warpgroup syncs, then thread 0 arrives (its
-        // release covers the others' writes, ordered before it by the named barrier). K and V
-        // are both in flight before the first wait. The first sync is required: threads 0 and
-        // 32 have acquired tile i - 1 of their rings by then (thread 0 the early tiles of both,
-        // before the block's barrier), so tile i's empty barriers are at most one phase behind
-        // the others' parity wait (without it, a thread could see one two phases behind and pass
-        // the wait wrongly).
-        for (int i = tma_tiles; i < num_tiles; ++i) {
-          sm90::named_barrier_sync(kProducerSync, kProducerThreads);
-          gather_tile(i, sm80::cp_async_commit_group, sm80::cp_async_commit_group);
-          sm80::cp_async_wait_group<1>();  // this thread's K copies landed
-          sm90::named_barrier_sync(kProducerSync, kProducerThreads);
-          if (threadIdx.x == 0) kring.arrive_full(i);
-          sm80::cp_async_wait_group<0>();
-          sm90::named_barrier_sync(kProducerSync, kProducerThreads);
-          if (threadIdx.x == 0) vring.arrive_full(i);
+        for (int i = tma_tiles; i < num_tiles; ++i) {  // the last tile, past the sequence's end
+          gather_tail_tile<false>(kring, vring, kbuf, vbuf, i, n_first + i, blk.seqlen_k);
         }
       }
       sm80::cp_async_wait_all();  // leave no copy of this thread in flight at exit

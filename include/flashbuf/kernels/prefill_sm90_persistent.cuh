@@ -213,27 +213,8 @@ struct PrefillSm90Persistent {
           }
         }
         if (gather && tma_tiles < num_tiles) blk.bind_kv<In, false>(kbuf, vbuf, p);
-        for (int i = tma_tiles; gather && i < num_tiles; ++i) {  // the block per item's protocol, prefill_sm90.cuh
-          const int key0 = (n_first + i) * kBN;
-          sm90::named_barrier_sync(Base::kProducerSync, kProducerThreads);
-          kbuf.write_to_stage(Ring::stage(t + i));
-          vbuf.write_to_stage(Ring::stage(t + i));
-          kring.acquire(t + i);
-          kbuf.load_from_dram(key0, blk.seqlen_k - key0);
-          sm80::cp_async_commit_group();
-          vring.acquire(t + i);
-          vbuf.load_from_dram(key0, blk.seqlen_k - key0);
-          sm80::cp_async_commit_group();
-          // Each thread fences its own landed copies to the async proxy before the arrival that
-          // hands them to wgmma, so the consumers' steady tiles need no fence of their own.
-          sm80::cp_async_wait_group<1>();  // this thread's K copies landed
-          sm90::fence_proxy_async_shared();
-          sm90::named_barrier_sync(Base::kProducerSync, kProducerThreads);
-          if (k_thread) kring.arrive_full(t + i);
-          sm80::cp_async_wait_group<0>();
-          sm90::fence_proxy_async_shared();
-          sm90::named_barrier_sync(Base::kProducerSync, kProducerThreads);
-          if (k_thread) vring.arrive_full(t + i);
+        for (int i = tma_tiles; gather && i < num_tiles; ++i) {
+          Base::template gather_tail_tile<true>(kring, vring, kbuf, vbuf, t + i, n_first + i, blk.seqlen_k);
         }
         t += num_tiles;
       }
