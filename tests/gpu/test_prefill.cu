@@ -78,6 +78,21 @@ ProblemSpec base_spec(DType dtype, int d, int dv, int sq, int sk) {
   return s;
 }
 
+// A bf16 varlen batch of two K/V heads with `group` query heads each, a sequence per length pair.
+ProblemSpec varlen_spec(int d, int dv, int group, const std::vector<int>& q_lens, const std::vector<int>& k_lens,
+                        Mask mask) {
+  ProblemSpec s = base_spec(DType::bf16, d, dv, 0, 0);
+  s.heads_kv = 2;
+  s.heads_q = 2 * group;
+  s.varlen_q = true;
+  s.kv = KvLayout::varlen;
+  s.q_lens = q_lens;
+  s.k_lens = k_lens;
+  s.batch = static_cast<int>(q_lens.size());
+  s.mask = mask;
+  return s;
+}
+
 struct HeadDims {
   int d, dv;
 };
@@ -416,15 +431,7 @@ TEST_P(PrefillGpu, VarlenSelfAttentionWalkMatchesBlockPerItemBitExactly) {
         for (const int group : {1, 4})
           for (const auto& lens : batches)
             for (const Mask mask : {Mask::causal(), Mask::none(), Mask::window(100, 0)}) {
-              ProblemSpec walk = base_spec(DType::bf16, hd.d, hd.dv, 0, 0);
-              walk.heads_kv = 2;
-              walk.heads_q = 2 * group;
-              walk.varlen_q = true;
-              walk.kv = KvLayout::varlen;
-              walk.q_lens = lens;
-              walk.k_lens = lens;
-              walk.batch = static_cast<int>(lens.size());
-              walk.mask = mask;
+              ProblemSpec walk = varlen_spec(hd.d, hd.dv, group, lens, lens, mask);
               walk.shared_cu_seqlens = true;
               SCOPED_TRACE(walk.describe());
               check_spec(walk, backend(), 3000);
@@ -460,15 +467,7 @@ TEST_P(PrefillGpu, VarlenPackedGroupsMatchReferenceAndSingleSequences) {
         for (const int group : {4, 8})
           for (const auto& [q_lens, k_lens] : batches)
             for (const Mask mask : {Mask::causal(), Mask::none(), Mask::window(100, 0)}) {
-              ProblemSpec packed = base_spec(DType::bf16, hd.d, hd.dv, 0, 0);
-              packed.heads_kv = 2;
-              packed.heads_q = 2 * group;
-              packed.varlen_q = true;
-              packed.kv = KvLayout::varlen;
-              packed.q_lens = q_lens;
-              packed.k_lens = k_lens;
-              packed.batch = static_cast<int>(q_lens.size());
-              packed.mask = mask;
+              ProblemSpec packed = varlen_spec(hd.d, hd.dv, group, q_lens, k_lens, mask);
               SCOPED_TRACE(packed.describe());
               std::int64_t total_q = 0;
               int max_q = 0;
