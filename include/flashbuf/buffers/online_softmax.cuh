@@ -173,9 +173,12 @@ struct OnlineSoftmax {
   // ScoresHook: a kernel's hook that ends a scheduling block there and waits for a product,
   // prefill_sm90.cuh's steady tile). The order of the steps moves with it; every element's
   // arithmetic is the same either way (the same bits).
-  template <ScoresHook At = ScoresHook::between_row_halves, class Between = NoHook>
+  template <ScoresHook At = ScoresHook::between_row_halves, int EarlyExpTiles = 0, class Between = NoHook>
   __device__ void update_scores(float (&s)[MTiles][NTiles][4], float scale_log2,
                                 float (&correction)[MTiles][2], Between between = {}) {
+    static_assert(EarlyExpTiles == 0 || At == ScoresHook::after_scaling,
+                  "online_softmax: exponentials before the hook follow the scaling");
+    static_assert(EarlyExpTiles >= 0 && EarlyExpTiles <= NTiles);
     if constexpr (At == ScoresHook::between_row_halves) {
 #pragma unroll
       for (int mt = 0; mt < MTiles; ++mt) {
@@ -202,11 +205,21 @@ struct OnlineSoftmax {
 #pragma unroll
             for (int i = 0; i < 4; ++i) s[mt][nt][i] = s[mt][nt][i] * scale_log2 - base[mt][i / 2];
       }
+      // The first EarlyExpTiles key pairs of m tile 0's rows before the hook, both rows in turn:
+      // the MUFU pipe starts under the scaling's FFMAs instead of after them.
+      float part[MTiles][2][NTiles];
+#pragma unroll
+      for (int nt = 0; nt < EarlyExpTiles; ++nt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) exp_tiles<kScaled>(s, 0, h, nt, nt + 1, scale_log2, base[0][h], part[0][h]);
       between(correction[0][0]);
 #pragma unroll
       for (int mt = 0; mt < MTiles; ++mt)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) exp_step<kScaled>(s, mt, h, scale_log2, base[mt][h], tile_max[mt][h], correction);
+        for (int h = 0; h < 2; ++h) {
+          exp_tiles<kScaled>(s, mt, h, mt == 0 ? EarlyExpTiles : 0, NTiles, scale_log2, base[mt][h], part[mt][h]);
+          sum_row(mt, h, part[mt][h], scale_log2, base[mt][h], tile_max[mt][h], correction);
+        }
     }
   }
   // Row h of m tile mt: its max over the tile (tile_max), the row's new (or kept) max and O's
@@ -232,14 +245,25 @@ struct OnlineSoftmax {
   __device__ void exp_step(float (&s)[MTiles][NTiles][4], int mt, int h, float scale_log2, float base, float tile_max,
                            const float (&correction)[MTiles][2]) {
     float part[NTiles];
+    exp_tiles<Scaled>(s, mt, h, 0, NTiles, scale_log2, base, part);
+    sum_row(mt, h, part, scale_log2, base, tile_max, correction);
+  }
+  // Key pairs nt0 to nt1 of row h of m tile mt: P in place, each pair's sum into part.
+  template <bool Scaled>
+  __device__ static void exp_tiles(float (&s)[MTiles][NTiles][4], int mt, int h, int nt0, int nt1, float scale_log2,
+                                   float base, float (&part)[NTiles]) {
 #pragma unroll
-    for (int nt = 0; nt < NTiles; ++nt) {
+    for (int nt = nt0; nt < nt1; ++nt) {
       float& s0 = s[mt][nt][2 * h];
       float& s1 = s[mt][nt][2 * h + 1];
       s0 = sm80::ex2_approx_ftz(Scaled ? s0 : s0 * scale_log2 - base);
       s1 = sm80::ex2_approx_ftz(Scaled ? s1 : s1 * scale_log2 - base);
       part[nt] = s0 + s1;
     }
+  }
+  // The row's sum from its pairs' (part: every pair exponentiated; reduced in place).
+  __device__ void sum_row(int mt, int h, float (&part)[NTiles], float scale_log2, float base, float tile_max,
+                          const float (&correction)[MTiles][2]) {
     row_sum[mt][h] = row_sum[mt][h] * correction[mt][h] + tree_reduce(part, [](float a, float b) { return a + b; });
     if constexpr (MaxSlackLog2 > 0) {
       // The thread's largest P of the tile, computed as its element was (the same FFMA and

@@ -117,6 +117,7 @@ struct PrefillSm90 {
   // Where in S's softmax a steady tile waits for the previous tile's O += P V (why:
   // prefill_sm90_pv_wait).
   static constexpr ScoresHook kPvWait = prefill_sm90_pv_wait(D, Dv);
+  static constexpr int kEarlyExpTiles = prefill_sm90_early_exp_tiles(D, Dv);
 
   using WGS = WgmmaTensorCore<In, kBN>;       // S = Q K^T over a key tile: K is K-major
   using WGO = WgmmaTensorCore<In, Dv, true>;  // O += P V: V is N-major, through the descriptor
@@ -254,7 +255,7 @@ struct PrefillSm90 {
     sm90::fence_registers(reinterpret_cast<SFrag&>(pbuf.s));
     if (softcap) Softmax::apply_softcap(pbuf.s, p.softcap_inv);
     if (!unmasked.contains(key_tile)) Softmax::apply_mask(pbuf.s, mask, q_row0, key_tile * kBN);
-    softmax.template update_scores<kPvWait>(pbuf.s, p.scale_log2, correction, between);
+    softmax.template update_scores<kPvWait, kEarlyExpTiles>(pbuf.s, p.scale_log2, correction, between);
   }
   // Runs `loop(softcap)` with softcap a std::bool_constant: the loop is compiled once with the
   // softcap's tanhf (about a thousand instructions) and once without, so that the uncapped

@@ -102,6 +102,17 @@ constexpr ScoresHook prefill_sm90_pv_wait(int head_dim, int head_dim_v) {
   return widest > 64 ? ScoresHook::after_scaling : ScoresHook::after_row_max;
 }
 
+// How many key pairs of each row a Hopper consumer exponentiates before that wait, where it
+// follows the scaling (OnlineSoftmax::update_scores' EarlyExpTiles).
+constexpr int prefill_sm90_early_exp_tiles(int head_dim, int head_dim_v) {
+#ifdef FLASHBUF_DIAG_EARLY_EXP_TILES
+  return prefill_sm90_pv_wait(head_dim, head_dim_v) == ScoresHook::after_scaling ? FLASHBUF_DIAG_EARLY_EXP_TILES : 0;
+#else
+  (void)head_dim, (void)head_dim_v;
+  return 0;
+#endif
+}
+
 // A Hopper consumer's softmax keeps each row's max until a tile's exceeds it by 2^slack
 // (OnlineSoftmax's MaxSlackLog2; 0: every tile's max is taken, O rescaled every tile), by the
 // widest head dim:
