@@ -171,8 +171,9 @@ struct OnlineSoftmax {
   // the scaled values is the scaled max.
   // `between(correction of the first row)` runs once, where `At` says (core/softmax_state.hpp's
   // ScoresHook: a kernel's hook that ends a scheduling block there and waits for a product,
-  // prefill_sm90.cuh's steady tile). The order of the steps moves with it; every element's
-  // arithmetic is the same either way (the same bits).
+  // prefill_sm90.cuh's steady tile); with after_scaling, EarlyExpTiles of m tile 0's n tiles are
+  // exponentiated before it. The order of the steps moves with them; every element's arithmetic
+  // is the same either way (the same bits).
   template <ScoresHook At = ScoresHook::between_row_halves, int EarlyExpTiles = 0, class Between = NoHook>
   __device__ void update_scores(float (&s)[MTiles][NTiles][4], float scale_log2,
                                 float (&correction)[MTiles][2], Between between = {}) {
@@ -205,7 +206,7 @@ struct OnlineSoftmax {
 #pragma unroll
             for (int i = 0; i < 4; ++i) s[mt][nt][i] = s[mt][nt][i] * scale_log2 - base[mt][i / 2];
       }
-      // The first EarlyExpTiles key pairs of m tile 0's rows before the hook, both rows in turn:
+      // The scores of m tile 0's first EarlyExpTiles n tiles before the hook, both rows in turn:
       // the MUFU pipe starts under the scaling's FFMAs instead of after them.
       float part[MTiles][2][NTiles];
 #pragma unroll
@@ -248,7 +249,8 @@ struct OnlineSoftmax {
     exp_tiles<Scaled>(s, mt, h, 0, NTiles, scale_log2, base, part);
     sum_row(mt, h, part, scale_log2, base, tile_max, correction);
   }
-  // Key pairs nt0 to nt1 of row h of m tile mt: P in place, each pair's sum into part.
+  // N tiles nt0 to nt1 of row h of m tile mt (a thread's pair of scores each): P in place, each
+  // pair's sum into part.
   template <bool Scaled>
   __device__ static void exp_tiles(float (&s)[MTiles][NTiles][4], int mt, int h, int nt0, int nt1, float scale_log2,
                                    float base, float (&part)[NTiles]) {
@@ -261,7 +263,7 @@ struct OnlineSoftmax {
       part[nt] = s0 + s1;
     }
   }
-  // The row's sum from its pairs' (part: every pair exponentiated; reduced in place).
+  // The row's sum from its pairs' sums (part: every n tile's; reduced in place).
   __device__ void sum_row(int mt, int h, float (&part)[NTiles], float scale_log2, float base, float tile_max,
                           const float (&correction)[MTiles][2]) {
     row_sum[mt][h] = row_sum[mt][h] * correction[mt][h] + tree_reduce(part, [](float a, float b) { return a + b; });

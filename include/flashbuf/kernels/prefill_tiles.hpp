@@ -102,15 +102,13 @@ constexpr ScoresHook prefill_sm90_pv_wait(int head_dim, int head_dim_v) {
   return widest > 64 ? ScoresHook::after_scaling : ScoresHook::after_row_max;
 }
 
-// How many key pairs of each row a Hopper consumer exponentiates before that wait, where it
-// follows the scaling (OnlineSoftmax::update_scores' EarlyExpTiles).
+// Where the wait follows the scaling, a Hopper consumer exponentiates the scores of each row's
+// first 2 n8 tiles (4 a thread's row) before it (OnlineSoftmax::update_scores' EarlyExpTiles), so that the MUFU pipe starts
+// under the scaling's FFMAs rather than after all of them (FA4 interleaves the two as well);
+// more exponentials hold the wait, and with it O's rescale, too long (measured:
+// bench/NOTES-prefill.md, "Exponentials before the P V wait").
 constexpr int prefill_sm90_early_exp_tiles(int head_dim, int head_dim_v) {
-#ifdef FLASHBUF_DIAG_EARLY_EXP_TILES
-  return prefill_sm90_pv_wait(head_dim, head_dim_v) == ScoresHook::after_scaling ? FLASHBUF_DIAG_EARLY_EXP_TILES : 0;
-#else
-  (void)head_dim, (void)head_dim_v;
-  return 0;
-#endif
+  return prefill_sm90_pv_wait(head_dim, head_dim_v) == ScoresHook::after_scaling ? 2 : 0;
 }
 
 // A Hopper consumer's softmax keeps each row's max until a tile's exceeds it by 2^slack
