@@ -186,8 +186,11 @@ void add_packed_qo_maps(PrefillTmaMaps& maps, const AttentionProblem& pr, int pa
   const int tokens = static_cast<int>(pr.total_q);  // < 2^31 (validate.cpp)
   const int group = 1 << pack_shift;
   const auto view = [&](const void* base, int cols, std::int64_t row_stride, std::int64_t head_stride) {
-    if (pack_shift == 0) return SlabTensor{base, pr.dtype, cols, tokens, pr.heads_q, 1, row_stride, head_stride, row_stride * pr.total_q};
-    return SlabTensor{base, pr.dtype, cols, group, tokens, pr.heads_q >> pack_shift, head_stride, row_stride, head_stride * group};
+    if (pack_shift == 0) {
+      return SlabTensor{base, pr.dtype, cols, tokens, pr.heads_q, 1, row_stride, head_stride, row_stride * pr.total_q};
+    }
+    return SlabTensor{base, pr.dtype, cols, group, tokens, pr.heads_q >> pack_shift,
+                      head_stride, row_stride, head_stride * group};
   };
   maps.q_enabled = make_slab_tensor_map(&maps.q, view(pr.q, pr.head_dim, pr.q_row_stride, pr.q_head_stride),
                                         pack_shift == 0 ? BlockM : group, pack_shift == 0 ? 1 : BlockM >> pack_shift);
@@ -348,7 +351,8 @@ void launch_prefill_variant(const PrefillParams& params, const AttentionProblem&
           PrefillTmaMaps maps = make_prefill_tma_maps<Walk::kBN, Walk::kBM>(pr);
           add_packed_qo_maps<Walk::kBM>(maps, pr, params.pack_shift);
           if (maps.enabled && maps.gather_tail &&
-              launch_prefill_persistent_varlen<Walk>(&prefill_sm90_persistent_kernel<In, D, Dv, true>, params, pr, maps)) {
+              launch_prefill_persistent_varlen<Walk>(&prefill_sm90_persistent_kernel<In, D, Dv, true>, params, pr,
+                                                     maps)) {
             return;
           }
         }

@@ -84,7 +84,9 @@ std::string ProblemSpec::describe() const {
   if (varlen_q) s << " varlen_q(max " << max_q_len() << ")"; else s << " Sq=" << seqlen_q;
   switch (kv) {
     case KvLayout::batch: s << " Sk=" << seqlen_k << (use_seqlens_k ? "(seqlens_k)" : ""); break;
-    case KvLayout::varlen: s << " varlen_k(max " << max_k_len() << ")" << (shared_cu_seqlens ? "(shared cu_seqlens)" : ""); break;
+    case KvLayout::varlen:
+      s << " varlen_k(max " << max_k_len() << ")" << (shared_cu_seqlens ? "(shared cu_seqlens)" : "");
+      break;
     case KvLayout::paged: s << " paged(page " << page_size << ", max " << max_k_len() << ")"; break;
   }
   s << " H=" << heads_q << "/" << heads_kv << " D=" << head_dim << "/" << head_dim_v;

@@ -444,7 +444,8 @@ TEST_P(PrefillGpu, VarlenSelfAttentionWalkMatchesBlockPerItemBitExactly) {
               ASSERT_EQ(run_on_gpu(blocks, b, backend()), "");
               for (const auto& [x, y, name] : {std::tuple{&a.o, &b.o, "O"}, std::tuple{&a.lse, &b.lse, "LSE"}})
                 for (std::int64_t i = 0; i < x->numel(); ++i)
-                  ASSERT_EQ(x->get(x->logical_to_storage(i)), y->get(y->logical_to_storage(i))) << name << " element " << i;
+                  ASSERT_EQ(x->get(x->logical_to_storage(i)), y->get(y->logical_to_storage(i)))
+                      << name << " element " << i;
             }
       });
 }

@@ -386,8 +386,8 @@ struct PrefillSm90 {
   // copied by every producer thread, each after its ring stage is free; after_k / after_v close
   // the copies (a cp.async group, or its arrival on the ring).
   template <class RingT, class KBufT, class VBufT, class AfterK, class AfterV>
-  __device__ __forceinline__ static void gather_tile(const RingT& kring, const RingT& vring, KBufT& kbuf, VBufT& vbuf, int t, int key0,
-                                     int seqlen_k, AfterK after_k, AfterV after_v) {
+  __device__ __forceinline__ static void gather_tile(const RingT& kring, const RingT& vring, KBufT& kbuf, VBufT& vbuf,
+                                                     int t, int key0, int seqlen_k, AfterK after_k, AfterV after_v) {
     kbuf.write_to_stage(RingT::stage(t));
     vbuf.write_to_stage(RingT::stage(t));
     kring.acquire(t);
@@ -397,10 +397,10 @@ struct PrefillSm90 {
     vbuf.load_from_dram(key0, seqlen_k - key0);
     after_v();
   }
-  // A TMA ring's key tile `key_tile` that reaches past its sequence's end (maps.gather_tail), gathered by every
-  // producer thread into rings whose full barriers expect one arrival: each thread waits for its
-  // own copies, the warpgroup syncs, then thread 0 arrives (its release covers the others'
-  // writes, ordered before it by the named barrier). K and V are both in flight before the first
+  // A TMA ring's key tile `key_tile` (ring tile t) that reaches past its sequence's end
+  // (maps.gather_tail), gathered by every producer thread into rings whose full barriers expect
+  // one arrival: each thread waits for its own copies, the warpgroup syncs, then thread 0
+  // arrives (its release covers the others' writes, ordered before it by the named barrier). K and V are both in flight before the first
   // wait. The first sync is required: threads 0 and 32 have acquired tile t - 1 of their rings by
   // then, so tile t's empty barriers are at most one phase behind the others' parity wait
   // (without it, a thread could see one two phases behind and pass the wait wrongly).
@@ -408,10 +408,11 @@ struct PrefillSm90 {
   // that hands them to wgmma (the persistent walk, whose steady tiles have no fence); otherwise
   // the consumers fence a gathered tile before reading it.
   template <bool FenceByProducer, class RingT, class KBufT, class VBufT>
-  __device__ __forceinline__ static void gather_tail_tile(const RingT& kring, const RingT& vring, KBufT& kbuf, VBufT& vbuf, int t,
-                                          int key_tile, int seqlen_k) {
+  __device__ __forceinline__ static void gather_tail_tile(const RingT& kring, const RingT& vring, KBufT& kbuf,
+                                                          VBufT& vbuf, int t, int key_tile, int seqlen_k) {
     sm90::named_barrier_sync(kProducerSync, kProducerThreads);
-    gather_tile(kring, vring, kbuf, vbuf, t, key_tile * kBN, seqlen_k, sm80::cp_async_commit_group, sm80::cp_async_commit_group);
+    gather_tile(kring, vring, kbuf, vbuf, t, key_tile * kBN, seqlen_k, sm80::cp_async_commit_group,
+                sm80::cp_async_commit_group);
     sm80::cp_async_wait_group<1>();  // this thread's K copies landed
     if constexpr (FenceByProducer) sm90::fence_proxy_async_shared();
     sm90::named_barrier_sync(kProducerSync, kProducerThreads);

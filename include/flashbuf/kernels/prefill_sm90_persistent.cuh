@@ -274,7 +274,8 @@ struct PrefillSm90Persistent {
       } else {
         warpgroup_sync();
         if constexpr (!Varlen) {
-          Base::store_output_tma(out.o, q_slot(slot), maps, b, consumer, consumer_thread, warpgroup_sync, consumer * 64);
+          Base::store_output_tma(out.o, q_slot(slot), maps, b, consumer, consumer_thread, warpgroup_sync,
+                                 consumer * 64);
         } else {
           // Staged over the slot as above; then a block inside its sequence goes out by TMA over
           // the packed rows (batch 0, from the sequence's q_begin; GQA-packed rows through the
@@ -288,16 +289,16 @@ struct PrefillSm90Persistent {
             if (consumer_thread % 128 == 0) {
               const int row0 = b.m0 + consumer * 64;  // packed rows: (group head 0, token, K/V head)
               if (b.pack_shift != 0) {
-                store_slab_rows_tma<OTile, 64>(q_slot(slot), consumer * 64, &maps.o, 0, b.q_begin + (row0 >> b.pack_shift),
-                                               b.head >> b.pack_shift);
+                store_slab_rows_tma<OTile, 64>(q_slot(slot), consumer * 64, &maps.o, 0,
+                                               b.q_begin + (row0 >> b.pack_shift), b.head >> b.pack_shift);
               } else {
                 store_slab_rows_tma<OTile, 64>(q_slot(slot), consumer * 64, &maps.o, b.q_begin + row0, b.head, 0);
               }
             }
           } else {
             if (b.pack_shift != 0) {
-              copy_output_packed<OTile, 128, 64>(q_slot(slot), b.o_ptr<In>(p), p.o_row_stride, p.o_head_stride, b.pack_shift,
-                                                 b.rows_q, consumer_thread % 128, consumer * 64);
+              copy_output_packed<OTile, 128, 64>(q_slot(slot), b.o_ptr<In>(p), p.o_row_stride, p.o_head_stride,
+                                                 b.pack_shift, b.rows_q, consumer_thread % 128, consumer * 64);
             } else {
               copy_output<OTile, 128, 64>(q_slot(slot), b.o_ptr<In>(p), p.o_row_stride, b.rows_q, consumer_thread % 128,
                                           consumer * 64);

@@ -103,10 +103,10 @@ constexpr ScoresHook prefill_sm90_pv_wait(int head_dim, int head_dim_v) {
 }
 
 // Where the wait follows the scaling, a Hopper consumer exponentiates the scores of each row's
-// first 2 n8 tiles (4 a thread's row) before it (OnlineSoftmax::update_scores' EarlyExpTiles), so that the MUFU pipe starts
-// under the scaling's FFMAs rather than after all of them (FA4 interleaves the two as well);
-// more exponentials hold the wait, and with it O's rescale, too long (measured:
-// bench/NOTES-prefill.md, "Exponentials before the P V wait").
+// first 2 n8 tiles (4 a thread's row) before it (OnlineSoftmax::update_scores' EarlyExpTiles),
+// so that the MUFU pipe starts under the scaling's FFMAs rather than after all of them (FA4
+// interleaves the two as well); more exponentials hold the wait, and with it O's rescale, too
+// long (measured: bench/NOTES-prefill.md, "Exponentials before the P V wait").
 constexpr int prefill_sm90_early_exp_tiles(int head_dim, int head_dim_v) {
   return prefill_sm90_pv_wait(head_dim, head_dim_v) == ScoresHook::after_scaling ? 2 : 0;
 }
