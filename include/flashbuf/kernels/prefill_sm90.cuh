@@ -400,10 +400,11 @@ struct PrefillSm90 {
   // A TMA ring's key tile `key_tile` (ring tile t) that reaches past its sequence's end
   // (maps.gather_tail), gathered by every producer thread into rings whose full barriers expect
   // one arrival: each thread waits for its own copies, the warpgroup syncs, then thread 0
-  // arrives (its release covers the others' writes, ordered before it by the named barrier). K and V are both in flight before the first
-  // wait. The first sync is required: threads 0 and 32 have acquired tile t - 1 of their rings by
-  // then, so tile t's empty barriers are at most one phase behind the others' parity wait
-  // (without it, a thread could see one two phases behind and pass the wait wrongly).
+  // arrives (its release covers the others' writes, ordered before it by the named barrier). K
+  // and V are both in flight before the first wait. The first sync is required: threads 0 and 32
+  // have acquired tile t - 1 of their rings by then, so tile t's empty barriers are at most one
+  // phase behind the others' parity wait (without it, a thread could see one two phases behind
+  // and pass the wait wrongly).
   // FenceByProducer: each thread fences its landed copies to the async proxy before the arrival
   // that hands them to wgmma (the persistent walk, whose steady tiles have no fence); otherwise
   // the consumers fence a gathered tile before reading it.
