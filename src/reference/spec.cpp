@@ -191,7 +191,8 @@ AttentionArgs bind(const ProblemSpec& spec, AttentionTensors& t, DeviceKind devi
   a.o = bound(t.o, device, p.o, device_index);
   a.lse = bound(t.lse, device, p.lse, device_index);
   a.cu_seqlens_q = bound(t.cu_seqlens_q, device, p.cu_seqlens_q, device_index);
-  a.cu_seqlens_k = spec.shared_cu_seqlens ? a.cu_seqlens_q : bound(t.cu_seqlens_k, device, p.cu_seqlens_k, device_index);
+  a.cu_seqlens_k =
+      spec.shared_cu_seqlens ? a.cu_seqlens_q : bound(t.cu_seqlens_k, device, p.cu_seqlens_k, device_index);
   a.seqlens_k = bound(t.seqlens_k, device, p.seqlens_k, device_index);
   a.page_table = bound(t.page_table, device, p.page_table, device_index);
   if (spec.varlen_q) a.max_seqlen_q = std::max(1, spec.max_q_len());
