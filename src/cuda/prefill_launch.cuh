@@ -156,6 +156,17 @@ int persistent_wave(const AttentionProblem& pr) {
   return cap > 0 ? cap : device_wave<Kernel>(pr);
 }
 
+// One wave of blocks (at most one per item: params.num_items) walking the items; the caller
+// checks the launch.
+template <class Kernel>
+void launch_walk(void (*kernel)(PrefillParams, PrefillTmaMaps), const PrefillParams& params, const AttentionProblem& pr,
+                 const PrefillTmaMaps& maps) {
+  raise_smem_limit_once<Kernel>(reinterpret_cast<const void*>(kernel), pr.device_index);
+  const int wave = persistent_wave<Kernel>(pr);
+  const int blocks = params.num_items < wave ? params.num_items : wave;
+  kernel<<<blocks, Kernel::kThreads, Kernel::kSmemBytes, static_cast<cudaStream_t>(pr.stream)>>>(params, maps);
+}
+
 // A varlen batch on the persistent grid: where every sequence's queries are its keys (one
 // cu_seqlens for both, so every item has keys), K and V are not paged, both consumers' O stages
 // over its item's Q slot (two slots: Kernel::kQSlots), the launch's GQA packing is the one for
@@ -217,10 +228,7 @@ bool launch_prefill_persistent_varlen(void (*kernel)(PrefillParams, PrefillTmaMa
   }
   params.item_order = table;
   params.num_items = static_cast<int>(items);
-  raise_smem_limit_once<Kernel>(reinterpret_cast<const void*>(kernel), pr.device_index);
-  const int wave = persistent_wave<Kernel>(pr);
-  const int blocks = params.num_items < wave ? params.num_items : wave;
-  kernel<<<blocks, Kernel::kThreads, Kernel::kSmemBytes, static_cast<cudaStream_t>(pr.stream)>>>(params, maps);
+  launch_walk<Kernel>(kernel, params, pr, maps);
   if (table != nullptr) {
     free_after_kernel(table, pr);
   } else {
@@ -229,16 +237,14 @@ bool launch_prefill_persistent_varlen(void (*kernel)(PrefillParams, PrefillTmaMa
   return true;
 }
 
-// One wave of blocks (at most one per item) walking the items.
+// A batch-form problem's walk: every item is a query block of a head and sequence, so every block
+// of the wave gets one.
 template <class Kernel>
 void launch_prefill_persistent(void (*kernel)(PrefillParams, PrefillTmaMaps), PrefillParams params,
                                const AttentionProblem& pr, const PrefillTmaMaps& maps) {
-  raise_smem_limit_once<Kernel>(reinterpret_cast<const void*>(kernel), pr.device_index);
   params.num_m_blocks = (pr.max_seqlen_q + Kernel::kBM - 1) / Kernel::kBM;
   params.num_items = params.num_m_blocks * pr.heads_q * pr.batch;  // < 2^31 (persistent_prefill_wanted)
-  const int wave = persistent_wave<Kernel>(pr);
-  const int blocks = params.num_items < wave ? params.num_items : wave;  // every block gets an item
-  kernel<<<blocks, Kernel::kThreads, Kernel::kSmemBytes, static_cast<cudaStream_t>(pr.stream)>>>(params, maps);
+  launch_walk<Kernel>(kernel, params, pr, maps);
   FLASHBUF_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -651,15 +651,10 @@ TEST_P(PrefillGpu, SanitizerSmallCases) {
   c.mask = Mask::causal();
   cases.push_back(c);
   // A self-attention varlen batch, packed 2 query heads a K/V head (Hopper: the persistent
-  // varlen walk, cp.async Q, gathered last tiles, O copied row by row), sequences that end in
-  // short blocks and an empty one.
-  ProblemSpec v = base_spec(DType::bf16, 128, 128, 0, 0);
-  v.varlen_q = true;
-  v.kv = KvLayout::varlen;
-  v.q_lens = v.k_lens = {70, 0, 130, 1};
-  v.batch = 4;
+  // varlen walk, Q by TMA, gathered last tiles, O by a TMA store for the block inside its
+  // sequence and row copies for the others), sequences that end in short blocks and an empty one.
+  ProblemSpec v = varlen_spec(128, 128, 2, {70, 0, 130, 1}, {70, 0, 130, 1}, Mask::causal());
   v.shared_cu_seqlens = true;
-  v.mask = Mask::causal();
   cases.push_back(v);
   // The cases this build has run; the test is skipped only if it has none (a sanitizer run's
   // log then says whether anything was checked, where a skip in the middle marked it skipped).

@@ -382,6 +382,23 @@ struct PrefillSm90 {
     }
   }
 
+  // Producer side: an item's Q into `smem` by cp.async from every producer thread (where TMA
+  // cannot describe it; packed GQA rows or plain ones), its arrival on `full` once they land.
+  __device__ __forceinline__ static void load_q_async(In* smem, const PrefillBlock& blk, const PrefillParams& p,
+                                                      std::uint64_t* full) {
+    if (blk.pack_shift != 0) {
+      load_tile_async_packed<QTile, kProducerThreads>(smem, blk.q_ptr<In>(p), p.q_row_stride, p.q_head_stride,
+                                                      blk.pack_shift, blk.rows_q);
+    } else {
+      load_tile_async<QTile, kProducerThreads>(smem, blk.q_ptr<In>(p), p.q_row_stride, blk.rows_q);
+    }
+    sm90::cp_async_mbarrier_arrive_noinc(full);
+  }
+  // Of an item's num_tiles key tiles from n_first, those wholly inside its sequence: what a K/V
+  // map whose rows go on past the sequence copies (maps.gather_tail).
+  __device__ __forceinline__ static int tiles_inside(const PrefillBlock& blk, int n_first, int num_tiles) {
+    return max(0, min(num_tiles, blk.seqlen_k / kBN - n_first));
+  }
   // Producer side: K(t) and V(t) of the key tile from key0 (of a sequence of seqlen_k keys),
   // copied by every producer thread, each after its ring stage is free; after_k / after_v close
   // the copies (a cp.async group, or its arrival on the ring).
@@ -450,12 +467,11 @@ struct PrefillSm90 {
     const int num_tiles = blk.keys.tiles(kBN);
     const int n_first = blk.keys.first_tile(kBN);
     // With maps.gather_tail, the tiles that lie wholly inside the sequence come through the
-    // map; a last tile reaching past seqlen_k is gathered with cp.async (its rows past the end
-    // zero-filled: the rows there belong to no key of this sequence, and garbage times P = 0
-    // would still be NaN).
-    // (0 without TMA: every tile is a cp.async gather, and the consumers fence each.)
-    const int tma_tiles =
-        !use_tma ? 0 : !maps.gather_tail ? num_tiles : max(0, min(num_tiles, blk.seqlen_k / kBN - n_first));
+    // map (tiles_inside); a last tile reaching past seqlen_k is gathered with cp.async (its rows
+    // past the end zero-filled: the rows there belong to no key of this sequence, and garbage
+    // times P = 0 would still be NaN). (0 without TMA: every tile is a cp.async gather, and the
+    // consumers fence each.)
+    const int tma_tiles = !use_tma ? 0 : !maps.gather_tail ? num_tiles : tiles_inside(blk, n_first, num_tiles);
     // Tile i goes into stage Ring::stage(i) of each buffer. The stage is set from i rather than
     // left to the buffers' own cycling count (the same stages): a loop-carried modulo spills at
     // 40 registers.
@@ -501,15 +517,7 @@ struct PrefillSm90 {
       if (num_tiles == 0) return;  // no keys: the consumers write O = 0 without Q
       blk.bind_kv<In, Paged>(kbuf, vbuf, p);
       // Q by TMA: issued above. By cp.async (varlen), from the whole warpgroup.
-      if (!maps.q_enabled) {
-        if (blk.pack_shift != 0) {
-          load_tile_async_packed<QTile, kProducerThreads>(smem_q, blk.q_ptr<In>(p), p.q_row_stride, p.q_head_stride,
-                                                          blk.pack_shift, blk.rows_q);
-        } else {
-          load_tile_async<QTile, kProducerThreads>(smem_q, blk.q_ptr<In>(p), p.q_row_stride, blk.rows_q);
-        }
-        sm90::cp_async_mbarrier_arrive_noinc(q_full);
-      }
+      if (!maps.q_enabled) load_q_async(smem_q, blk, p, q_full);
       // TMA: one thread per operand issues whole tiles (K from warp 0, V from warp 1; the early
       // tiles of both came from thread 0 above), so neither operand's boxes wait behind the
       // other's (paged, page 16 at D 128: 16 boxes a tile each).

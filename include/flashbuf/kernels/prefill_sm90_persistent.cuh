@@ -59,7 +59,6 @@ struct PrefillSm90Persistent {
   using WGS = typename Base::WGS;
   using WGO = typename Base::WGO;
   using QBuf = typename Base::QBuf;
-  using QTile = typename Base::QTile;
   using KTile = typename Base::KTile;
   using VTile = typename Base::VTile;
   using OTile = typename Base::OTile;
@@ -120,11 +119,6 @@ struct PrefillSm90Persistent {
       }
     }
   }
-  // An item's tiles that TMA copies: all, or (gather: K/V maps whose rows go on past a sequence)
-  // those wholly inside the sequence; the rest are gathered by cp.async.
-  __device__ static int tiles_by_tma(const PrefillBlock& b, int n_first, int num_tiles, bool gather) {
-    return gather ? max(0, min(num_tiles, b.seqlen_k / kBN - n_first)) : num_tiles;
-  }
 
   __device__ static void run(const PrefillParams& p, const PrefillTmaMaps& maps, char* smem_raw) {
 #ifdef FLASHBUF_NO_WGMMA
@@ -177,13 +171,7 @@ struct PrefillSm90Persistent {
         const int slot = r % kQSlots, use = r / kQSlots;
         if (q_async) {
           if (use > 0) sm90::mbarrier_wait_parity(&q_empty[slot], (use - 1) & 1);
-          if (blk.pack_shift != 0) {
-            load_tile_async_packed<QTile, kProducerThreads>(q_slot(slot), blk.q_ptr<In>(p), p.q_row_stride,
-                                                            p.q_head_stride, blk.pack_shift, blk.rows_q);
-          } else {
-            load_tile_async<QTile, kProducerThreads>(q_slot(slot), blk.q_ptr<In>(p), p.q_row_stride, blk.rows_q);
-          }
-          sm90::cp_async_mbarrier_arrive_noinc(&q_full[slot]);
+          Base::load_q_async(q_slot(slot), blk, p, &q_full[slot]);
         } else if (k_thread) {
           if (use > 0) sm90::mbarrier_wait_parity(&q_empty[slot], (use - 1) & 1);
           // Varlen: one packed sequence of rows (batch 0), this sequence from q_begin; with packed
@@ -197,7 +185,9 @@ struct PrefillSm90Persistent {
           }
         }
         const int n_first = blk.keys.first_tile(kBN), num_tiles = blk.keys.tiles(kBN);
-        const int tma_tiles = tiles_by_tma(blk, n_first, num_tiles, gather);
+        // An item's tiles that TMA copies: all, or (gather: K/V maps whose rows go on past a
+        // sequence) those wholly inside the sequence; the rest are gathered by cp.async.
+        const int tma_tiles = gather ? Base::tiles_inside(blk, n_first, num_tiles) : num_tiles;
         // Varlen K/V: one packed sequence of rows (batch 0), this sequence from k_begin.
         const int kv_batch = p.cu_seqlens_k ? 0 : blk.batch;
         for (int i = 0; (k_thread || v_thread) && i < tma_tiles; ++i) {
