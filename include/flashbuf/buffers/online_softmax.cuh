@@ -197,28 +197,25 @@ struct OnlineSoftmax {
       for (int mt = 0; mt < MTiles; ++mt)
 #pragma unroll
         for (int h = 0; h < 2; ++h) base[mt][h] = max_step(s, mt, h, scale_log2, correction, tile_max[mt][h]);
-      constexpr bool kScaled = At == ScoresHook::after_scaling;
-      if constexpr (kScaled) {
 #pragma unroll
-        for (int mt = 0; mt < MTiles; ++mt)
+      for (int mt = 0; mt < MTiles; ++mt)
 #pragma unroll
-          for (int nt = 0; nt < NTiles; ++nt)
+        for (int nt = 0; nt < NTiles; ++nt)
 #pragma unroll
-            for (int i = 0; i < 4; ++i) s[mt][nt][i] = s[mt][nt][i] * scale_log2 - base[mt][i / 2];
-      }
+          for (int i = 0; i < 4; ++i) s[mt][nt][i] = s[mt][nt][i] * scale_log2 - base[mt][i / 2];
       // The scores of m tile 0's first EarlyExpTiles n tiles before the hook, both rows in turn:
       // the MUFU pipe starts under the scaling's FFMAs instead of after them.
       float part[MTiles][2][NTiles];
 #pragma unroll
       for (int nt = 0; nt < EarlyExpTiles; ++nt)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) exp_tiles<kScaled>(s, 0, h, nt, nt + 1, scale_log2, base[0][h], part[0][h]);
+        for (int h = 0; h < 2; ++h) exp_tiles<true>(s, 0, h, nt, nt + 1, scale_log2, base[0][h], part[0][h]);
       between(correction[0][0]);
 #pragma unroll
       for (int mt = 0; mt < MTiles; ++mt)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          exp_tiles<kScaled>(s, mt, h, mt == 0 ? EarlyExpTiles : 0, NTiles, scale_log2, base[mt][h], part[mt][h]);
+          exp_tiles<true>(s, mt, h, mt == 0 ? EarlyExpTiles : 0, NTiles, scale_log2, base[mt][h], part[mt][h]);
           sum_row(mt, h, part[mt][h], scale_log2, base[mt][h], tile_max[mt][h], correction);
         }
     }

@@ -22,10 +22,9 @@ namespace flashbuf {
 // the Hopper consumer waits there for the previous tile's O += P V, so that what comes before
 // the hook runs under that product):
 //   between_row_halves  after the first of a thread's two rows is exponentiated and summed
-//   after_row_max       once every row's max (and O's correction) is known
-//   after_scaling       then the scores scaled and offset by their row's max as well, before
-//                       the first exponential
-enum class ScoresHook { between_row_halves, after_row_max, after_scaling };
+//   after_scaling       once every row's max (and O's correction) is known and the scores are
+//                       scaled and offset by their row's max, before the first exponential
+enum class ScoresHook { between_row_halves, after_scaling };
 
 struct SoftmaxState {
   float max = kNegInf;

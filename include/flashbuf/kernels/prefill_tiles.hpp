@@ -92,14 +92,12 @@ constexpr PrefillSm90Tile prefill_sm90_tile(int head_dim, int head_dim_v, bool p
 // where the warp idles until the product is done; FA4's comes after its rows' max and scaling,
 // and finds it done (bench/NOTES-prefill.md, "Where FA4's steady tile is shorter" and the A/B
 // after it):
-//   up to 64    after every row's max
 //   up to 128   after the rows' max and the scores' scaling
 //   above 128   between the two row halves (after the rows' max was slower there at D 192 / Dv
 //               128 and mixed at D 256)
 constexpr ScoresHook prefill_sm90_pv_wait(int head_dim, int head_dim_v) {
   const int widest = widest_head_dim(head_dim, head_dim_v);
-  if (widest > 128) return ScoresHook::between_row_halves;
-  return widest > 64 ? ScoresHook::after_scaling : ScoresHook::after_row_max;
+  return widest > 128 ? ScoresHook::between_row_halves : ScoresHook::after_scaling;
 }
 
 // Where the wait follows the scaling, a Hopper consumer exponentiates the scores of each row's
