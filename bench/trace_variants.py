@@ -12,7 +12,9 @@ to the first variant, then each variant's mean clock and power over its runs.
 NAME=FLAGS names a build (FLAGS may be empty: the tree as it is). Run from any directory; the
 sources are this checkout's. Builds, runs and samples go to OUTDIR. --tiles also builds every
 variant with -DTRACE_TILES, runs it once after the rounds and prints bench/tile_overlap.py's
-tables of its steady tiles (TILE_CSVS: D 128 and D 64, S 8k unmasked).
+tables of its steady tiles (TILE_CSVS: D 128 and D 64, S 8k unmasked); their CSVs (tens of MB
+each) are removed once tabulated, unless --keep-stamps, so that an archive of OUTDIR stays within
+what a device call brings back (16 MiB a file).
 """
 import argparse
 import collections
@@ -63,6 +65,7 @@ def main():
     ap.add_argument("variants", nargs="+", help="NAME=FLAGS (the first is the reference)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--tiles", action="store_true", help="also each variant's per-tile stamps (-DTRACE_TILES)")
+    ap.add_argument("--keep-stamps", action="store_true", help="keep the per-tile CSVs once tabulated")
     a = ap.parse_args()
     os.makedirs(a.outdir, exist_ok=True)
     variants = dict(v.split("=", 1) for v in a.variants)
@@ -101,6 +104,8 @@ def main():
                 path = os.path.join(stamps, csv)
                 if os.path.exists(path):
                     tile_overlap.summarize(path)
+                    if not a.keep_stamps:
+                        os.remove(path)
                 else:
                     print(f"{path}: not written")
 

@@ -7,6 +7,8 @@ import pathlib
 import stat
 import sys
 
+import pytest
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 POINT = "D=128 Dv=128 causal=0 S= 8192 section= 0"
 
@@ -29,7 +31,8 @@ def load_trace_variants():
     return module
 
 
-def test_trace_variants_ratios_and_tiles(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("keep", [False, True])
+def test_trace_variants_ratios_and_tiles(tmp_path, monkeypatch, capsys, keep):
     tv = load_trace_variants()
     built = {}
 
@@ -44,7 +47,7 @@ def test_trace_variants_ratios_and_tiles(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(tv, "build", build)
     monkeypatch.setattr(tv, "run", lambda outdir, name, exe, rnd: ({POINT: speed[name][rnd - 1]}, []))
     monkeypatch.setattr(sys, "argv", ["trace_variants.py", str(tmp_path), "base=", "fast=-DFAST", "--rounds", "3",
-                                      "--tiles"])
+                                      "--tiles"] + (["--keep-stamps"] if keep else []))
     tv.main()
     out = capsys.readouterr().out.splitlines()
 
@@ -59,3 +62,5 @@ def test_trace_variants_ratios_and_tiles(tmp_path, monkeypatch, capsys):
         # other's same tile and its neighbour), consumer 1's offset
         assert table["all"] == ["74", "100", "20", "60", "20", "50"]
         assert any(line.endswith("trace-d64-s8192-c0-sec0-tiles.csv: not written") for line in out[at:])
+        # tabulated, then removed unless --keep-stamps
+        assert (tmp_path / f"tiles-{name}" / "trace-d128-s8192-c0-sec0-tiles.csv").exists() == keep
