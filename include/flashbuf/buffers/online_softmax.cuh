@@ -188,7 +188,7 @@ struct OnlineSoftmax {
           if (mt == 0 && h == 1) between(correction[0][0]);
           float tile_max;
           const float base = max_step(s, mt, h, scale_log2, correction, tile_max);
-          exp_step<false>(s, mt, h, scale_log2, base, tile_max, correction);
+          exp_step(s, mt, h, scale_log2, base, tile_max, correction);
         }
       }
     } else {
@@ -237,13 +237,11 @@ struct OnlineSoftmax {
     row_max_log2[mt][h] = m;
     return base;
   }
-  // The row's P = exp2(s * scale_log2 - base) in place (Scaled: s holds s * scale_log2 - base
-  // already) and its sum.
-  template <bool Scaled>
+  // The row's P = exp2(s * scale_log2 - base) in place, and its sum.
   __device__ void exp_step(float (&s)[MTiles][NTiles][4], int mt, int h, float scale_log2, float base, float tile_max,
                            const float (&correction)[MTiles][2]) {
     float part[NTiles];
-    exp_tiles<Scaled>(s, mt, h, 0, NTiles, scale_log2, base, part);
+    exp_tiles<false>(s, mt, h, 0, NTiles, scale_log2, base, part);
     sum_row(mt, h, part, scale_log2, base, tile_max, correction);
   }
   // N tiles nt0 to nt1 of row h of m tile mt (a thread's pair of scores each): P in place, each
