@@ -42,13 +42,7 @@ struct PrefillBlock {
   template <bool MayPack = true>
   __device__ static PrefillBlock make(const PrefillParams& p, int block_m) {
     const int pack_shift = MayPack ? p.pack_shift : 0;
-    if (p.item_order != nullptr) {
-      const int heads = p.heads_q >> pack_shift;
-      const int rank = static_cast<int>(blockIdx.x) / heads;
-      const int head = static_cast<int>(blockIdx.x) - rank * heads;
-      if (rank >= p.item_order[0]) return none();
-      return make_at(p, block_m, p.item_order[2 + 2 * rank], head, p.item_order[1 + 2 * rank], pack_shift);
-    }
+    if (p.item_order != nullptr) return make_ordered_item(p, block_m, static_cast<int>(blockIdx.x), pack_shift);
     if (p.sections.on()) return make_in_sections(p, block_m, pack_shift);
     return make_in_grid(p, block_m, pack_shift);
   }
@@ -81,15 +75,15 @@ struct PrefillBlock {
     const ItemCoords c = item_coords(item, p.num_m_blocks, p.heads_q >> pack_shift);
     return make_at(p, block_m, p.num_m_blocks - 1 - c.m_from_last, c.head, c.batch, pack_shift);
   }
-  // Work item `item` of a persistent grid over an order table (a varlen batch): the item of rank
-  // item / heads and head item % heads, as make() numbers blocks (past the table's count: an
-  // empty block).
-  __device__ static PrefillBlock make_ordered_item(const PrefillParams& p, int block_m, int item) {
-    const int heads = p.heads_q >> p.pack_shift;
+  // Item `item` of an order table (a varlen batch: make()'s blocks, or a persistent grid's walk):
+  // the item of rank item / heads and head item % heads (heads: the grid's; past the table's
+  // count: an empty block).
+  __device__ static PrefillBlock make_ordered_item(const PrefillParams& p, int block_m, int item, int pack_shift) {
+    const int heads = p.heads_q >> pack_shift;
     const int rank = item / heads;
+    const int head = item - rank * heads;
     if (rank >= p.item_order[0]) return none();
-    return make_at(p, block_m, p.item_order[2 + 2 * rank], item - rank * heads, p.item_order[1 + 2 * rank],
-                   p.pack_shift);
+    return make_at(p, block_m, p.item_order[2 + 2 * rank], head, p.item_order[1 + 2 * rank], pack_shift);
   }
   // `head` counts the grid's heads: query heads, or K/V heads where the rows are packed
   // (pack_shift > 0: then b.head is the group's first query head, and rows, m0 and the mask

@@ -95,7 +95,7 @@ struct PrefillSm90Persistent {
   // from its longest-first order table (p.item_order).
   __device__ static PrefillBlock walk_item(const PrefillParams& p, int item) {
     if constexpr (Varlen) {
-      if (p.item_order != nullptr) return PrefillBlock::make_ordered_item(p, kBM, item);
+      if (p.item_order != nullptr) return PrefillBlock::make_ordered_item(p, kBM, item, p.pack_shift);
       return PrefillBlock::make_item(p, kBM, item, p.pack_shift);
     }
     return PrefillBlock::make_item(p, kBM, item);
