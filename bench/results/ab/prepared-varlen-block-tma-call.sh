@@ -1,13 +1,14 @@
 # Prepared at stop 59 for the next GPU time: varlen-block-tma (the block per item takes a varlen
 # batch's Q and O by TMA) against main, one call. Here first:
 #   git checkout main && scripts/ab_trees.sh -p varlen-block-tma && git rev-parse --short HEAD > .commit
+# (the base tree is tested too: main f281b8a, whose varlen walks have not run on a GPU)
 # then run this file with carry [".deps", ".abp", ".commit"] (copy it into .abp/ so that it travels).
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
 O=$OUT/c; mkdir -p $O
 source scripts/gpu/device_deps.sh unpack >/dev/null
 export AB_CMAKE_ARGS="-DFLASHBUF_INSTANTIATIONS=bf16_64_64;bf16_128_128 -DFLASHBUF_DECODE_INSTANTIATIONS=bf16_128" AB_TEST_CMAKE_ARGS=""
 bash scripts/gpu/trees_from_patches.sh base varlen-block-tma >/dev/null; T=/root/ab
-timeout 300 env GPU_TESTS='*' TEST_SHARDS=16 TEST_TIMEOUT_S=150 AB_TEST_TREES="varlen-block-tma" AB_INTERLEAVE=1 AB_ROUNDS=3 OUT=$O/s scripts/gpu_ab.sh $T/base $T/varlen-block-tma -- --serving --serving-cases varlen > $O/ab-serving.log 2>&1
+timeout 300 env GPU_TESTS='*' TEST_SHARDS=16 TEST_TIMEOUT_S=150 AB_TEST_TREES="base varlen-block-tma" AB_INTERLEAVE=1 AB_ROUNDS=3 OUT=$O/s scripts/gpu_ab.sh $T/base $T/varlen-block-tma -- --serving --serving-cases varlen > $O/ab-serving.log 2>&1
 grep -A3 "tests:" $O/ab-serving.log; grep -A 8 "varlen-block-tma / base" $O/ab-serving.log; el serving
 timeout 150 env AB_SKIP_BUILD=1 AB_INTERLEAVE=1 AB_ROUNDS=3 OUT=$O/v scripts/gpu_ab.sh $T/base $T/varlen-block-tma -- --prefill --backend sm90 --prefill-varlen --d 64,128 --s 4096,8192,16384 --causal both --target-ms 4 --anchors none > $O/ab-varlen.log 2>&1
 grep -A 16 "varlen-block-tma / base" $O/ab-varlen.log; el varlen
