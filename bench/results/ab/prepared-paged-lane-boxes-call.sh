@@ -1,22 +1,27 @@
 # Prepared at stop 60 for the next GPU time: paged-lane-boxes (a paged tile's TMA boxes issued by
-# a whole producer warp, a lane a box) against main, one call (about 260 s). Here first:
-#   git checkout main && scripts/ab_trees.sh -p paged-lane-boxes && git rev-parse --short HEAD > .commit
+# a whole producer warp, a lane a box) and paged-lane-boxes2 (the same over two warps an
+# operand) against main, one call (about 400 s). Here first:
+#   git checkout main && scripts/ab_trees.sh -p paged-lane-boxes paged-lane-boxes2 && git rev-parse --short HEAD > .commit
 # then run this file with carry [".deps", ".abp", ".commit"] (copy it into .abp/ so that it travels).
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
 O=$OUT/c; mkdir -p $O
 source scripts/gpu/device_deps.sh unpack >/dev/null
-export AB_CMAKE_ARGS="-DFLASHBUF_INSTANTIATIONS=bf16_64_64;bf16_128_128;bf16_256_256 -DFLASHBUF_DECODE_INSTANTIATIONS=bf16_128" AB_TEST_CMAKE_ARGS=""
-bash scripts/gpu/trees_from_patches.sh base paged-lane-boxes >/dev/null; T=/root/ab
-timeout 300 env GPU_TESTS='*Paged*:*Sanitizer*:*Fuzz*' TEST_SHARDS=16 TEST_TIMEOUT_S=150 AB_TEST_TREES="paged-lane-boxes" AB_INTERLEAVE=1 AB_ROUNDS=3 OUT=$O/s scripts/gpu_ab.sh $T/base $T/paged-lane-boxes -- --serving --serving-cases paged > $O/ab-serving.log 2>&1
+export AB_CMAKE_ARGS="-DFLASHBUF_INSTANTIATIONS=bf16_64_64;bf16_128_128;bf16_256_256 -DFLASHBUF_DECODE_INSTANTIATIONS=bf16_128"
+export AB_TEST_CMAKE_ARGS="-DFLASHBUF_INSTANTIATIONS=bf16_64_64;bf16_128_128;bf16_256_256;bf16_192_128;fp16_128_128 -DFLASHBUF_DECODE_INSTANTIATIONS=bf16_128"
+L1=paged-lane-boxes L2=paged-lane-boxes2
+bash scripts/gpu/trees_from_patches.sh base $L1 $L2 >/dev/null; T=/root/ab
+timeout 330 env GPU_TESTS='*Paged*:*Sanitizer*:*Fuzz*' TEST_SHARDS=16 TEST_TIMEOUT_S=150 AB_TEST_TREES="$L1 $L2" AB_INTERLEAVE=1 AB_ROUNDS=3 OUT=$O/s scripts/gpu_ab.sh $T/base $T/$L1 $T/$L2 -- --serving --serving-cases paged > $O/ab-serving.log 2>&1
 grep -A3 "tests:" $O/ab-serving.log; grep -A 14 " / base" $O/ab-serving.log; el serving
 (cd $OUT && tar czf c.tgz c)
-timeout 120 env AB_SKIP_BUILD=1 AB_INTERLEAVE=1 AB_ROUNDS=3 OUT=$O/p scripts/gpu_ab.sh $T/base $T/paged-lane-boxes -- --prefill --prefill-page 16 --d 64,128,256 --s 1024,4096 --target-ms 4 --anchors none > $O/ab-paged.log 2>&1
+timeout 140 env AB_SKIP_BUILD=1 AB_INTERLEAVE=1 AB_ROUNDS=3 OUT=$O/p scripts/gpu_ab.sh $T/base $T/$L1 $T/$L2 -- --prefill --prefill-page 16 --d 64,128,256 --s 1024,4096 --target-ms 4 --anchors none > $O/ab-paged.log 2>&1
 grep -A 14 " / base" $O/ab-paged.log; el paged
 (cd $OUT && tar czf c.tgz c)
-B=$T/paged-lane-boxes/build-ab/tests/flashbuf_gpu_tests
-for tool in memcheck racecheck synccheck; do
-  timeout 35 compute-sanitizer --tool $tool --error-exitcode 9 $B --gtest_filter='Kernels/PrefillGpu.SanitizerSmallCases/sm90' --gtest_brief=1 > $O/san-$tool.log 2>&1
-  echo "$tool exit $?"; done
-timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 $B --gtest_filter='Kernels/PrefillGpu.PagedRowsWithoutKeysAreNeverRead/sm90' --gtest_brief=1 > $O/san-never-read.log 2>&1
-echo "memcheck never-read exit $?"; el san
+for t in $L2 $L1; do B=$T/$t/build-ab/tests/flashbuf_gpu_tests
+  for tool in memcheck racecheck synccheck; do
+    [ $t = $L1 ] && [ $tool != memcheck ] && continue
+    timeout 35 compute-sanitizer --tool $tool --error-exitcode 9 $B --gtest_filter='Kernels/PrefillGpu.SanitizerSmallCases/sm90' --gtest_brief=1 > $O/san-$t-$tool.log 2>&1
+    echo "$t $tool exit $?"; done; done
+B=$T/$L2/build-ab/tests/flashbuf_gpu_tests
+timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 $B --gtest_filter='Kernels/PrefillGpu.PagedRowsWithoutKeysAreNeverRead/sm90' --gtest_brief=1 > $O/san-$L2-never-read.log 2>&1
+echo "$L2 memcheck never-read exit $?"; el san
 rm -f $O/*/*.png; cd $OUT && tar czf c.tgz c && rm -rf c && ls -la c.tgz
