@@ -13,10 +13,10 @@ export AB_CMAKE_ARGS="-DFLASHBUF_INSTANTIATIONS=bf16_64_64;bf16_128_128 -DFLASHB
 export AB_TEST_CMAKE_ARGS="-DFLASHBUF_INSTANTIATIONS=bf16_64_64;bf16_96_96;bf16_128_128;bf16_192_128;bf16_256_256;fp16_128_128 -DFLASHBUF_DECODE_INSTANTIATIONS=bf16_128"
 R=${R:-rowsum-mma}
 bash scripts/gpu/trees_from_patches.sh base $R >/dev/null; T=/root/ab
-timeout 330 env GPU_TESTS='*' TEST_SHARDS=16 TEST_TIMEOUT_S=150 AB_TEST_TREES="$R" AB_INTERLEAVE=1 AB_ROUNDS=3 OUT=$O/p scripts/gpu_ab.sh $T/base $T/$R -- --prefill --backend sm90 --d 64,128 --s 1024,4096,8192,16384 --causal both --target-ms 4 --anchors none > $O/ab.log 2>&1
+timeout 380 env GPU_TESTS='*' TEST_SHARDS=16 TEST_TIMEOUT_S=150 AB_TEST_TREES="$R" AB_INTERLEAVE=1 AB_ROUNDS=3 OUT=$O/p scripts/gpu_ab.sh $T/base $T/$R -- --prefill --backend sm90 --d 64,128 --s 1024,4096,8192,16384 --causal both --target-ms 4 --anchors none > $O/ab.log 2>&1
 grep -A3 "tests:" $O/ab.log; grep -A 20 "$R / base" $O/ab.log; el ab
 (cd $OUT && tar czf c.tgz c)
-timeout 100 env AB_SKIP_BUILD=1 AB_INTERLEAVE=1 AB_ROUNDS=3 OUT=$O/s scripts/gpu_ab.sh $T/base $T/$R -- --serving --serving-cases gqa,varlen > $O/ab-serving.log 2>&1
+timeout 90 env AB_SKIP_BUILD=1 AB_INTERLEAVE=1 AB_ROUNDS=3 OUT=$O/s scripts/gpu_ab.sh $T/base $T/$R -- --serving --serving-cases gqa,varlen > $O/ab-serving.log 2>&1
 grep -A 14 "$R / base" $O/ab-serving.log; el serving
 (cd $OUT && tar czf c.tgz c)
 B=$T/$R/build-ab/tests/flashbuf_gpu_tests
