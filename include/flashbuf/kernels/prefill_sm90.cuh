@@ -394,10 +394,13 @@ struct PrefillSm90 {
     }
     sm90::cp_async_mbarrier_arrive_noinc(full);
   }
-  // Of an item's num_tiles key tiles from n_first, those wholly inside its sequence: what a K/V
-  // map whose rows go on past the sequence copies (maps.gather_tail).
-  __device__ __forceinline__ static int tiles_inside(const PrefillBlock& blk, int n_first, int num_tiles) {
-    return max(0, min(num_tiles, blk.seqlen_k / kBN - n_first));
+  // Of an item's num_tiles key tiles from n_first, those TMA copies: all, or where the K/V maps'
+  // rows go on past a sequence (gather_tail) those wholly inside it; the last tile, reaching past
+  // seqlen_k, is gathered with cp.async (its rows past the end zero-filled: they belong to no key
+  // of this sequence, and garbage times P = 0 would still be NaN).
+  __device__ __forceinline__ static int tiles_by_tma(const PrefillBlock& blk, int n_first, int num_tiles,
+                                                     bool gather_tail) {
+    return gather_tail ? max(0, min(num_tiles, blk.seqlen_k / kBN - n_first)) : num_tiles;
   }
   // Producer side: K(t) and V(t) of the key tile from key0 (of a sequence of seqlen_k keys),
   // copied by every producer thread, each after its ring stage is free; after_k / after_v close
@@ -466,12 +469,8 @@ struct PrefillSm90 {
 
     const int num_tiles = blk.keys.tiles(kBN);
     const int n_first = blk.keys.first_tile(kBN);
-    // With maps.gather_tail, the tiles that lie wholly inside the sequence come through the
-    // map (tiles_inside); a last tile reaching past seqlen_k is gathered with cp.async (its rows
-    // past the end zero-filled: the rows there belong to no key of this sequence, and garbage
-    // times P = 0 would still be NaN). (0 without TMA: every tile is a cp.async gather, and the
-    // consumers fence each.)
-    const int tma_tiles = !use_tma ? 0 : !maps.gather_tail ? num_tiles : tiles_inside(blk, n_first, num_tiles);
+    // (0 without TMA: every tile is a cp.async gather, and the consumers fence each.)
+    const int tma_tiles = use_tma ? tiles_by_tma(blk, n_first, num_tiles, maps.gather_tail) : 0;
     // Tile i goes into stage Ring::stage(i) of each buffer. The stage is set from i rather than
     // left to the buffers' own cycling count (the same stages): a loop-carried modulo spills at
     // 40 registers.

@@ -185,9 +185,7 @@ struct PrefillSm90Persistent {
           }
         }
         const int n_first = blk.keys.first_tile(kBN), num_tiles = blk.keys.tiles(kBN);
-        // An item's tiles that TMA copies: all, or (gather: K/V maps whose rows go on past a
-        // sequence) those wholly inside the sequence; the rest are gathered by cp.async.
-        const int tma_tiles = gather ? Base::tiles_inside(blk, n_first, num_tiles) : num_tiles;
+        const int tma_tiles = Base::tiles_by_tma(blk, n_first, num_tiles, gather);
         // Varlen K/V: one packed sequence of rows (batch 0), this sequence from k_begin.
         const int kv_batch = p.cu_seqlens_k ? 0 : blk.batch;
         for (int i = 0; (k_thread || v_thread) && i < tma_tiles; ++i) {
