@@ -30,6 +30,9 @@ END = "<!-- /record-summary -->"
 # Which NOTES file opens with which kernels' summary: a kernel goes to the first prefix it matches.
 NOTES = {"NOTES-prefill.md": ("prefill",), "NOTES-decode.md": ("decode",), "NOTES-cpu.md": ("cpu",)}
 ANCHORS = ("fa2", "cudnn", "fa4", "sdpa_cpu")
+# Units of time (less is faster: the decode grid's µs, the CPU benchmark's ms); every other unit
+# is a rate (TFLOP/s).
+TIME_UNITS = ("us", "ms", "s")
 
 
 def load_record(path: Path = RECORD) -> dict:
@@ -48,26 +51,31 @@ def speed_ratio(row: dict, anchor: str) -> float | None:
     ours, theirs = row.get("flashbuf"), row.get(anchor)
     if not isinstance(ours, (int, float)) or not isinstance(theirs, (int, float)) or ours <= 0 or theirs <= 0:
         return None
-    return theirs / ours if row.get("unit") == "us" else ours / theirs
+    return theirs / ours if row.get("unit") in TIME_UNITS else ours / theirs
 
 
 def summarise(kernel: str, entry: dict) -> list[str]:
     """The cells of one kernel's row: rows, anchors' ranges, best figure."""
     data = json.loads((RESULTS / entry["file"]).read_text())
     rows = data["rows"]
-    cells = []
+    cells, fastest = [], None  # fastest: (ratio, anchor), flashbuf's largest lead on one row
     for anchor in ANCHORS:
         ratios = [r for r in (speed_ratio(row, anchor) for row in rows) if r is not None]
         if ratios:
             geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
             cells.append(f"{anchor} {min(ratios):.2f}-{max(ratios):.2f}x (geomean {geo:.2f}, {len(ratios)} rows)")
-    if rows and rows[0].get("unit") == "us":
+            fastest = max(fastest or (0.0, ""), (max(ratios), anchor))
+    unit = rows[0].get("unit", "") if rows else ""
+    if unit in TIME_UNITS:
+        # A time says nothing across shapes; the share of the read ceiling (decode) or the
+        # largest lead over an anchor does.
         shares = [row["floor_us"] / row["flashbuf"] for row in rows
                   if isinstance(row.get("floor_us"), (int, float)) and row.get("flashbuf")]
-        best = f"{max(shares):.0%} of the read ceiling at best" if shares else "-"
+        best = (f"{max(shares):.0%} of the read ceiling at best" if shares else
+                f"{fastest[0]:.2f}x {fastest[1]} at best" if fastest else "-")
     else:
         rates = [row["flashbuf"] for row in rows if isinstance(row.get("flashbuf"), (int, float))]
-        best = f"{max(rates):.0f} {rows[0].get('unit', '')} at best" if rates else "-"
+        best = f"{max(rates):.0f} {unit} at best" if rates else "-"
     return [f"`{kernel}`", f"`results/{entry['file']}`", entry["commit"][:7], str(len(rows)),
             "; ".join(cells) or "no anchors", best]
 
