@@ -17,8 +17,17 @@ about a wave, the short section first; `--block-n` keys a tile). Per-block trace
 (bench/trace_prefill.cu) measured what it predicts for the grid's order, and what it leaves
 out: sections of every pair make a key tile dearer (NOTES-prefill, "The causal grid's order").
 
+--varlen LENGTHS models a causal varlen batch on the persistent walk (D 128, 128 x 128 items,
+--heads Hq/Hkv): its longest-first order table (core/work_order.hpp) on the static walk, as
+launched now, against FlashAttention-4's varlen order (sequences longest first, each in sections
+of heads whose K/V fit the L2, a section's query blocks heaviest first, heads innermost) on the
+static walk and on a dynamic one (each block takes the next item when it frees, an atomic
+counter); per order the makespan over the mean and what a round of `blocks` items reads: its
+(sequence, K/V head) pairs and their K/V bytes (each pair's longest key range in the round).
+
   python3 bench/walk_model.py [--d 64] [--rows 128,192] [--blocks 132] [--mask causal|none]
   python3 bench/walk_model.py --block-per-item --d 256 --block-n 80 [--overhead 3]
+  python3 bench/walk_model.py --varlen 4096,512,2048,37,8000,1500 [--heads 32/8]
 """
 import argparse
 import heapq
@@ -87,6 +96,54 @@ def block_per_item(s, heads, block_n, sms, causal, order, overhead):
     return max(t for t, _ in free) / (total / sms), section
 
 
+def varlen_items(lens, heads_q, longest_first_sections, l2_key_tiles=800):
+    """(key tiles, sequence, query head) of every 128-row item of a causal varlen batch (D 128,
+    128-key tiles), in the order of the longest-first table or of FA4's sections."""
+    items = []
+    for seq, length in enumerate(lens):
+        items += [(math.ceil(min((m + 1) * 128, length) / 128), seq, h, m)
+                  for h in range(heads_q) for m in range(math.ceil(length / 128))]
+    if not longest_first_sections:
+        return sorted(items, key=lambda it: -it[0])  # buckets by key tiles; sequence order within
+    ordered = []
+    for seq in sorted(range(len(lens)), key=lambda q: -lens[q]):
+        m_blocks = math.ceil(lens[seq] / 128)
+        section = 16
+        while section > 1 and m_blocks * section > l2_key_tiles:  # ~50 MB of 64 KB K+V tiles
+            section //= 2
+        by_block = {(h, m): it for it in items if it[1] == seq for h, m in [(it[2], it[3])]}
+        for h0 in range(0, heads_q, section):
+            ordered += [by_block[(h, m)] for m in reversed(range(m_blocks))
+                        for h in range(h0, min(h0 + section, heads_q))]
+    return ordered
+
+
+def varlen_walk(items, blocks, group, dynamic, overhead=0.5):
+    """Makespan over the mean, (sequence, K/V head) pairs and their K/V MB a round reads."""
+    load = [(0.0, b) for b in range(blocks)]
+    pairs_per_round, mb_per_round = [], []
+    for r in range(math.ceil(len(items) / blocks)):
+        reach = {}
+        for j in range(blocks):
+            i = r * blocks + j
+            if i >= len(items):
+                break
+            tiles, seq, head, _ = items[i]
+            key = (seq, head // group)
+            reach[key] = max(reach.get(key, 0), tiles)
+            if dynamic:
+                t, b = heapq.heappop(load)
+                heapq.heappush(load, (t + tiles + overhead, b))
+            else:
+                b = blocks - 1 - j if r & 1 else j
+                load[b] = (load[b][0] + tiles + overhead, b)
+        pairs_per_round.append(len(reach))
+        mb_per_round.append(sum(reach.values()) * 128 * 256 * 2 / 2**20)  # K and V rows of 256 bytes
+    times = [t for t, _ in load]
+    return (max(times) / (sum(times) / blocks), sum(pairs_per_round) / len(pairs_per_round),
+            sum(mb_per_round) / len(mb_per_round))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--d", type=int, default=64)
@@ -96,7 +153,20 @@ def main():
     ap.add_argument("--block-per-item", action="store_true")
     ap.add_argument("--block-n", type=int, default=128)
     ap.add_argument("--overhead", type=float, default=3.0, help="an item's fixed cost in key tiles (block per item)")
+    ap.add_argument("--varlen", help="a causal varlen batch's sequence lengths, e.g. 4096,512,2048,37,8000,1500")
+    ap.add_argument("--heads", default="32/8", help="--varlen: Hq/Hkv")
     a = ap.parse_args()
+    if a.varlen:
+        lens = [int(x) for x in a.varlen.split(",")]
+        hq, hkv = map(int, a.heads.split("/"))
+        print(f"varlen {lens}, {hq}/{hkv} heads, {a.blocks} blocks: makespan / mean, (sequence, K/V head) "
+              "pairs and K/V MB a round reads")
+        for name, sections, dynamic in (("longest first, static walk (now)", False, False),
+                                        ("FA4 sections, static walk", True, False),
+                                        ("FA4 sections, dynamic walk", True, True)):
+            m, pairs, mb = varlen_walk(varlen_items(lens, hq, sections), a.blocks, hq // hkv, dynamic)
+            print(f"  {name:34s} {m:.3f}  {pairs:5.1f} pairs  {mb:6.1f} MB")
+        return
     heads = 2048 // a.d
     if a.block_per_item:
         print("block per item: makespan / balanced time")
