@@ -99,22 +99,21 @@ def block_per_item(s, heads, block_n, sms, causal, order, overhead):
 def varlen_items(lens, heads_q, longest_first_sections, l2_key_tiles=800):
     """(key tiles, sequence, query head) of every 128-row item of a causal varlen batch (D 128,
     128-key tiles), in the order of the longest-first table or of FA4's sections."""
-    items = []
-    for seq, length in enumerate(lens):
-        items += [(math.ceil(min((m + 1) * 128, length) / 128), seq, h, m)
-                  for h in range(heads_q) for m in range(math.ceil(length / 128))]
-    if not longest_first_sections:
-        return sorted(items, key=lambda it: -it[0])  # buckets by key tiles; sequence order within
+    def item(seq, head, m):
+        return math.ceil(min((m + 1) * 128, lens[seq]) / 128), seq, head, m
+
+    if not longest_first_sections:  # buckets by key tiles; sequence order within a bucket
+        items = [item(seq, h, m) for seq in range(len(lens)) for h in range(heads_q)
+                 for m in range(math.ceil(lens[seq] / 128))]
+        return sorted(items, key=lambda it: -it[0])
     ordered = []
     for seq in sorted(range(len(lens)), key=lambda q: -lens[q]):
         m_blocks = math.ceil(lens[seq] / 128)
-        section = 16
-        while section > 1 and m_blocks * section > l2_key_tiles:  # ~50 MB of 64 KB K+V tiles
+        section = 16  # heads whose K/V fit the L2 (~50 MB of 64 KB K+V tiles), a power of two
+        while section > 1 and m_blocks * section > l2_key_tiles:
             section //= 2
-        by_block = {(h, m): it for it in items if it[1] == seq for h, m in [(it[2], it[3])]}
         for h0 in range(0, heads_q, section):
-            ordered += [by_block[(h, m)] for m in reversed(range(m_blocks))
-                        for h in range(h0, min(h0 + section, heads_q))]
+            ordered += [item(seq, h, m) for m in reversed(range(m_blocks)) for h in range(h0, min(h0 + section, heads_q))]
     return ordered
 
 
