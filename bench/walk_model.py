@@ -113,7 +113,8 @@ def varlen_items(lens, heads_q, longest_first_sections, l2_key_tiles=800):
         while section > 1 and m_blocks * section > l2_key_tiles:
             section //= 2
         for h0 in range(0, heads_q, section):
-            ordered += [item(seq, h, m) for m in reversed(range(m_blocks)) for h in range(h0, min(h0 + section, heads_q))]
+            heads = range(h0, min(h0 + section, heads_q))
+            ordered += [item(seq, h, m) for m in reversed(range(m_blocks)) for h in heads]
     return ordered
 
 
