@@ -4,22 +4,17 @@ rotated sets and timed --rounds times, each round from a different entry; each p
 run its own plan (a paged plan with its page table, the contiguous one without); each row takes
 the median of its entry's rounds, and the anchors' times repeat on every page's row."""
 import argparse
-import importlib.util
-import pathlib
 import statistics
 
 import pytest
 
-torch = pytest.importorskip("torch")
+import bench_scripts
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+torch = pytest.importorskip("torch")
 
 
 def load_bench():
-    spec = importlib.util.spec_from_file_location("bench_under_test", REPO / "bench" / "bench.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_scripts.load("bench")
 
 
 class StubPlan:

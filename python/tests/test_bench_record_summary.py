@@ -1,20 +1,15 @@
 """bench/record_summary.py: flashbuf's speed over an anchor's is > 1 where flashbuf is faster, for
 rates (TFLOP/s) and for times (the decode grid's µs, the CPU benchmark's ms) alike, and a
 summary row says so."""
-import importlib.util
 import json
-import pathlib
 
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+import bench_scripts
 
 
 def load_summary():
-    spec = importlib.util.spec_from_file_location("record_summary_under_test", REPO / "bench" / "record_summary.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_scripts.load("record_summary")
 
 
 @pytest.mark.parametrize("unit, ours, theirs, expected", [

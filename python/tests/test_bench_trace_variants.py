@@ -2,14 +2,13 @@
 median TFLOP/s and its ratio to the first, and with --tiles a -DTRACE_TILES build of every
 variant, run once, whose stamps bench/tile_overlap.py tabulates (a CSV the build did not write is
 named as such)."""
-import importlib.util
 import pathlib
 import stat
 import sys
 
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+import bench_scripts
 POINT = "D=128 Dv=128 causal=0 S= 8192 section= 0"
 
 # A stand-in for a -DTRACE_TILES build: two consumers, 100-cycle tiles, softmaxes of 60 cycles
@@ -24,11 +23,7 @@ with open(sys.argv[1] + "/trace-d128-s8192-c0-sec0-tiles.csv", "w") as f:
 
 
 def load_trace_variants():
-    sys.path.insert(0, str(REPO / "bench"))
-    spec = importlib.util.spec_from_file_location("trace_variants_under_test", REPO / "bench" / "trace_variants.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_scripts.load("trace_variants", with_siblings=True)
 
 
 @pytest.mark.parametrize("keep", [False, True])
