@@ -1,6 +1,6 @@
 # Prepared at stop 60 for the next GPU time: paged-lane-boxes (a paged tile's TMA boxes issued by
 # a whole producer warp, a lane a box) and paged-lane-boxes2 (the same over two warps an
-# operand) against main, one call (about 450 s). Here first:
+# operand) against main, one call (about 500 s). Here first:
 #   git checkout main && scripts/ab_trees.sh -p paged-lane-boxes paged-lane-boxes2 && git rev-parse --short HEAD > .commit
 # then run this file with carry [".deps", ".abp", ".commit"] (copy it into .abp/ so that it travels).
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
@@ -25,4 +25,12 @@ for t in $L2 $L1; do B=$T/$t/build-ab/tests/flashbuf_gpu_tests
 B=$T/$L2/build-ab/tests/flashbuf_gpu_tests
 timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 $B --gtest_filter='Kernels/PrefillGpu.PagedRowsWithoutKeysAreNeverRead/sm90' --gtest_brief=1 > $O/san-$L2-never-read.log 2>&1
 echo "$L2 memcheck never-read exit $?"; el san
+# Stop 61's question on the serving grid's six mixed lengths (0.957 FA4): does the walk's
+# longest-first order cost L2 hits? L2 hit rate and DRAM bytes of main's kernel on that batch
+# and on the batch form of its longest length (same heads), one launch each.
+for s in varlen:4096,512,2048,37,8000,1500 8192; do
+  (cd /tmp && PYTHONPATH=/tmp/ab-pkg-base timeout 45 ncu --metrics \
+     lts__t_sector_hit_rate.pct,dram__bytes_read.sum,gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed \
+     -k regex:prefill python3 $PWD/bench/profile_prefill.py 128 $s causal sm90 none 32/8) > $O/ncu-l2-${s%%:*}.txt 2>&1
+  echo "== $s"; grep -E "prefill|hit_rate|dram__bytes|duration|sm__throughput" $O/ncu-l2-${s%%:*}.txt | cut -c1-150; done; el ncu
 rm -f $O/*/*.png; cd $OUT && tar czf c.tgz c && rm -rf c && ls -la c.tgz
