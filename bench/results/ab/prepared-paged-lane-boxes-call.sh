@@ -28,9 +28,10 @@ echo "$L2 memcheck never-read exit $?"; el san
 # Stop 61's question on the serving grid's six mixed lengths (0.957 FA4): does the walk's
 # longest-first order cost L2 hits? L2 hit rate and DRAM bytes of main's kernel on that batch
 # and on the batch form of its longest length (same heads), one launch each.
+R=$PWD
 for s in varlen:4096,512,2048,37,8000,1500 8192; do
   (cd /tmp && PYTHONPATH=/tmp/ab-pkg-base timeout 45 ncu --metrics \
      lts__t_sector_hit_rate.pct,dram__bytes_read.sum,gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed \
-     -k regex:prefill python3 $PWD/bench/profile_prefill.py 128 $s causal sm90 none 32/8) > $O/ncu-l2-${s%%:*}.txt 2>&1
+     -k regex:prefill python3 $R/bench/profile_prefill.py 128 $s causal sm90 none 32/8) > $O/ncu-l2-${s%%:*}.txt 2>&1
   echo "== $s"; grep -E "prefill|hit_rate|dram__bytes|duration|sm__throughput" $O/ncu-l2-${s%%:*}.txt | cut -c1-150; done; el ncu
 rm -f $O/*/*.png; cd $OUT && tar czf c.tgz c && rm -rf c && ls -la c.tgz
