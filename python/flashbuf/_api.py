@@ -24,7 +24,7 @@ except ImportError:  # the package works on NumPy alone
     torch = None
 
 from . import _C
-from ._common import (NUMPY_BF16, PLAN_FIELDS, WORKSPACE_ALIGNMENT, Array, Window, int32, last,
+from ._common import (NUMPY_BF16, PLAN_FIELDS, WORKSPACE_ALIGNMENT, Array, Window, as_float32, int32, last,
                       merge_contract_inputs, merge_contract_outputs, merge_output_shapes, real, softmax_scale,
                       window_pair)
 
@@ -110,16 +110,9 @@ def attention(q: Array, k: Array, v: Array, *, causal: bool = False, window: Win
     """
     if not isinstance(backend, str):
         raise TypeError(f"backend: expected a string ('auto', 'cpu', 'sm80', 'sm90'), got {type(backend).__name__}")
-    window_left, window_right = window_pair(window)
-    scale = softmax_scale(scale)
-    softcap = real("softcap", softcap)
-    # 0: the library derives the bound (no device read, see flashbuf.hpp).
-    max_seqlen_q = int32("max_seqlen_q", max_seqlen_q) if max_seqlen_q is not None else 0
-    max_seqlen_k = int32("max_seqlen_k", max_seqlen_k) if max_seqlen_k is not None else 0
-    causal = bool(causal)
+    scalars = _attention_scalars(causal, window, softcap, scale, max_seqlen_q, max_seqlen_k)
     return_lse = bool(return_lse)
     check_inputs = bool(check_inputs)
-    scalars = (max_seqlen_q, max_seqlen_k, scale, causal, window_left, window_right, softcap)
 
     if _is_torch(q):
         for name, t in (("q", q), ("k", k), ("v", v), ("out", out), ("cu_seqlens_q", cu_seqlens_q),
@@ -149,6 +142,35 @@ def attention(q: Array, k: Array, v: Array, *, causal: bool = False, window: Win
     last.name = _C.attention(q_in, k_in, v_in, _np_in("out", o), lse, cu_q, cu_k, lens_k, table, *scalars, 0, backend,
                              sinks=sinks_in, check_inputs=check_inputs)
     return (o, lse) if return_lse else o
+
+
+def _attention_scalars(causal, window, softcap, scale, max_seqlen_q, max_seqlen_k) -> tuple:
+    """attention()'s scalar arguments as the library takes them, each checked and named."""
+    window_left, window_right = window_pair(window)
+    # 0: the library derives the bound (no device read, see flashbuf.hpp).
+    max_q = int32("max_seqlen_q", max_seqlen_q) if max_seqlen_q is not None else 0
+    max_k = int32("max_seqlen_k", max_seqlen_k) if max_seqlen_k is not None else 0
+    softcap = as_float32("softcap", real("softcap", softcap))
+    return (max_q, max_k, softmax_scale(scale), bool(causal), window_left, window_right, softcap)
+
+
+def _check_attention(q: Array, k: Array, v: Array, *, causal: bool = False, window: Window | None = (-1, -1),
+                     softcap: float = 0.0, scale: float | None = None, max_seqlen_q: int | None = None,
+                     max_seqlen_k: int | None = None, seqlens_k: Array | None = None,
+                     page_table: Array | None = None, sinks: Array | None = None) -> None:
+    """Every check attention() makes of these arguments (batch or paged form), nothing allocated
+    or run: for a caller that writes into its inputs first (flash_attn_with_kvcache's append)."""
+    scalars = _attention_scalars(causal, window, softcap, scale, max_seqlen_q, max_seqlen_k)
+    if _is_torch(q):
+        for name, t in (("q", q), ("k", k), ("v", v), ("seqlens_k", seqlens_k), ("page_table", page_table),
+                        ("sinks", sinks)):
+            _torch_ops._check(name, t)
+        _torch_ops._attention_shapes((q, k, v, None, None, seqlens_k, page_table), scalars, fake=_compiling(),
+                                     sinks=sinks)
+        return
+    inputs = (_np_in("q", q), _np_in("k", k), _np_in("v", v), None, None, _np_in("seqlens_k", seqlens_k),
+              _np_in("page_table", page_table))
+    _C.attention_shapes(*inputs, *scalars, sinks=_np_in("sinks", sinks))
 
 
 # ---- decode -----------------------------------------------------------------------------------
@@ -217,7 +239,8 @@ class DecodePlan:
     """
 
     def __init__(self, batch: int, q_per_seq: int, heads_q: int, heads_kv: int, head_dim: int, head_dim_v: int,
-                 max_seqlen_k: int, page_size: int = 0, dtype: Any = "bf16", device: Any = "cuda") -> None:
+                 max_seqlen_k: int, page_size: int = 0, dtype: Any = "bf16", device: Any = "cuda", *,
+                 allocate_workspace: bool = True) -> None:
         kind, index = _device_pair(device)
         self._plan = tuple(_C.plan_decode(int32("batch", batch), int32("q_per_seq", q_per_seq),
                                           int32("heads_q", heads_q), int32("heads_kv", heads_kv),
@@ -226,20 +249,52 @@ class DecodePlan:
                                           _dtype_name(dtype), kind, index))
         self._fields = dict(zip(PLAN_FIELDS, self._plan))
         self.device = f"{kind}:{index}" if kind == "cuda" else "cpu"
-        # Never zero bytes, so that the operator always receives a tensor.
-        nbytes = max(self.workspace_bytes, WORKSPACE_ALIGNMENT)
+        if kind == "cuda" and torch is None:
+            raise RuntimeError("a CUDA DecodePlan needs PyTorch, which is not installed")
         self._workspace_torch = None
-        if kind == "cuda":
-            if torch is None:
-                raise RuntimeError("a CUDA DecodePlan needs PyTorch, which is not installed")
-            self.workspace = torch.empty(nbytes, dtype=torch.uint8, device=self.device)
+        self.workspace = self.new_workspace() if allocate_workspace else None
+        if _is_torch(self.workspace):
             self._workspace_torch = self.workspace
+
+    def new_workspace(self) -> Array:
+        """A workspace for this plan's runs (at least workspace_bytes, 256-byte aligned): a torch
+        uint8 tensor from PyTorch's allocator on a CUDA plan (a CUDA graph captured around a run
+        keeps it, like the run's outputs), an aligned NumPy buffer on a CPU plan. The plan holds
+        one for run() unless made with allocate_workspace=False; a caller that runs one plan on
+        several streams or threads at once gives each run its own (run(workspace=...))."""
+        nbytes = max(self.workspace_bytes, WORKSPACE_ALIGNMENT)  # never zero: the operator takes a tensor
+        if self.device != "cpu":
+            return torch.empty(nbytes, dtype=torch.uint8, device=self.device)
+        raw = np.empty(nbytes + WORKSPACE_ALIGNMENT, dtype=np.uint8)
+        offset = (-raw.ctypes.data) % WORKSPACE_ALIGNMENT
+        return raw[offset:offset + nbytes]
+
+    def _run_workspace(self, workspace: Any, torch_inputs: bool) -> Any:
+        """The workspace a run takes: the caller's (checked, named `workspace`) or the plan's own,
+        as a torch tensor for torch inputs."""
+        if workspace is None:
+            if self.workspace is None:
+                raise ValueError("workspace: this plan holds none (allocate_workspace=False); pass "
+                                 "run(workspace=plan.new_workspace())")
+            if torch_inputs and self._workspace_torch is None:  # a CPU plan with torch CPU tensors
+                self._workspace_torch = torch.from_numpy(self.workspace)
+            return self._workspace_torch if torch_inputs else self.workspace
+        need = max(self.workspace_bytes, WORKSPACE_ALIGNMENT)
+        if _is_torch(workspace):
+            ok = (workspace.dtype == torch.uint8 and workspace.is_contiguous() and workspace.numel() >= need
+                  and (str(workspace.device) == self.device or (self.device == "cpu" and not workspace.is_cuda)))
         else:
-            raw = np.empty(nbytes + WORKSPACE_ALIGNMENT, dtype=np.uint8)
-            offset = (-raw.ctypes.data) % WORKSPACE_ALIGNMENT
-            self.workspace = raw[offset:offset + nbytes]
-        if self.workspace_bytes and (self._address(self.workspace) % WORKSPACE_ALIGNMENT):
-            raise RuntimeError("decode workspace is not 256-byte aligned")
+            ok = (isinstance(workspace, np.ndarray) and workspace.dtype == np.uint8 and workspace.ndim == 1
+                  and workspace.flags.c_contiguous and workspace.flags.writeable and workspace.size >= need
+                  and self.device == "cpu")
+        if not ok or self._address(workspace) % WORKSPACE_ALIGNMENT:
+            raise ValueError(f"workspace: expected a contiguous uint8 buffer of at least {need} bytes on "
+                             f"{self.device}, {WORKSPACE_ALIGNMENT}-byte aligned (plan.new_workspace() makes one)")
+        if torch_inputs and not _is_torch(workspace):
+            return torch.from_numpy(workspace)
+        if not torch_inputs and _is_torch(workspace):
+            raise TypeError("workspace: a torch tensor, but q is a NumPy array")
+        return workspace
 
     @staticmethod
     def _address(buf) -> int:
@@ -271,8 +326,8 @@ class DecodePlan:
 
     def run(self, q: Array, k: Array, v: Array, seqlens_k: Array, page_table: Array | None = None, *,
             causal: bool = False, window: Window | None = (-1, -1), softcap: float = 0.0, scale: float | None = None,
-            return_lse: bool = False, sinks: Array | None = None,
-            check_inputs: bool = False) -> Array | tuple[Array, Array]:
+            return_lse: bool = False, sinks: Array | None = None, check_inputs: bool = False,
+            workspace: Array | None = None) -> Array | tuple[Array, Array]:
         """One decode step over the cache as it is (it appends nothing; flashbuf.flash_attn_with_kvcache
         writes new keys and values into the cache first).
 
@@ -290,29 +345,25 @@ class DecodePlan:
 
         Returns o (B, q_per_seq, Hq, Dv), or (o, lse) with return_lse, lse float32 (B, Hq,
         q_per_seq). Runs on the current CUDA stream without synchronising; the plan's workspace
-        is shared by its runs, so one plan must not run on two streams at once. Raises ValueError
+        is shared by its runs, so one plan must not run on two streams (or threads) at once unless
+        each run gets a workspace of its own (workspace=plan.new_workspace()). Raises ValueError
         (TypeError for dtypes) naming the argument before anything runs.
         """
-        window_left, window_right = window_pair(window)
-        scale = softmax_scale(scale)
-        softcap = real("softcap", softcap)
-        causal = bool(causal)
+        scalars = self._scalars(causal, window, softcap, scale)
         return_lse = bool(return_lse)
         check_inputs = bool(check_inputs)
-        scalars = (scale, causal, window_left, window_right, softcap)
         if _is_torch(q):
             for name, t in (("q", q), ("k", k), ("v", v), ("seqlens_k", seqlens_k), ("page_table", page_table),
                             ("sinks", sinks)):
                 _torch_ops._check(name, t)
-            workspace = self._workspace_torch
-            if workspace is None:  # a CPU plan used with torch CPU tensors: share the NumPy buffer
-                workspace = self._workspace_torch = torch.from_numpy(self.workspace)
+            workspace = self._run_workspace(workspace, torch_inputs=True)
             o, lse = torch.ops.flashbuf.decode(q, k, v, seqlens_k, page_table, workspace, list(self._plan), *scalars,
                                                return_lse, sinks, check_inputs)
             return (o, lse) if return_lse else o
 
-        if _is_torch(self.workspace):
+        if self.device != "cpu":
             raise TypeError("q: a CUDA DecodePlan runs on torch CUDA tensors, got a NumPy array")
+        workspace = self._run_workspace(workspace, torch_inputs=False)
         inputs = (_np_in("q", q), _np_in("k", k), _np_in("v", v), _np_in("seqlens_k", seqlens_k),
                   _np_in("page_table", page_table))
         sinks_in = _np_in("sinks", sinks)
@@ -321,8 +372,33 @@ class DecodePlan:
         lse = _np_empty(lse_shape, np.float32) if return_lse else None
         q_in, k_in, v_in, lens_k, table = inputs
         last.name = _C.decode(list(self._plan), q_in, k_in, v_in, lens_k, table, _np_in("out", o), lse,
-                              self.workspace, *scalars, 0, sinks=sinks_in, check_inputs=check_inputs)
+                              workspace, *scalars, 0, sinks=sinks_in, check_inputs=check_inputs)
         return (o, lse) if return_lse else o
+
+
+    @staticmethod
+    def _scalars(causal, window, softcap, scale) -> tuple:
+        """run()'s scalar arguments as the library takes them, each checked and named."""
+        window_left, window_right = window_pair(window)
+        softcap = as_float32("softcap", real("softcap", softcap))
+        return (softmax_scale(scale), bool(causal), window_left, window_right, softcap)
+
+    def _check(self, q: Array, k: Array, v: Array, seqlens_k: Array, page_table: Array | None = None, *,
+               causal: bool = False, window: Window | None = (-1, -1), softcap: float = 0.0,
+               scale: float | None = None, sinks: Array | None = None) -> None:
+        """Every check run() makes of these arguments, nothing allocated or run (for a caller that
+        writes into its inputs first: flash_attn_with_kvcache's append)."""
+        scalars = self._scalars(causal, window, softcap, scale)
+        if _is_torch(q):
+            for name, t in (("q", q), ("k", k), ("v", v), ("seqlens_k", seqlens_k), ("page_table", page_table),
+                            ("sinks", sinks)):
+                _torch_ops._check(name, t)
+            _torch_ops._decode_shapes((q, k, v, seqlens_k, page_table), list(self._plan), scalars,
+                                      fake=_compiling(), sinks=sinks)
+            return
+        inputs = (_np_in("q", q), _np_in("k", k), _np_in("v", v), _np_in("seqlens_k", seqlens_k),
+                  _np_in("page_table", page_table))
+        _C.decode_shapes(list(self._plan), *inputs, *scalars, sinks=_np_in("sinks", sinks))
 
 
 # ---- merge_states -----------------------------------------------------------------------------

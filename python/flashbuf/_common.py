@@ -64,7 +64,34 @@ def window_pair(window: Window | None) -> tuple[int, int]:
         left, right = window
     except (TypeError, ValueError):
         raise ValueError(f"window: expected a pair (left, right) of ints, -1 for unbounded; got {window!r}") from None
-    return int32("window[0]", left), int32("window[1]", right)
+    return (window_side("window[0]", left, "mask.window_left"),
+            window_side("window[1]", right, "mask.window_right"))
+
+
+def window_side(name: str, value: Any, side: str | None = None) -> int:
+    """One side of a window: an int (named `name`) >= -1, -1 meaning unbounded; below -1 the
+    error names `side` (the library's name for it, by default `name`), as the library's own
+    check would, which the Python binding's mask, reading any negative side as unbounded, never
+    reaches."""
+    value = int32(name, value)
+    if value < -1:
+        raise ValueError(f"{side or name}: expected >= -1 (-1 = unbounded), got {value}")
+    return value
+
+
+# Magnitudes that float32 rounds to 0 (at most 2^-150) or to infinity (from its largest finite
+# value plus half a unit in the last place, 2^128 - 2^103).
+_FLOAT32_ROUNDS_TO_ZERO = 2.0**-150
+_FLOAT32_ROUNDS_TO_INF = 2.0**128 - 2.0**103
+
+
+def as_float32(name: str, value: float) -> float:
+    """value, refused (named) where the library's float would turn it from nonzero into 0 (which
+    the library reads as "the default" or "off") or from finite into infinity. Plain comparisons,
+    so that torch.compile traces them."""
+    if value != 0.0 and math.isfinite(value) and not _FLOAT32_ROUNDS_TO_ZERO < abs(value) < _FLOAT32_ROUNDS_TO_INF:
+        raise ValueError(f"{name}: {value} is outside float32's range (the library takes a float)")
+    return value
 
 
 def softmax_scale(scale: float | None) -> float:
@@ -74,7 +101,7 @@ def softmax_scale(scale: float | None) -> float:
     scale = real("scale", scale)
     if not math.isfinite(scale) or scale <= 0.0:
         raise ValueError(f"scale: expected a positive finite number, got {scale}")
-    return scale
+    return as_float32("scale", scale)
 
 
 def attention_output_shapes(q_shape: Sequence[int], v_shape: Sequence[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:

@@ -36,8 +36,8 @@ from typing import Any, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ._api import DecodePlan, attention, torch
-from ._common import Array
+from ._api import DecodePlan, _check_attention, attention, torch
+from ._common import Array, real, window_side
 
 __all__ = ["flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache", "flash_attn_qkvpacked_func",
            "flash_attn_kvpacked_func", "flash_attn_varlen_qkvpacked_func", "flash_attn_varlen_kvpacked_func"]
@@ -88,11 +88,12 @@ def _window(window_size: Optional[Sequence[Optional[int]]]) -> tuple[int, int]:
         left, right = window_size
     except (TypeError, ValueError):
         raise ValueError(f"window_size: expected a pair (left, right), -1 for unbounded; got {window_size!r}") from None
-    return (-1 if left is None else int(left)), (-1 if right is None else int(right))
+    return (-1 if left is None else window_side("window_size[0]", left),
+            -1 if right is None else window_side("window_size[1]", right))
 
 
 def _softcap(softcap: Optional[float]) -> float:
-    return 0.0 if softcap is None else float(softcap)
+    return 0.0 if softcap is None else real("softcap", softcap)
 
 
 def _sinks(learnable_sink: Any) -> dict:
@@ -119,8 +120,18 @@ def _empty_probs(q: Any) -> Any:
     return np.empty((0,), dtype=q.dtype)
 
 
-def _diff(cu_seqlens: Any) -> Any:
-    """Sequence lengths from cumulative offsets, int32, on the offsets' device (no sync)."""
+def _diff(name: str, cu_seqlens: Any) -> Any:
+    """Sequence lengths from cumulative offsets, int32, on the offsets' device (no sync). Offsets
+    the host can read are checked as attention() checks cu_seqlens: from 0, non-decreasing."""
+    _rank(name, cu_seqlens, 1, "(batch + 1,) offsets")
+    cu_seqlens = _integer_array(name, cu_seqlens, tuple(cu_seqlens.shape))
+    if _host_readable(cu_seqlens) and cu_seqlens.shape[0] > 0:
+        offsets = [int(x) for x in (cu_seqlens.tolist() if _is_torch(cu_seqlens) else cu_seqlens)]
+        if offsets[0] != 0:
+            raise ValueError(f"{name}[0]: must be 0 (the offset of the first sequence), got {offsets[0]}")
+        for i in range(1, len(offsets)):
+            if offsets[i] < offsets[i - 1]:
+                raise ValueError(f"{name}[{i}]: offsets must be non-decreasing, got {offsets[i - 1]} then {offsets[i]}")
     if _is_torch(cu_seqlens):
         return (cu_seqlens[1:] - cu_seqlens[:-1]).to(torch.int32)
     return np.diff(np.asarray(cu_seqlens)).astype(np.int32)
@@ -199,7 +210,8 @@ def flash_attn_varlen_func(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu
     _rank("q", q, 3, "(total_q, nheads, headdim) with cu_seqlens_q")
     q, k, v = _unit_last_stride(q), _unit_last_stride(k), _unit_last_stride(v)
     table = _page_table(page_table, block_table)
-    keys = dict(cu_seqlens_k=cu_seqlens_k) if table is None else dict(seqlens_k=_diff(cu_seqlens_k), page_table=table)
+    keys = dict(cu_seqlens_k=cu_seqlens_k) if table is None else \
+        dict(seqlens_k=_diff("cu_seqlens_k", cu_seqlens_k), page_table=table)
     result: Any = attention(q, k, v, cu_seqlens_q=cu_seqlens_q, max_seqlen_q=int(max_seqlen_q),
                        max_seqlen_k=int(max_seqlen_k), causal=causal, window=_window(window_size),
                        softcap=_softcap(softcap), scale=softmax_scale, return_lse=bool(return_attn_probs),
@@ -259,14 +271,45 @@ def flash_attn_varlen_kvpacked_func(q: Array, kv: Array, cu_seqlens_q: Array, cu
 
 # ---- flash_attn_with_kvcache ------------------------------------------------------------------
 
+_INT32_MAX = 2**31 - 1
+
+
+def _integer_array(name: str, value: Any, shape: tuple) -> Any:
+    """value, a torch tensor or NumPy array of an integer dtype and the given shape, with its host
+    values (where they can be read without a synchronisation) in int32's range: refused, named,
+    rather than truncated or wrapped on the way to int32."""
+    if not _is_torch(value) and not isinstance(value, np.ndarray):
+        raise TypeError(f"{name}: expected an int32 tensor or array of shape {shape}, got {type(value).__name__}")
+    if _is_torch(value):
+        integer = not (value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool)
+        size = value.numel()
+    else:
+        integer, size = np.issubdtype(value.dtype, np.integer), value.size
+    if not integer:
+        raise TypeError(f"{name}: expected an integer dtype (int32), got {value.dtype}")
+    if tuple(value.shape) != shape:
+        raise ValueError(f"{name}: expected shape {shape}, got {tuple(value.shape)}")
+    if size and _host_readable(value):
+        low, high = int(value.min()), int(value.max())
+        if low < -_INT32_MAX - 1 or high > _INT32_MAX:
+            raise ValueError(f"{name}: entries {low}..{high} do not fit int32")
+    return value
+
+
 def _int32_lengths(name: str, value: Any, batch: int, like: Any) -> Any:
-    """cache_seqlens as an int32 (B) tensor/array on like's device; an int applies to every sequence."""
-    if isinstance(value, (int, np.integer)):
+    """cache_seqlens as an int32 (B) tensor/array on like's device; an int applies to every
+    sequence. Host-readable lengths must be >= 0."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        if not 0 <= int(value) <= _INT32_MAX:
+            raise ValueError(f"{name}: expected 0..{_INT32_MAX} tokens, got {int(value)}")
         if _is_torch(like):
             return torch.full((batch,), int(value), dtype=torch.int32, device=like.device)
         return np.full((batch,), int(value), dtype=np.int32)
-    if tuple(value.shape) != (batch,):
+    if hasattr(value, "shape") and tuple(value.shape) != (batch,):
         raise ValueError(f"{name}: expected an int or shape ({batch},) [batch], got {tuple(value.shape)}")
+    value = _integer_array(name, value, (batch,))
+    if _host_readable(value) and batch > 0 and int(value.min()) < 0:
+        raise ValueError(f"{name}: negative token count {int(value.min())}")
     if _is_torch(value):
         return value.to(device=like.device if _is_torch(like) else value.device, dtype=torch.int32)
     return np.asarray(value).astype(np.int32, copy=False)
@@ -340,24 +383,27 @@ def _append_positions(cache_seqlens: Any, seqlen_new: int) -> Any:
     return cache_seqlens.astype(np.int64)[:, None] + np.arange(seqlen_new, dtype=np.int64)[None, :]
 
 
-def _append_in_place(k_cache: Any, v_cache: Any, k: Any, v: Any, cache_seqlens: Any,
-                     cache_batch_idx: Any, page_table: Any) -> None:
-    """Writes k, v (B, seqlen_new, ...) into the caches at positions cache_seqlens[b] + i, as
-    FlashAttention does, with indexing that needs no host synchronisation (CUDA-graph safe)."""
+def _past_end(index: Any, bound: int) -> Any:
+    """Device indices with the negative ones moved past the end (to `bound`): indexing with them
+    then trips PyTorch's bounds check instead of wrapping to the other end of the cache."""
+    return torch.where(index < 0, torch.full_like(index, bound), index)
+
+
+def _append_targets(k_cache: Any, k: Any, cache_seqlens: Any, cache_batch_idx: Any, page_table: Any) -> tuple:
+    """The (first index, row) pairs of the cache that the append writes k's tokens to: positions
+    cache_seqlens[b] + i, through the page table or cache_batch_idx. Where the indices are on
+    the host they are checked here, each error naming its argument, before anything is written;
+    on a device (no synchronisation) a bad one fails PyTorch's bounds check instead."""
     batch, seqlen_new = k.shape[:2]
-    if seqlen_new == 0:
-        return
     positions = _append_positions(cache_seqlens, seqlen_new)
-    if page_table is not None:
-        capacity = page_table.shape[1] * k_cache.shape[1]
-    else:
-        capacity = k_cache.shape[1]
-    if _host_readable(positions) and batch > 0 and int(positions.max()) >= capacity:
-        raise ValueError(f"cache_seqlens: appending {seqlen_new} tokens at cache_seqlens overruns the cache of "
-                         f"{capacity} tokens per sequence")
     use_torch = _is_torch(k_cache)
-    pages: Any
-    seq: Any
+    capacity = page_table.shape[1] * k_cache.shape[1] if page_table is not None else k_cache.shape[1]
+    if _host_readable(positions):
+        if int(positions.max()) >= capacity:
+            raise ValueError(f"cache_seqlens: appending {seqlen_new} tokens at cache_seqlens overruns the cache of "
+                             f"{capacity} tokens per sequence")
+    elif use_torch:
+        positions = _past_end(positions, capacity)  # (cache_seqlens < 0)
     if page_table is not None:
         page_size = k_cache.shape[1]
         if use_torch:
@@ -365,6 +411,7 @@ def _append_in_place(k_cache: Any, v_cache: Any, k: Any, v: Any, cache_seqlens: 
         else:
             pages = np.take_along_axis(np.asarray(page_table, dtype=np.int64), positions // page_size, axis=1)
         rows = positions % page_size
+        name, count = "page_table", k_cache.shape[0]
     else:
         if cache_batch_idx is None:
             seq = torch.arange(batch, device=k_cache.device) if use_torch else np.arange(batch)
@@ -372,6 +419,21 @@ def _append_in_place(k_cache: Any, v_cache: Any, k: Any, v: Any, cache_seqlens: 
             seq = cache_batch_idx.to(torch.int64) if use_torch else np.asarray(cache_batch_idx, dtype=np.int64)
         pages = seq[:, None].expand(batch, seqlen_new) if use_torch else np.broadcast_to(seq[:, None], positions.shape)
         rows = positions
+        name, count = "cache_batch_idx", k_cache.shape[0]
+    if _host_readable(pages):
+        low, high = int(pages.min()), int(pages.max())
+        if low < 0 or high >= count:
+            raise ValueError(f"{name}: entries {low}..{high} where the append writes, outside the cache's "
+                             f"{count} {'pages' if page_table is not None else 'sequences'}")
+    elif use_torch:
+        pages = _past_end(pages, count)
+    return pages, rows
+
+
+def _append_in_place(k_cache: Any, v_cache: Any, k: Any, v: Any, targets: tuple) -> None:
+    """Writes k, v (B, seqlen_new, ...) into the caches at the _append_targets rows, as
+    FlashAttention does, with indexing that needs no host synchronisation (CUDA-graph safe)."""
+    pages, rows = targets
     k_cache[pages, rows] = k
     v_cache[pages, rows] = v
 
@@ -452,7 +514,7 @@ def _decode_plan(key: tuple) -> Optional[DecodePlan]:
     if not (device.startswith("cuda") and dtype == "float32"):
         try:
             plan = DecodePlan(batch, q_per_seq, heads_q, heads_kv, head_dim, head_dim_v, max_seqlen_k, page_size,
-                              dtype=dtype, device=device)
+                              dtype=dtype, device=device, allocate_workspace=not device.startswith("cuda"))
         except ValueError:
             plan = None
     if len(_PLANS) >= _MAX_PLANS:  # forget the oldest shape
@@ -482,8 +544,10 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
 
     If k and v (B, S_new, Hkv, D|Dv) are given they are written into k_cache and v_cache IN
     PLACE at positions cache_seqlens[b] .. cache_seqlens[b] + S_new - 1, and attention then reads
-    cache_seqlens[b] + S_new keys; the cache must have room (checked where cache_seqlens is on
-    the host; on CUDA an overrun trips PyTorch's device-side index assertion). Masks, scale,
+    cache_seqlens[b] + S_new keys. Every argument is checked before the append writes, and the
+    entries of cache_seqlens, page_table and cache_batch_idx too where they are on the host; on
+    CUDA (read without a synchronisation) an entry that would write outside the cache, a
+    negative one included, trips PyTorch's device-side bounds assertion instead. Masks, scale,
     softcap and learnable_sink are as in flash_attn_func, causal aligned to the bottom right of
     each sequence's keys.
 
@@ -505,16 +569,17 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
     batch, seqlen_q = q.shape[0], q.shape[1]
     capacity = page_table.shape[1] * k_cache.shape[1] if page_table is not None else k_cache.shape[1]
 
+    if cache_batch_idx is not None:
+        cache_batch_idx = _integer_array("cache_batch_idx", cache_batch_idx, (batch,))
+    if page_table is not None:
+        page_table = _integer_array("page_table", page_table, tuple(page_table.shape))
+    appending = k is not None and k.shape[0] > 0 and k.shape[1] > 0
+    if k is not None and cache_seqlens is None:
+        raise ValueError("cache_seqlens: required with k and v (the positions to append them at)")
+    lengths = _int32_lengths("cache_seqlens", capacity if cache_seqlens is None else cache_seqlens, batch, q)
+    targets = _append_targets(k_cache, k, lengths, cache_batch_idx, page_table) if appending else None
     if k is not None:
-        if cache_seqlens is None:
-            raise ValueError("cache_seqlens: required with k and v (the positions to append them at)")
-        lengths = _int32_lengths("cache_seqlens", cache_seqlens, batch, q)
-        _append_in_place(k_cache, v_cache, k, v, lengths, cache_batch_idx, page_table)
         lengths = lengths + k.shape[1]
-    elif cache_seqlens is None:
-        lengths = _int32_lengths("cache_seqlens", capacity, batch, q)
-    else:
-        lengths = _int32_lengths("cache_seqlens", cache_seqlens, batch, q)
 
     keys, values, table = k_cache, v_cache, page_table
     if cache_batch_idx is not None:
@@ -523,11 +588,26 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
                                  scale=softmax_scale)
     return_lse = bool(return_softmax_lse)
 
+    # Every check of the attention that follows, made before the append writes into the cache
+    # (under torch.compile the operators' fake functions make them while the graph is traced).
+    checking = appending and not _compiling()
+    if checking:
+        _check_attention(q, keys, values, seqlens_k=lengths, page_table=table, **masks, **sinks)
     plan = None
     if 1 <= seqlen_q <= _MAX_DECODE_QUERIES and num_splits != 1:
         page_size = keys.shape[1] if table is not None else 0
         plan = _decode_plan((batch, seqlen_q, q.shape[2], keys.shape[2], q.shape[3], values.shape[3], capacity,
                              page_size, _dtype_key(q), _device_key(q)))
+    if checking and plan is not None:
+        plan._check(q, keys, values, lengths, table, **masks, **sinks)
+    if appending:
+        _append_in_place(k_cache, v_cache, k, v, targets)
     if plan is not None:
-        return plan.run(q, keys, values, lengths, table, return_lse=return_lse, **masks, **sinks)
+        # A workspace of this run's own: the cached plan is shared by every caller, thread and
+        # stream, and a CUDA graph captured around this call keeps the allocator's block (the
+        # plan may be forgotten, with a workspace of its own, while the graph still replays). A
+        # CPU plan traced by torch.compile runs on its own one (a NumPy buffer is not traceable).
+        workspace = None if _compiling() and plan.device == "cpu" else plan.new_workspace()
+        return plan.run(q, keys, values, lengths, table, return_lse=return_lse, workspace=workspace, **masks,
+                        **sinks)
     return attention(q, keys, values, seqlens_k=lengths, page_table=table, return_lse=return_lse, **masks, **sinks)

@@ -289,6 +289,12 @@ def _cases():
              "softcap = 'big'"))
     add(Case("window_below_minus_one", "attention", lambda L: attention(L, *qkv(L), window=(-2, 0)), V,
              "mask.window_left", ">= -1", "window = (-2, 0)"))
+    add(Case("window_below_minus_one_right_unbounded", "attention", lambda L: attention(L, *qkv(L), window=(-5, -1)),
+             V, "mask.window_left", ">= -1", "window = (-5, -1) (the binding's mask read it as no window)"))
+    add(Case("scale_underflows_float32", "attention", lambda L: attention(L, *qkv(L), scale=1e-50), V, "scale",
+             "float32", "scale = 1e-50 (0 in float32: the default scale)"))
+    add(Case("softcap_underflows_float32", "attention", lambda L: attention(L, *qkv(L), softcap=-1e-50), V, "softcap",
+             "float32", "softcap = -1e-50 (0 in float32: no softcap)"))
     add(Case("window_not_a_pair", "attention", lambda L: attention(L, *qkv(L), window=3), V, "window", "pair",
              "window = 3"))
     add(Case("backend_unknown", "attention", lambda L: attention(L, *qkv(L), backend="tpu"), V, "backend", "unknown",

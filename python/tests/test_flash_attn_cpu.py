@@ -208,6 +208,16 @@ def test_flash_attn_varlen_func_paged(kind, alias):
         out = flash_attn.flash_attn_varlen_func(*args, causal=True, **{alias: table})
     o_ref, _ = ref.attention(q, kp, vp, cu_seqlens_q=cu_q, seqlens_k=x.int32(lens_k), page_table=table, causal=True)
     assert_close(out, o_ref)
+    # cu_seqlens_k becomes per-sequence key counts here; its offsets are checked as attention()
+    # checks them, not differenced whatever they hold.
+    floats = torch.tensor([0.0, 9.0, 14.0, 28.0]) if kind == "torch" else np.array([0.0, 9.0, 14.0, 28.0])
+    bad = ((ValueError, r"^cu_seqlens_k\[0\]: must be 0", x.int32([100, 109, 114, 128])),
+           (ValueError, r"^cu_seqlens_k\[2\]: offsets must be non-decreasing", x.int32([0, 9, 5, 19])),
+           (TypeError, r"^cu_seqlens_k: expected an integer dtype", floats))
+    for error, message, cu in bad:
+        with pytest.raises(error, match=message):
+            flash_attn.flash_attn_varlen_func(q, kp, vp, cu_q, cu, max(lens_q), max(lens_k), **{alias: table}
+                                              if alias != "positional" else {"block_table": table})
 
 
 # ---- flash_attn_with_kvcache --------------------------------------------------------------------
@@ -386,6 +396,76 @@ def test_with_kvcache_bad_arguments_write_nothing(kind):
         flash_attn.flash_attn_func(q[0], k[0], v[0])
     with pytest.raises(ValueError, match=r"^q: expected rank 3"):
         flash_attn.flash_attn_varlen_func(q, k, v, x.int32([0, 3]), x.int32([0, 3]), 3, 3)
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_with_kvcache_bad_indices_and_scalars_write_nothing(kind):
+    """Index values and scalars the append or the attention after it would refuse, or would wrap
+    around the cache (a negative cache_seqlens or page), are refused before the append writes
+    anything, each error naming its argument."""
+    x = arrays(kind)
+    k_cache, v_cache = x.randn(2, 8, 2, 16), x.randn(2, 8, 2, 16)
+    pages_k, pages_v = x.randn(4, 4, 2, 16), x.randn(4, 4, 2, 16)
+    before = [f64(t) for t in (k_cache, v_cache, pages_k, pages_v)]
+    q, k, v = x.randn(2, 1, 4, 16), x.randn(2, 1, 2, 16), x.randn(2, 1, 2, 16)
+    int64 = (lambda a: torch.tensor(a, dtype=torch.int64)) if kind == "torch" else (lambda a: np.asarray(a, np.int64))
+    floats = (lambda a: torch.tensor(a, dtype=torch.float32)) if kind == "torch" else \
+        (lambda a: np.asarray(a, np.float32))
+    contiguous = [
+        (ValueError, r"^cache_seqlens: expected 0\.\.", dict(cache_seqlens=-1)),
+        (ValueError, r"^cache_seqlens: negative token count -1", dict(cache_seqlens=x.int32([2, -1]))),
+        (ValueError, r"^cache_seqlens: entries .* do not fit int32", dict(cache_seqlens=int64([2, 2**32 + 2]))),
+        (TypeError, r"^cache_seqlens: expected an integer dtype", dict(cache_seqlens=floats([2.9, 1.0]))),
+        (TypeError, r"^cache_seqlens: expected an int32 tensor or array", dict(cache_seqlens=[2, 1])),
+        (ValueError, r"^cache_batch_idx: entries -1\.\.1 where the append writes",
+         dict(cache_seqlens=0, cache_batch_idx=x.int32([1, -1]))),
+        (ValueError, r"^cache_batch_idx: entries 0\.\.2 where the append writes",
+         dict(cache_seqlens=0, cache_batch_idx=x.int32([0, 2]))),
+        (TypeError, r"^cache_batch_idx: expected an integer dtype",
+         dict(cache_seqlens=0, cache_batch_idx=floats([0.0, 1.0]))),
+        (ValueError, r"^softcap: ", dict(cache_seqlens=0, softcap=-1.0)),
+        (ValueError, r"^window_size\[0\]: expected >= -1", dict(cache_seqlens=0, window_size=(-3, 0))),
+        (ValueError, r"^window_size\[1\]: expected >= -1", dict(cache_seqlens=0, window_size=(-1, -5))),
+        (TypeError, r"^window_size\[0\]: expected an int", dict(cache_seqlens=0, window_size=(1.7, 0))),
+        (ValueError, r"^scale: 1e-50 is outside float32's range", dict(cache_seqlens=0, softmax_scale=1e-50)),
+        (ValueError, r"^softcap: -1e-50 is outside float32's range", dict(cache_seqlens=0, softcap=-1e-50)),
+    ]
+    for error, message, kw in contiguous:
+        with pytest.raises(error, match=message):
+            flash_attn.flash_attn_with_kvcache(q, k_cache, v_cache, k, v, **kw)
+    paged = [
+        (ValueError, r"^page_table: entries -1\.\.0 where the append writes", x.int32([[0, 1], [-1, 3]])),
+        (ValueError, r"^page_table: entries 0\.\.4 where the append writes", x.int32([[0, 1], [4, 3]])),
+        (TypeError, r"^page_table: expected an integer dtype", floats([[0, 1], [2, 3]])),
+    ]
+    for error, message, table in paged:
+        with pytest.raises(error, match=message):
+            flash_attn.flash_attn_with_kvcache(q, pages_k, pages_v, k, v, cache_seqlens=x.int32([1, 2]),
+                                               page_table=table)
+    for got, want in zip((k_cache, v_cache, pages_k, pages_v), before):
+        assert np.array_equal(f64(got), want)
+
+
+def test_decode_plan_workspaces_of_the_callers():
+    """A plan made without a workspace runs on the caller's (one per run, e.g. per stream or
+    thread), refuses to run without one, and checks the one it is given."""
+    rng = np.random.default_rng(11)
+    q = rng.standard_normal((2, 1, 4, 16)).astype(np.float32)
+    k, v = (rng.standard_normal((2, 24, 2, 16)).astype(np.float32) for _ in range(2))
+    lens = np.array([5, 24], np.int32)
+    own = flashbuf.DecodePlan(2, 1, 4, 2, 16, 16, 24, 0, dtype="fp32", device="cpu")
+    bare = flashbuf.DecodePlan(2, 1, 4, 2, 16, 16, 24, 0, dtype="fp32", device="cpu", allocate_workspace=False)
+    assert bare.workspace is None and bare.num_splits == own.num_splits
+    with pytest.raises(ValueError, match=r"^workspace: this plan holds none"):
+        bare.run(q, k, v, lens)
+    want = own.run(q, k, v, lens)
+    assert np.array_equal(bare.run(q, k, v, lens, workspace=bare.new_workspace()), want)
+    for bad in (np.empty(8, np.uint8), np.empty(4096, np.float32), bare.new_workspace()[1:]):
+        with pytest.raises(ValueError, match=r"^workspace: expected a contiguous uint8 buffer"):
+            bare.run(q, k, v, lens, workspace=bad)
+    if torch is not None:
+        tq, tk, tv, tl = (torch.from_numpy(a) for a in (q, k, v, lens))
+        assert np.array_equal(bare.run(tq, tk, tv, tl, workspace=bare.new_workspace()).numpy(), want)
+
 
 
 @pytest.mark.skipif(not flash_attn._HAS_SINKS, reason="flashbuf.attention takes no sinks in this build")

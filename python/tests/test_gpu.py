@@ -165,6 +165,36 @@ def test_decode_graph_replay_with_new_seqlens(page_size, q_per_seq):
         assert np.max(np.abs(lse.cpu().numpy()[finite] - lse_ref[finite])) <= 1e-2
 
 
+def test_decode_plan_on_callers_workspaces_in_graphs():
+    """A plan without a workspace of its own runs on the caller's, one per run: two graphs
+    captured on two such workspaces replay independently, each right after the plan and its
+    workspaces' Python references are gone (the graphs keep the allocator's blocks), as
+    flash_attn_with_kvcache's cached plans, which it may forget, run."""
+    b, hq, hkv, d, smax = 2, 32, 8, 128, 2048
+    plan = flashbuf.DecodePlan(b, 1, hq, hkv, d, d, smax, 0, dtype=torch.bfloat16, device=DEV,
+                               allocate_workspace=False)
+    assert plan.workspace is None
+    q, k, v = randn(b, 1, hq, d), randn(b, smax, hkv, d), randn(b, smax, hkv, d)
+    lens = [torch.tensor([2048, 700], dtype=torch.int32, device=DEV), torch.tensor([5, 1999], dtype=torch.int32,
+                                                                                 device=DEV)]
+    plan.run(q, k, v, lens[0], workspace=plan.new_workspace())  # warm up
+    torch.cuda.synchronize()
+    graphs, outs = [], []
+    for n in lens:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            outs.append(plan.run(q, k, v, n, workspace=plan.new_workspace()))
+        graphs.append(graph)
+    del plan
+    for _ in range(2):
+        for graph in graphs:
+            graph.replay()
+    torch.cuda.synchronize()
+    for n, o in zip(lens, outs):
+        o_ref, _ = ref.attention(q, k, v, seqlens_k=n)
+        assert max_err(o, o_ref) <= ref.tolerance("bf16"), f"seqlens {n.tolist()}"
+
+
 def test_decode_under_torch_compile():
     torch._dynamo.reset()
     b, hq, hkv, d, smax = 4, 32, 8, 128, 1024
