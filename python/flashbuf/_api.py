@@ -24,7 +24,8 @@ except ImportError:  # the package works on NumPy alone
     torch = None
 
 from . import _C
-from ._common import (NUMPY_BF16, PLAN_FIELDS, WORKSPACE_ALIGNMENT, Array, Window, as_float32, int32, last,
+from ._common import (NUMPY_BF16, PLAN_FIELDS, WORKSPACE_ALIGNMENT, Array, Window, as_float32,
+                      attention_output_shapes, int32, last,
                       merge_contract_inputs, merge_contract_outputs, merge_output_shapes, real, softmax_scale,
                       window_pair)
 
@@ -125,8 +126,11 @@ def attention(q: Array, k: Array, v: Array, *, causal: bool = False, window: Win
             return (o, lse) if return_lse else o
         lse = None
         if return_lse:
-            tensors = (q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table)
-            _, lse_shape = _torch_ops._attention_shapes(tensors, scalars, fake=_compiling(), sinks=sinks)
+            if _compiling():  # the shape from q's alone (a library call is not traceable); the
+                _, lse_shape = attention_output_shapes(q.shape, v.shape)  # operator's fake checks the rest
+            else:
+                tensors = (q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table)
+                _, lse_shape = _torch_ops._attention_shapes(tensors, scalars, fake=False, sinks=sinks)
             lse = q.new_empty(lse_shape, dtype=torch.float32)
         torch.ops.flashbuf.attention_out(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table,
                                          *scalars, backend, sinks, check_inputs)

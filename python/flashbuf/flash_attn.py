@@ -74,7 +74,7 @@ def _refuse_unsupported(**values: Any) -> None:
         "cache_leftpad": "flashbuf reads every cache from position 0; left-padded caches are not supported",
     }
     for name, value in values.items():
-        unsupported = (float(value) != 0.0) if name == "dropout_p" else value is not None
+        unsupported = (real(name, value) != 0.0) if name == "dropout_p" else value is not None
         if unsupported:
             raise NotImplementedError(f"{name}: {why[name]}")
 
@@ -149,10 +149,15 @@ def _unit_last_stride(x: Any) -> Any:
     return x
 
 
-def _rank(name: str, x: Any, rank: int, layout: str) -> None:
+def _rank(name: str, x: Any, rank: int, layout: str, stacked: tuple[int, int] | None = None) -> None:
+    """x of rank `rank` (layout: its dimensions in words); stacked (dim, n): a packed input whose
+    dimension dim holds n tensors (q, k, v or k, v)."""
     if getattr(x, "ndim", None) != rank:
         shape = tuple(getattr(x, "shape", ())) if hasattr(x, "shape") else type(x).__name__
         raise ValueError(f"{name}: expected rank {rank} {layout}, got {shape}")
+    if stacked is not None and x.shape[stacked[0]] != stacked[1]:
+        raise ValueError(f"{name}: expected {stacked[1]} stacked in dimension {stacked[0]} of {layout}, "
+                         f"got shape {tuple(x.shape)}")
 
 
 # ---- flash_attn_func and flash_attn_varlen_func -----------------------------------------------
@@ -212,8 +217,8 @@ def flash_attn_varlen_func(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu
     table = _page_table(page_table, block_table)
     keys = dict(cu_seqlens_k=cu_seqlens_k) if table is None else \
         dict(seqlens_k=_diff("cu_seqlens_k", cu_seqlens_k), page_table=table)
-    result: Any = attention(q, k, v, cu_seqlens_q=cu_seqlens_q, max_seqlen_q=int(max_seqlen_q),
-                       max_seqlen_k=int(max_seqlen_k), causal=causal, window=_window(window_size),
+    result: Any = attention(q, k, v, cu_seqlens_q=cu_seqlens_q, max_seqlen_q=max_seqlen_q,
+                       max_seqlen_k=max_seqlen_k, causal=causal, window=_window(window_size),
                        softcap=_softcap(softcap), scale=softmax_scale, return_lse=bool(return_attn_probs),
                        **keys, **_sinks(learnable_sink))
     if return_attn_probs:
@@ -228,7 +233,7 @@ def flash_attn_qkvpacked_func(qkv: Array, dropout_p: float = 0.0, softmax_scale:
                               deterministic: bool = False,
                               return_attn_probs: bool = False) -> Union[Array, Tuple[Array, Array, Array]]:
     """flash_attn_func on qkv (B, S, 3, H, D) stacked: q, k, v are views of it."""
-    _rank("qkv", qkv, 5, "(batch, seqlen, 3, nheads, headdim)")
+    _rank("qkv", qkv, 5, "(batch, seqlen, 3, nheads, headdim)", stacked=(2, 3))
     return flash_attn_func(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], dropout_p, softmax_scale, causal, window_size,
                            softcap, alibi_slopes, deterministic, return_attn_probs)
 
@@ -239,7 +244,7 @@ def flash_attn_kvpacked_func(q: Array, kv: Array, dropout_p: float = 0.0, softma
                              deterministic: bool = False,
                              return_attn_probs: bool = False) -> Union[Array, Tuple[Array, Array, Array]]:
     """flash_attn_func with kv (B, Sk, 2, Hkv, D) stacked: k, v are views of it."""
-    _rank("kv", kv, 5, "(batch, seqlen_k, 2, nheads_k, headdim)")
+    _rank("kv", kv, 5, "(batch, seqlen_k, 2, nheads_k, headdim)", stacked=(2, 2))
     return flash_attn_func(q, kv[:, :, 0], kv[:, :, 1], dropout_p, softmax_scale, causal, window_size, softcap,
                            alibi_slopes, deterministic, return_attn_probs)
 
@@ -250,7 +255,7 @@ def flash_attn_varlen_qkvpacked_func(qkv: Array, cu_seqlens: Array, max_seqlen: 
                                      alibi_slopes: Optional[Array] = None, deterministic: bool = False,
                                      return_attn_probs: bool = False) -> Union[Array, Tuple[Array, Array, Array]]:
     """flash_attn_varlen_func on qkv (T, 3, H, D) stacked, one cu_seqlens for queries and keys."""
-    _rank("qkv", qkv, 4, "(total, 3, nheads, headdim)")
+    _rank("qkv", qkv, 4, "(total, 3, nheads, headdim)", stacked=(1, 3))
     return flash_attn_varlen_func(qkv[:, 0], qkv[:, 1], qkv[:, 2], cu_seqlens, cu_seqlens, max_seqlen, max_seqlen,
                                   dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
                                   return_attn_probs)
@@ -263,7 +268,7 @@ def flash_attn_varlen_kvpacked_func(q: Array, kv: Array, cu_seqlens_q: Array, cu
                                     alibi_slopes: Optional[Array] = None, deterministic: bool = False,
                                     return_attn_probs: bool = False) -> Union[Array, Tuple[Array, Array, Array]]:
     """flash_attn_varlen_func with kv (Tk, 2, Hkv, D) stacked: k, v are views of it."""
-    _rank("kv", kv, 4, "(total_k, 2, nheads_k, headdim)")
+    _rank("kv", kv, 4, "(total_k, 2, nheads_k, headdim)", stacked=(1, 2))
     return flash_attn_varlen_func(q, kv[:, 0], kv[:, 1], cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                   dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
                                   return_attn_probs)

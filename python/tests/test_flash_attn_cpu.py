@@ -394,6 +394,19 @@ def test_with_kvcache_bad_arguments_write_nothing(kind):
         assert np.array_equal(f64(k_cache), before[0]) and np.array_equal(f64(v_cache), before[1])
     with pytest.raises(ValueError, match=r"^q: expected rank 4"):
         flash_attn.flash_attn_func(q[0], k[0], v[0])
+    # packed inputs with the wrong count stacked (flash_attn took slices of them, or IndexError)
+    with pytest.raises(ValueError, match=r"^qkv: expected 3 stacked in dimension 2"):
+        flash_attn.flash_attn_qkvpacked_func(x.randn(2, 3, 2, 4, 16))
+    with pytest.raises(ValueError, match=r"^kv: expected 2 stacked in dimension 2"):
+        flash_attn.flash_attn_kvpacked_func(q, x.randn(2, 3, 3, 2, 16))
+    with pytest.raises(ValueError, match=r"^qkv: expected 3 stacked in dimension 1"):
+        flash_attn.flash_attn_varlen_qkvpacked_func(x.randn(6, 5, 4, 16), x.int32([0, 6]), 6)
+    with pytest.raises(ValueError, match=r"^kv: expected 2 stacked in dimension 1"):
+        flash_attn.flash_attn_varlen_kvpacked_func(q[0], x.randn(3, 3, 2, 16), x.int32([0, 3]), x.int32([0, 3]), 3, 3)
+    with pytest.raises(TypeError, match=r"^max_seqlen_q: expected an int"):
+        flash_attn.flash_attn_varlen_func(q[0], k[0], v[0], x.int32([0, 3]), x.int32([0, 3]), 3.5, 3)
+    with pytest.raises(TypeError, match=r"^dropout_p: expected a number"):
+        flash_attn.flash_attn_func(q, k, v, dropout_p="none")
     with pytest.raises(ValueError, match=r"^q: expected rank 3"):
         flash_attn.flash_attn_varlen_func(q, k, v, x.int32([0, 3]), x.int32([0, 3]), 3, 3)
 
