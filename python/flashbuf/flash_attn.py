@@ -595,18 +595,21 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
 
     # Every check of the attention that follows, made before the append writes into the cache
     # (under torch.compile the operators' fake functions make them while the graph is traced).
-    checking = appending and not _compiling()
-    if checking:
-        _check_attention(q, keys, values, seqlens_k=lengths, page_table=table, **masks, **sinks)
+    # The checks of whichever runs: the decode plan's, or attention()'s.
     plan = None
     if 1 <= seqlen_q <= _MAX_DECODE_QUERIES and num_splits != 1:
         page_size = keys.shape[1] if table is not None else 0
         plan = _decode_plan((batch, seqlen_q, q.shape[2], keys.shape[2], q.shape[3], values.shape[3], capacity,
                              page_size, _dtype_key(q), _device_key(q)))
-    if checking and plan is not None:
-        plan._check(q, keys, values, lengths, table, **masks, **sinks)
+    if appending and not _compiling():
+        if plan is not None:
+            plan._check(q, keys, values, lengths, table, **masks, **sinks)
+        else:
+            _check_attention(q, keys, values, seqlens_k=lengths, page_table=table, **masks, **sinks)
     if appending:
         _append_in_place(k_cache, v_cache, k, v, targets)
+        if cache_batch_idx is not None and table is None:  # rows copied before the append: again
+            keys, values, table = _cache_rows_by_index(k_cache, v_cache, cache_batch_idx)
     if plan is not None:
         # A workspace of this run's own: the cached plan is shared by every caller, thread and
         # stream, and a CUDA graph captured around this call keeps the allocator's block (the

@@ -458,6 +458,24 @@ def test_with_kvcache_bad_indices_and_scalars_write_nothing(kind):
         assert np.array_equal(f64(got), want)
 
 
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("num_splits", [0, 1])
+def test_with_kvcache_batch_idx_reads_the_appended_rows_of_a_cache_without_page_views(kind, num_splits):
+    """A cache whose rows cannot be viewed as pages (a slice of 300 of 320 rows) is read through a
+    copy of the rows cache_batch_idx picks; the copy holds the tokens just appended."""
+    x = arrays(kind, seed=19)
+    big_k, big_v = x.randn(3, 320, 2, 16), x.randn(3, 320, 2, 16)
+    q, k, v = x.randn(2, 1, 2, 16), x.randn(2, 1, 2, 16), x.randn(2, 1, 2, 16)
+    idx, lens = x.int32([2, 0]), x.int32([3, 7])
+    dense_k, dense_v = x.copy(big_k[:, :300]), x.copy(big_v[:, :300])
+    got = flash_attn.flash_attn_with_kvcache(q, big_k[:, :300], big_v[:, :300], k, v, cache_seqlens=lens,
+                                             cache_batch_idx=idx, num_splits=num_splits)
+    want = flash_attn.flash_attn_with_kvcache(q, dense_k, dense_v, k, v, cache_seqlens=lens, cache_batch_idx=idx,
+                                              num_splits=num_splits)
+    assert np.array_equal(f64(got), f64(want))
+    assert np.array_equal(f64(big_k[:, :300]), f64(dense_k))
+
+
 def test_decode_plan_workspaces_of_the_callers():
     """A plan made without a workspace runs on the caller's (one per run, e.g. per stream or
     thread), refuses to run without one, and checks the one it is given."""
@@ -478,6 +496,11 @@ def test_decode_plan_workspaces_of_the_callers():
     if torch is not None:
         tq, tk, tv, tl = (torch.from_numpy(a) for a in (q, k, v, lens))
         assert np.array_equal(bare.run(tq, tk, tv, tl, workspace=bare.new_workspace()).numpy(), want)
+        # a torch workspace of the caller's, traced (its fake tensor has no address to check)
+        torch._dynamo.reset()
+        run = torch.compile(lambda q, k, v, n: bare.run(q, k, v, n, workspace=torch.empty(4096, dtype=torch.uint8)),
+                            fullgraph=True, backend="aot_eager")
+        assert torch.allclose(run(tq, tk, tv, tl), torch.from_numpy(want))
 
 
 
