@@ -70,6 +70,13 @@ def _np_empty(shape, dtype):
     return np.empty(shape, dtype=dtype)
 
 
+def _check_named(**tensors) -> None:
+    """torch inputs checked by name (dtype, device, layout), so that errors name the argument
+    before torch's own schema check does."""
+    for name, t in tensors.items():
+        _torch_ops._check(name, t)
+
+
 # ---- attention --------------------------------------------------------------------------------
 
 def attention(q: Array, k: Array, v: Array, *, causal: bool = False, window: Window | None = (-1, -1),
@@ -116,10 +123,8 @@ def attention(q: Array, k: Array, v: Array, *, causal: bool = False, window: Win
     check_inputs = bool(check_inputs)
 
     if _is_torch(q):
-        for name, t in (("q", q), ("k", k), ("v", v), ("out", out), ("cu_seqlens_q", cu_seqlens_q),
-                        ("cu_seqlens_k", cu_seqlens_k), ("seqlens_k", seqlens_k), ("page_table", page_table),
-                        ("sinks", sinks)):
-            _torch_ops._check(name, t)  # named errors before torch's own schema check
+        _check_named(q=q, k=k, v=v, out=out, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                     seqlens_k=seqlens_k, page_table=page_table, sinks=sinks)
         if out is None:
             o, lse = torch.ops.flashbuf.attention(q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table,
                                                   *scalars, return_lse, backend, sinks, check_inputs)
@@ -148,14 +153,22 @@ def attention(q: Array, k: Array, v: Array, *, causal: bool = False, window: Win
     return (o, lse) if return_lse else o
 
 
+def _mask_scalars(causal, window, softcap, scale) -> tuple:
+    """(scale, causal, window_left, window_right, softcap) as the library takes them, each checked
+    and named: DecodePlan.run()'s scalars, and the last of attention()'s."""
+    window_left, window_right = window_pair(window)
+    scale = softmax_scale(scale)
+    softcap = as_float32("softcap", real("softcap", softcap))
+    return (scale, bool(causal), window_left, window_right, softcap)
+
+
 def _attention_scalars(causal, window, softcap, scale, max_seqlen_q, max_seqlen_k) -> tuple:
     """attention()'s scalar arguments as the library takes them, each checked and named."""
-    window_left, window_right = window_pair(window)
+    mask = _mask_scalars(causal, window, softcap, scale)
     # 0: the library derives the bound (no device read, see flashbuf.hpp).
     max_q = int32("max_seqlen_q", max_seqlen_q) if max_seqlen_q is not None else 0
     max_k = int32("max_seqlen_k", max_seqlen_k) if max_seqlen_k is not None else 0
-    softcap = as_float32("softcap", real("softcap", softcap))
-    return (max_q, max_k, softmax_scale(scale), bool(causal), window_left, window_right, softcap)
+    return (max_q, max_k) + mask
 
 
 def _check_attention(q: Array, k: Array, v: Array, *, causal: bool = False, window: Window | None = (-1, -1),
@@ -166,9 +179,7 @@ def _check_attention(q: Array, k: Array, v: Array, *, causal: bool = False, wind
     or run: for a caller that writes into its inputs first (flash_attn_with_kvcache's append)."""
     scalars = _attention_scalars(causal, window, softcap, scale, max_seqlen_q, max_seqlen_k)
     if _is_torch(q):
-        for name, t in (("q", q), ("k", k), ("v", v), ("seqlens_k", seqlens_k), ("page_table", page_table),
-                        ("sinks", sinks)):
-            _torch_ops._check(name, t)
+        _check_named(q=q, k=k, v=v, seqlens_k=seqlens_k, page_table=page_table, sinks=sinks)
         _torch_ops._attention_shapes((q, k, v, None, None, seqlens_k, page_table), scalars, fake=_compiling(),
                                      sinks=sinks)
         return
@@ -355,13 +366,11 @@ class DecodePlan:
         each run gets a workspace of its own (workspace=plan.new_workspace()). Raises ValueError
         (TypeError for dtypes) naming the argument before anything runs.
         """
-        scalars = self._scalars(causal, window, softcap, scale)
+        scalars = _mask_scalars(causal, window, softcap, scale)
         return_lse = bool(return_lse)
         check_inputs = bool(check_inputs)
         if _is_torch(q):
-            for name, t in (("q", q), ("k", k), ("v", v), ("seqlens_k", seqlens_k), ("page_table", page_table),
-                            ("sinks", sinks)):
-                _torch_ops._check(name, t)
+            _check_named(q=q, k=k, v=v, seqlens_k=seqlens_k, page_table=page_table, sinks=sinks)
             workspace = self._run_workspace(workspace, torch_inputs=True)
             o, lse = torch.ops.flashbuf.decode(q, k, v, seqlens_k, page_table, workspace, list(self._plan), *scalars,
                                                return_lse, sinks, check_inputs)
@@ -382,23 +391,14 @@ class DecodePlan:
         return (o, lse) if return_lse else o
 
 
-    @staticmethod
-    def _scalars(causal, window, softcap, scale) -> tuple:
-        """run()'s scalar arguments as the library takes them, each checked and named."""
-        window_left, window_right = window_pair(window)
-        softcap = as_float32("softcap", real("softcap", softcap))
-        return (softmax_scale(scale), bool(causal), window_left, window_right, softcap)
-
     def _check(self, q: Array, k: Array, v: Array, seqlens_k: Array, page_table: Array | None = None, *,
                causal: bool = False, window: Window | None = (-1, -1), softcap: float = 0.0,
                scale: float | None = None, sinks: Array | None = None) -> None:
         """Every check run() makes of these arguments, nothing allocated or run (for a caller that
         writes into its inputs first: flash_attn_with_kvcache's append)."""
-        scalars = self._scalars(causal, window, softcap, scale)
+        scalars = _mask_scalars(causal, window, softcap, scale)
         if _is_torch(q):
-            for name, t in (("q", q), ("k", k), ("v", v), ("seqlens_k", seqlens_k), ("page_table", page_table),
-                            ("sinks", sinks)):
-                _torch_ops._check(name, t)
+            _check_named(q=q, k=k, v=v, seqlens_k=seqlens_k, page_table=page_table, sinks=sinks)
             _torch_ops._decode_shapes((q, k, v, seqlens_k, page_table), list(self._plan), scalars,
                                       fake=_compiling(), sinks=sinks)
             return
