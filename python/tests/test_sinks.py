@@ -21,12 +21,22 @@ except ImportError:
 
 
 def join_sinks(o, lse, sinks):
-    """The reference (o (B, S, Hq, Dv), lse (B, Hq, S), float64) with each row's sink joined."""
+    """The reference (o (B, S, Hq, Dv), lse (B, Hq, S), float64) with each row's sink joined,
+    at the formula's limits: a row without keys gets o = 0 and lse = sink; a sink of -inf adds
+    nothing, one of +inf takes all the weight (o = 0, lse = +inf)."""
     s = np.asarray(sinks, dtype=np.float64)[None, :, None]
-    m = np.maximum(lse, s)  # finite: the sink is
-    lse_out = m + np.log(np.exp(lse - m) + np.exp(s - m))
-    factor = np.exp(lse - lse_out)  # 0 for a row without keys (lse = -inf)
+    lse_out = np.logaddexp(lse, s)
+    with np.errstate(invalid="ignore"):  # -inf - -inf, in rows without keys
+        factor = np.where(lse == -np.inf, 0.0, np.exp(lse - lse_out))
     return o * factor.transpose(0, 2, 1)[..., None], lse_out
+
+
+def assert_lse_close(actual, expected, tol):
+    """Within tol, and infinite exactly where the reference is (inf - inf is NaN)."""
+    np.testing.assert_allclose(ref.as_f64(actual), expected, rtol=0, atol=tol)
+
+
+INFINITE_SINKS = [-np.inf, np.inf, 1.5, -np.inf]  # per head: adds nothing, takes all, finite
 
 
 def rand_sinks(rng, heads, lo=-2.0, hi=5.0):
@@ -72,6 +82,19 @@ def test_cpu_rows_without_keys_get_the_sink():
     o_ref, lse_ref = join_sinks(*ref.attention(q, k, k, causal=True), sinks)
     assert_close(o, o_ref, ref.tolerance("fp32"))
     assert np.max(np.abs(lse - lse_ref)) <= 1e-3
+
+
+def test_cpu_infinite_sinks_take_their_limits():
+    rng = np.random.default_rng(7)
+    q = rng.standard_normal((1, 10, 4, 16)).astype(np.float32)
+    k = rng.standard_normal((1, 4, 4, 16)).astype(np.float32)
+    sinks = np.array(INFINITE_SINKS, dtype=np.float32)
+    o, lse = flashbuf.attention(q, k, k, causal=True, return_lse=True, sinks=sinks)  # rows 0..5 see no key
+    assert np.all(o[0, :, 1] == 0.0) and np.all(lse[0, 1] == np.inf)
+    assert np.all(o[0, :6, 0] == 0.0) and np.all(lse[0, 0, :6] == -np.inf)
+    o_ref, lse_ref = join_sinks(*ref.attention(q, k, k, causal=True), sinks)
+    assert_close(o, o_ref, ref.tolerance("fp32"))
+    assert_lse_close(lse, lse_ref, 1e-3)
 
 
 @pytest.mark.parametrize("page_size", [0, 4])
@@ -202,13 +225,14 @@ def test_cuda_prefill_sinks(backend, mask):
 def test_cuda_extreme_sinks_and_rows_without_keys():
     d = _built_d()
     q, k, v = _cuda_randn(1, 100, 8, d), _cuda_randn(1, 40, 8, d), _cuda_randn(1, 40, 8, d)
-    sinks = torch.tensor([30.0, -30.0] * 4, device="cuda")
+    sinks = torch.tensor([30.0, -30.0, float("inf"), float("-inf")] * 2, device="cuda")
     o, lse = flashbuf.attention(q, k, v, causal=True, return_lse=True, sinks=sinks)  # rows 0..59: no key
     assert torch.all(o[0, :60] == 0)
     assert torch.equal(lse[0, :, :60], sinks[:, None].expand(8, 60))
+    assert torch.all(o[0, :, 2] == 0) and torch.all(lse[0, 2] == float("inf"))  # +inf takes every row
     o_ref, lse_ref = join_sinks(*ref.attention(q, k, v, causal=True), sinks.cpu().numpy())
     assert_close(o, o_ref, ref.tolerance("bf16"))
-    assert np.max(np.abs(lse.cpu().numpy() - lse_ref)) <= 1e-2
+    assert_lse_close(lse.cpu(), lse_ref, 1e-2)
 
 
 @cuda
@@ -235,6 +259,22 @@ def test_cuda_decode_sinks(page_size, q_per_seq):
         o_ref, lse_ref = join_sinks(*ref.attention(q, kc, vc, seqlens_k=seqlens, **mask), sinks.cpu().numpy())
         assert_close(o, o_ref, ref.tolerance("bf16"))
         assert np.max(np.abs(lse.cpu().numpy() - lse_ref)) <= 1e-2
+
+
+@cuda
+def test_cuda_decode_infinite_sinks():
+    """Split and unsplit rows (4096 keys, none, 700) with sinks of -inf, +inf and 1.5: the limits
+    hold after the splits' merge as in one pass."""
+    b, hq, hkv, d, smax = 3, 8, 2, 128, 4096
+    plan = flashbuf.DecodePlan(b, 1, hq, hkv, d, d, smax, 0, dtype=torch.bfloat16, device="cuda")
+    q, k, v = _cuda_randn(b, 1, hq, d), _cuda_randn(b, smax, hkv, d), _cuda_randn(b, smax, hkv, d)
+    seqlens = torch.tensor([4096, 0, 700], dtype=torch.int32, device="cuda")
+    sinks = torch.tensor(INFINITE_SINKS * 2, dtype=torch.float32, device="cuda")
+    o, lse = plan.run(q, k, v, seqlens, None, return_lse=True, sinks=sinks)
+    assert torch.all(o[:, :, 1::4] == 0) and torch.all(lse[:, 1::4] == float("inf"))
+    o_ref, lse_ref = join_sinks(*ref.attention(q, k, v, seqlens_k=seqlens), sinks.cpu().numpy())
+    assert_close(o, o_ref, ref.tolerance("bf16"))
+    assert_lse_close(lse.cpu(), lse_ref, 1e-2)
 
 
 @cuda

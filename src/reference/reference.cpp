@@ -190,4 +190,19 @@ RowResults gather_output(const ProblemSpec& spec, const AttentionTensors& t, con
   return r;
 }
 
+double join_sink(double lse, double sink, double& lse_out) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  if (lse == -kInf || (sink == kInf && !std::isnan(lse))) {
+    lse_out = sink;
+    return 0.0;
+  }
+  if (sink == -kInf) {
+    lse_out = lse;
+    return 1.0;
+  }
+  const double m = std::max(lse, sink);
+  lse_out = m + std::log(std::exp(lse - m) + std::exp(sink - m));
+  return std::exp(lse - lse_out);
+}
+
 }  // namespace flashbuf::reference

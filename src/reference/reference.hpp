@@ -50,4 +50,11 @@ RowResults reference_attention(const ProblemSpec& spec, const AttentionTensors& 
 // The library's output (t.o, t.lse) for the same rows, in the same layout.
 RowResults gather_output(const ProblemSpec& spec, const AttentionTensors& t, const std::vector<RowId>& rows);
 
+// An attention sink joined to one reference row, in double, from the definition: one more
+// logit that adds no value, lse' = ln(e^lse + e^sink) and o' = o e^(lse - lse'), at the
+// formula's limits where it has none in floating point: a row without keys (lse = -inf) gives
+// o' = 0 and lse' = sink; a sink of -inf adds nothing; a sink of +inf takes all the weight
+// (o' = 0, lse' = +inf). A NaN LSE stays NaN. Returns the factor o is multiplied by.
+double join_sink(double lse, double sink, double& lse_out);
+
 }  // namespace flashbuf::reference

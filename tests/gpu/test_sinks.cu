@@ -125,6 +125,15 @@ std::vector<float> random_sinks(int heads, Rng& rng, double lo, double hi) {
   return s;
 }
 
+// Sinks far above and below a row's own LSE, and at the formula's limits: a head's sink is
+// 30, -30, +inf (all the weight: O = 0, LSE = +inf) or -inf (adds nothing), in turn.
+std::vector<float> extreme_sinks(int heads) {
+  const float cycle[4] = {30.0f, -30.0f, static_cast<float>(kInfD), static_cast<float>(-kInfD)};
+  std::vector<float> s(heads);
+  for (int h = 0; h < heads; ++h) s[h] = cycle[h % 4];
+  return s;
+}
+
 // Prefill of `spec` on the GPU with `sinks`; o and lse come back into t. False: guards hit.
 bool run_prefill(const ProblemSpec& spec, AttentionTensors& t, Backend backend, const std::vector<float>& sinks) {
   DeviceTensors d(t);
@@ -222,17 +231,7 @@ void join_sinks(const ProblemSpec& spec, const std::vector<RowId>& rows, const s
     const std::int64_t n = row_index(spec, id);
     if (joined[n]) continue;
     joined[n] = 1;
-    const double lse = r.lse[n], sink = sinks[id.h];
-    double lse_out, factor;
-    if (lse == -kInfD) {
-      lse_out = sink;
-      factor = 0.0;
-    } else {
-      const double m = std::max(lse, sink);
-      lse_out = m + std::log(std::exp(lse - m) + std::exp(sink - m));
-      factor = std::exp(lse - lse_out);
-    }
-    r.lse[n] = lse_out;
+    const double factor = join_sink(r.lse[n], sinks[id.h], r.lse[n]);
     for (int c = 0; c < spec.head_dim_v; ++c) {
       double& o = r.o[n * spec.head_dim_v + c];
       o *= factor;
@@ -391,7 +390,7 @@ TEST_P(SinksPrefill, Window128GptOss) {
 }
 
 // Sinks of +-30: the sink far above every score (O ~ e^(lse - 30) O, LSE ~ 30) and far below
-// (O and LSE as without the sink).
+// (O and LSE as without the sink); and of +-inf (extreme_sinks).
 TEST_P(SinksPrefill, ExtremeSinks) {
   const std::vector<int> dims = built_head_dims(false);
   if (dims.empty()) GTEST_SKIP() << "no bf16 prefill head dim of 64, 128 or 256 is built";
@@ -399,8 +398,7 @@ TEST_P(SinksPrefill, ExtremeSinks) {
   SCOPED_TRACE("seed " + std::to_string(rng.seed()));
   ProblemSpec s = prefill_spec(dims.front(), 65, 200, Mask::causal());
   AttentionTensors t = make_tensors(s, rng);
-  std::vector<float> sinks(s.heads_q);
-  for (int h = 0; h < s.heads_q; ++h) sinks[h] = h % 2 == 0 ? 30.0f : -30.0f;
+  const std::vector<float> sinks = extreme_sinks(s.heads_q);
   ASSERT_TRUE(run_prefill(s, t, backend(), sinks));
   EXPECT_TRUE(matches_reference(s, t, all_rows(s), sinks));
 }
@@ -453,7 +451,9 @@ TEST_P(SinksPrefill, RowsWithoutKeysGetTheSink) {
   SCOPED_TRACE("seed " + std::to_string(rng.seed()));
   ProblemSpec s = prefill_spec(dims.front(), 100, 40, Mask::causal());  // rows 0..59 see no key
   AttentionTensors t = make_tensors(s, rng);
-  const std::vector<float> sinks = random_sinks(s.heads_q, rng, -30.0, 30.0);
+  std::vector<float> sinks = random_sinks(s.heads_q, rng, -30.0, 30.0);
+  sinks[0] = static_cast<float>(-kInfD);  // adds nothing: these rows get O = 0, LSE = -inf
+  sinks[1] = static_cast<float>(kInfD);   // takes all: every row of the head gets O = 0, LSE = +inf
   ASSERT_TRUE(run_prefill(s, t, backend(), sinks));
   int bad = 0;
   for (int b = 0; b < s.batch; ++b)
@@ -722,8 +722,7 @@ TEST_F(SinksDecode, ExtremeSinksAndRowsWithoutKeys) {
   SCOPED_TRACE("seed " + std::to_string(rng.seed()));
   ProblemSpec s = decode_spec(dims.front(), 1, {1000, 0, 17}, 8, 2);
   AttentionTensors t = make_tensors(s, rng);
-  std::vector<float> sinks(s.heads_q);
-  for (int h = 0; h < s.heads_q; ++h) sinks[h] = h % 2 == 0 ? 30.0f : -30.0f;
+  const std::vector<float> sinks = extreme_sinks(s.heads_q);
   const Expected expected = expected_with_sinks(s, t, all_rows(s), sinks);
   for (const SplitRun run : kSplitRuns) {
     SCOPED_TRACE(run.describe());

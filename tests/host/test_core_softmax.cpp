@@ -208,6 +208,29 @@ void check_merge_partials(std::mt19937& rng) {
   }
 }
 
+// Infinite sinks take the formula's limits in both forms, where the formula itself would give
+// e^(inf - inf): -inf adds nothing (also to a row without keys), +inf takes all the weight
+// (o = 0, lse = +inf). A NaN LSE stays NaN.
+TEST(CoreSoftmax, InfiniteSinksTakeTheFormulasLimits) {
+  const float nan = __builtin_nanf("");
+  float lse = 0.0f;
+  EXPECT_EQ(apply_sink(2.5f, kPosInf, lse), 0.0f);
+  EXPECT_EQ(lse, kPosInf);
+  EXPECT_EQ(apply_sink(kNegInf, kPosInf, lse), 0.0f);
+  EXPECT_EQ(lse, kPosInf);
+  EXPECT_EQ(apply_sink(2.5f, kNegInf, lse), 1.0f);
+  EXPECT_EQ(lse, 2.5f);
+  EXPECT_EQ(apply_sink(kNegInf, kNegInf, lse), 0.0f);
+  EXPECT_EQ(lse, kNegInf);
+  apply_sink(nan, kPosInf, lse);
+  EXPECT_TRUE(std::isnan(lse));
+  // In the row's scale (base-2 max m): the sink's term, for a row with keys and one without.
+  for (float max_log2 : {3.0f, kNegInf}) {
+    EXPECT_EQ(sink_weight_log2(kNegInf, max_log2), 0.0f) << max_log2;
+    EXPECT_EQ(sink_weight_log2(kPosInf, max_log2), kPosInf) << max_log2;
+  }
+}
+
 // The sink in the row's own scale (sink_weight_log2) gives apply_sink's o: a row's scores in
 // base 2 with its max m and sum l, sinks from far below to far above the scores, against the
 // float64 softmax with the sink as one more term; a row with no key comes out as 0.

@@ -180,22 +180,12 @@ TEST(CpuNumerics, UnusedCacheRowsNeverLeak) {
 
 // Sinks: lse' = ln(e^lse + e^sink), o' = o · e^(lse - lse'); a row with no key gives o' = 0 and
 // lse' = sink. The float64 (and same-precision) references come from reference/ without sinks
-// and get the sink applied here in double.
+// and get the sink joined here (reference::join_sink, in double).
 void apply_sinks(const ProblemSpec& s, const std::vector<reference::RowId>& rows, const std::vector<float>& sinks,
                  reference::RowResults& r) {
   for (std::size_t n = 0; n < rows.size(); ++n) {
     const std::int64_t at = s.q_row(rows[n].b, rows[n].i) * s.heads_q + rows[n].h;
-    const double sink = sinks[rows[n].h];
-    double& lse = r.lse[at];
-    double factor = 0;
-    if (std::isinf(lse) && lse < 0) {
-      lse = sink;
-    } else {
-      const double m = std::max(lse, sink);
-      const double merged = m + std::log(std::exp(lse - m) + std::exp(sink - m));
-      factor = std::exp(lse - merged);
-      lse = merged;
-    }
+    const double factor = reference::join_sink(r.lse[at], sinks[rows[n].h], r.lse[at]);
     for (int d = 0; d < s.head_dim_v; ++d) r.o[at * s.head_dim_v + d] *= factor;
   }
 }
@@ -245,6 +235,58 @@ TEST(CpuNumerics, SinksAgainstFloat64) {
         }
       }
     }
+  }
+}
+
+// Infinite sinks through both CPU paths, rows without keys included: -inf adds nothing, +inf
+// takes all the weight (o = 0, lse = +inf), against the float64 reference at the same limits.
+TEST(CpuNumerics, InfiniteSinksTakeTheirLimits) {
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  for (bool decode_path : {false, true}) {
+    ProblemSpec s = small_spec(DType::bf16, decode_path ? 3 : 40, 150);
+    s.heads_q = 4; s.heads_kv = 2; s.batch = 2;
+    s.mask = Mask::causal();
+    if (decode_path) {
+      s.use_seqlens_k = true;
+      s.k_lens = {0, 150};  // sequence 0: no key
+    } else {
+      s.seqlen_k = 30;  // causal with Sq > Sk: the first 10 rows see no key
+    }
+    Rng rng(29);
+    AttentionTensors t = reference::make_tensors(s, rng);
+    std::vector<float> sinks = {-inf, inf, 1.5f, -inf};
+    const TensorView sinks_view = make_view(sinks.data(), DType::fp32, {4});
+    if (decode_path) {
+      DecodeArgs args = reference::bind_decode(s, t);
+      args.sinks = sinks_view;
+      ASSERT_EQ(decode(plan_decode(reference::decode_problem(s)), args), Backend::cpu);
+    } else {
+      AttentionArgs args = reference::bind(s, t);
+      args.sinks = sinks_view;
+      ASSERT_EQ(attention(args), Backend::cpu);
+    }
+    const auto rows = reference::all_rows(s);
+    reference::RowResults ref = reference::reference_attention(s, t, rows, reference::Precision::float64);
+    reference::RowResults low = reference::reference_attention(s, t, rows, reference::Precision::lowp);
+    apply_sinks(s, rows, sinks, ref);
+    apply_sinks(s, rows, sinks, low);
+    const reference::RowResults out = reference::gather_output(s, t, rows);
+    const auto o = reference::compare(out.o, ref.o, low.o, reference::default_atol(s.dtype), "o");
+    const auto lse = reference::compare(out.lse, ref.lse, low.lse, reference::kLseAtol, "lse");
+    EXPECT_TRUE(o.ok) << s.describe() << (decode_path ? " decode" : "") << ": " << o.detail;
+    EXPECT_TRUE(lse.ok) << s.describe() << (decode_path ? " decode" : "") << ": " << lse.detail;
+    // Every row of head 1 (sink +inf): o = 0 and lse = +inf exactly; the first row of head 0
+    // (sink -inf) has no key: o = 0, lse = -inf.
+    int bad = 0;
+    for (const reference::RowId& id : rows) {
+      const std::int64_t at = s.q_row(id.b, id.i) * s.heads_q + id.h;
+      if (id.h != 1) continue;
+      if (out.lse[at] != inf) ++bad;
+      for (int d = 0; d < s.head_dim_v; ++d) bad += out.o[at * s.head_dim_v + d] != 0.0;
+    }
+    EXPECT_EQ(bad, 0) << bad << " values of the +inf sink's head differ from o = 0, lse = +inf";
+    EXPECT_EQ(out.lse[0], -static_cast<double>(inf));
+    EXPECT_EQ(out.o[0], 0.0);
   }
 }
 

@@ -104,10 +104,12 @@ FLASHBUF_HOST_DEVICE inline void merge_partials(const T* o_a, float lse_a, const
 // row (after every split has been merged, never once per split):
 //     lse' = ln(e^lse + e^sink),   o' = o * e^(lse - lse')
 // A row that saw no key (lse = -inf) gets o' = 0 and lse' = sink. A NaN lse stays NaN.
+// Infinite sinks take the formula's limits: -inf adds nothing; +inf takes all the weight, so
+// o' = 0 and lse' = +inf (where the formula's e^(sink - max(lse, sink)) is e^(inf - inf), NaN).
 // Returns the factor o is multiplied by; writes lse'. `sink` is natural-log, in the units of
 // the scaled, soft-capped scores.
 FLASHBUF_HOST_DEVICE inline float apply_sink(float lse, float sink, float& lse_out) {
-  if (lse == kNegInf) {
+  if (lse == kNegInf || (sink == kPosInf && lse == lse)) {
     lse_out = sink;
     return 0.0f;
   }
@@ -125,9 +127,11 @@ FLASHBUF_HOST_DEVICE inline float apply_sink(float lse, float sink, float& lse_o
 // That is apply_sink's o, since o e^(lse - lse') = (acc / l) l / (l + e^(sink - m')) with
 // lse = m' + ln l, at one exponential where forming lse and apply_sink take two logarithms, two
 // exponentials and a division. A row that saw no key (m = -inf, l = 0) gets an infinite
-// denominator, so o = 0; its LSE, and every LSE, comes from apply_sink.
+// denominator, so o = 0; its LSE, and every LSE, comes from apply_sink. A sink of -inf weighs
+// 0, also in a row without keys (where the exponent would be -inf + inf, NaN): that row's
+// denominator stays 0, which the kernels' inverse maps to o = 0.
 FLASHBUF_HOST_DEVICE inline float sink_weight_log2(float sink, float max_log2) {
-  return math_exp2(sink * kLog2e - max_log2);
+  return sink == kNegInf ? 0.0f : math_exp2(sink * kLog2e - max_log2);
 }
 
 }  // namespace flashbuf
