@@ -133,7 +133,7 @@ def _diff(name: str, cu_seqlens: Any) -> Any:
             if offsets[i] < offsets[i - 1]:
                 raise ValueError(f"{name}[{i}]: offsets must be non-decreasing, got {offsets[i - 1]} then {offsets[i]}")
     if _is_torch(cu_seqlens):
-        return (cu_seqlens[1:] - cu_seqlens[:-1]).to(torch.int32)
+        return _saturated_int32(cu_seqlens[1:] - cu_seqlens[:-1])
     return np.diff(np.asarray(cu_seqlens)).astype(np.int32)
 
 
@@ -301,6 +301,15 @@ def _integer_array(name: str, value: Any, shape: tuple) -> Any:
     return value
 
 
+def _saturated_int32(value: Any) -> Any:
+    """A torch integer tensor as int32, entries beyond int32's range pinned to its ends (no
+    synchronisation): an out-of-range device entry stays out of range, where truncation could
+    wrap it to a valid position (2^32 + 5 to 5) and append or read there."""
+    if value.dtype == torch.int32:
+        return value
+    return value.clamp(-_INT32_MAX - 1, _INT32_MAX).to(torch.int32)
+
+
 def _int32_lengths(name: str, value: Any, batch: int, like: Any) -> Any:
     """cache_seqlens as an int32 (B) tensor/array on like's device; an int applies to every
     sequence. Host-readable lengths must be >= 0."""
@@ -316,7 +325,7 @@ def _int32_lengths(name: str, value: Any, batch: int, like: Any) -> Any:
     if _host_readable(value) and batch > 0 and int(value.min()) < 0:
         raise ValueError(f"{name}: negative token count {int(value.min())}")
     if _is_torch(value):
-        return value.to(device=like.device if _is_torch(like) else value.device, dtype=torch.int32)
+        return _saturated_int32(value).to(device=like.device if _is_torch(like) else value.device)
     return np.asarray(value).astype(np.int32, copy=False)
 
 
@@ -482,8 +491,8 @@ def _cache_rows_by_index(k_cache: Any, v_cache: Any, cache_batch_idx: Any) -> tu
         return k_cache[idx], v_cache[idx], None
     per_row = seqlen_cache // page_size
     if _is_torch(cache_batch_idx):
-        first = cache_batch_idx.to(torch.int32)[:, None] * per_row
-        table = first + torch.arange(per_row, dtype=torch.int32, device=cache_batch_idx.device)[None, :]
+        steps = torch.arange(per_row, dtype=torch.int64, device=cache_batch_idx.device)
+        table = _saturated_int32(cache_batch_idx.to(torch.int64)[:, None] * per_row + steps[None, :])
     else:
         first = np.asarray(cache_batch_idx, dtype=np.int32)[:, None] * per_row
         table = first + np.arange(per_row, dtype=np.int32)[None, :]

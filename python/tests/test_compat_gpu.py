@@ -183,6 +183,18 @@ def test_with_kvcache_appends_and_attends(page_size, seqlen_q):
         assert flashbuf.last_backend() == "decode"
 
 
+def test_with_kvcache_int64_lengths_beyond_int32_are_not_wrapped():
+    """Device int64 cache_seqlens are not read by the host: 2^32 + 5 must not become 5 on the
+    way to int32. Pinned to int32's end, it is past the cache, which the kernel clamps to the
+    whole cache (docs/errors.md: unchecked device indices give wrong rows, never wrapped ones)."""
+    b, hq, hkv, d, smax = 2, 8, 2, 128, 256
+    k_cache, v_cache, q = randn(b, smax, hkv, d), randn(b, smax, hkv, d), randn(b, 1, hq, d)
+    lens = torch.tensor([2**32 + 5, 40], dtype=torch.int64, device=DEV)
+    out = flash_attn.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens)
+    o_ref, _ = ref.attention(q, k_cache, v_cache, seqlens_k=torch.tensor([smax, 40], device=DEV))
+    assert max_err(out, o_ref) <= ref.tolerance("bf16")
+
+
 def test_with_kvcache_decode_step_captured_in_a_cuda_graph():
     b, hq, hkv, d, smax, page = 3, 16, 4, 128, 512, 16
     pages = smax // page

@@ -555,3 +555,15 @@ def test_torch_compile_fullgraph(planned):
     assert torch.allclose(got, want, atol=1e-6)
     assert torch.equal(k_cache, k_eager) and torch.equal(v_cache, v_eager)
     assert len(flash_attn._PLANS) == 1  # the eager call planned (again) where the trace did not
+
+
+@pytest.mark.skipif(torch is None, reason="needs PyTorch")
+def test_index_entries_the_host_cannot_read_are_pinned_not_wrapped_to_int32():
+    """Device (or traced) int64 index tensors reach int32 without a host read: an entry beyond
+    int32's range is pinned to its end, so it stays out of range (clamped by the kernel, or
+    tripping the append's bounds check) rather than wrapping to a valid position."""
+    wide = torch.tensor([2**32 + 5, -(2**32) - 1, 7, 2**31], dtype=torch.int64)
+    assert flash_attn._saturated_int32(wide).tolist() == [2**31 - 1, -(2**31), 7, 2**31 - 1]
+    assert flash_attn._saturated_int32(wide).dtype == torch.int32
+    narrow = torch.tensor([3, 4], dtype=torch.int32)
+    assert flash_attn._saturated_int32(narrow) is narrow
