@@ -623,7 +623,8 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
         # A workspace of this run's own: the cached plan is shared by every caller, thread and
         # stream, and a CUDA graph captured around this call keeps the allocator's block (the
         # plan may be forgotten, with a workspace of its own, while the graph still replays). A
-        # CPU plan traced by torch.compile runs on its own one (a NumPy buffer is not traceable).
+        # CPU plan traced by torch.compile runs on its own one (a NumPy buffer is not traceable),
+        # which no run writes: the CPU backend does not split, its workspace_bytes is 0.
         workspace = None if _compiling() and plan.device == "cpu" else plan.new_workspace()
         return plan.run(q, keys, values, lengths, table, return_lse=return_lse, workspace=workspace, **masks,
                         **sinks)
