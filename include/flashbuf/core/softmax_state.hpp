@@ -128,10 +128,10 @@ FLASHBUF_HOST_DEVICE inline float apply_sink(float lse, float sink, float& lse_o
 // lse = m' + ln l, at one exponential where forming lse and apply_sink take two logarithms, two
 // exponentials and a division. A row that saw no key (m = -inf, l = 0) gets an infinite
 // denominator, so o = 0; its LSE, and every LSE, comes from apply_sink. A sink of -inf weighs
-// 0, also in a row without keys (where the exponent would be -inf + inf, NaN): that row's
-// denominator stays 0, which the kernels' inverse maps to o = 0.
+// 0, also in a row without keys: there the exponent is -inf + inf, NaN, which math_max turns
+// into -inf. The row's denominator stays 0, which the kernels' inverse maps to o = 0.
 FLASHBUF_HOST_DEVICE inline float sink_weight_log2(float sink, float max_log2) {
-  return sink == kNegInf ? 0.0f : math_exp2(sink * kLog2e - max_log2);
+  return math_exp2(math_max(sink * kLog2e - max_log2, kNegInf));
 }
 
 }  // namespace flashbuf
