@@ -11,7 +11,7 @@ export AB_CMAKE_ARGS="-DFLASHBUF_INSTANTIATIONS=bf16_64_64;bf16_128_128;bf16_256
 # the benchmarks their time within the call's 600 s.)
 L1=paged-lane-boxes L2=paged-lane-boxes2
 bash scripts/gpu/trees_from_patches.sh base $L1 $L2 >/dev/null; T=/root/ab
-timeout 380 env GPU_TESTS='*Paged*:*Sanitizer*:*Fuzz*' TEST_SHARDS=16 TEST_TIMEOUT_S=150 AB_TEST_TREES="$L1 $L2" AB_INTERLEAVE=1 AB_ROUNDS=3 OUT=$O/s scripts/gpu_ab.sh $T/base $T/$L1 $T/$L2 -- --serving --serving-cases paged > $O/ab-serving.log 2>&1
+timeout 380 env GPU_TESTS='*Paged*:*Sanitizer*:*Fuzz*:*Sinks*' TEST_SHARDS=16 TEST_TIMEOUT_S=150 AB_TEST_TREES="$L1 $L2" AB_INTERLEAVE=1 AB_ROUNDS=3 OUT=$O/s scripts/gpu_ab.sh $T/base $T/$L1 $T/$L2 -- --serving --serving-cases paged > $O/ab-serving.log 2>&1
 grep -A3 "tests:" $O/ab-serving.log; grep -A 14 " / base" $O/ab-serving.log; el serving
 (cd $OUT && tar czf c.tgz c)
 timeout 110 env AB_SKIP_BUILD=1 AB_INTERLEAVE=1 AB_ROUNDS=3 OUT=$O/p scripts/gpu_ab.sh $T/base $T/$L1 $T/$L2 -- --prefill --prefill-page 16 --d 64,128,256 --s 1024,4096 --target-ms 4 --anchors none > $O/ab-paged.log 2>&1
