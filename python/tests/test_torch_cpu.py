@@ -48,6 +48,11 @@ def test_requires_grad_inputs_are_accepted(gen):
     k = randn(1, 4, 2, 16, dtype=torch.float32, generator=gen)
     o = flashbuf.attention(q, k, k)
     assert o.shape == (1, 4, 2, 16)
+    assert torch.equal(o.detach(), flashbuf.attention(q.detach(), k, k))
+    # Forward only (docs/python-api.md): backward raises rather than returning gradients.
+    with pytest.raises(RuntimeError, match="no autograd formula"):
+        o.sum().backward()
+    assert q.grad is None
 
 
 def test_out_variant(gen):
