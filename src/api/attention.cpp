@@ -43,11 +43,7 @@ bool no_query_rows(const detail::AttentionProblem& p) {
 }  // namespace
 
 Backend attention(const AttentionArgs& args) {
-  if (args.q.device == DeviceKind::cuda && !detail::cuda_runtime_available()) {
-    // Say "no GPU" before any validation message that would only matter on one.
-    detail::cuda_query_device(args.q.device_index);  // throws a RuntimeError saying why
-    throw RuntimeError("no usable CUDA device for CUDA tensors");
-  }
+  detail::require_usable_gpu(args.q.device, args.q.device_index);
   const detail::AttentionProblem problem = detail::validate_attention(args);
   const Backend backend = choose_backend(args.backend, problem);
   if (no_query_rows(problem)) return backend;  // nothing to write
@@ -61,6 +57,7 @@ Backend attention(const AttentionArgs& args) {
 }
 
 OutputShapes attention_output_shapes(const AttentionArgs& args, CheckScope scope) {
+  if (scope == CheckScope::full) detail::require_usable_gpu(args.q.device, args.q.device_index);
   const detail::AttentionProblem p = detail::validate_attention(args, {/*outputs=*/false, scope});
   OutputShapes shapes;
   if (args.cu_seqlens_q.present()) {  // not p.varlen_q(): metadata-only views carry no pointer

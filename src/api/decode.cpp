@@ -23,6 +23,7 @@ DecodePlan plan_decode(const DecodeProblem& problem) {
 }
 
 OutputShapes decode_output_shapes(const DecodePlan& plan, const DecodeArgs& args, CheckScope scope) {
+  if (scope == CheckScope::full) detail::require_usable_gpu(args.q.device, args.q.device_index);
   const detail::AttentionProblem p = detail::validate_decode(plan, args, {/*outputs=*/false, scope});
   OutputShapes shapes;
   shapes.o_rank = 4;
@@ -33,6 +34,7 @@ OutputShapes decode_output_shapes(const DecodePlan& plan, const DecodeArgs& args
 }
 
 Backend decode(const DecodePlan& plan, const DecodeArgs& args) {
+  detail::require_usable_gpu(args.q.device, args.q.device_index);
   const detail::AttentionProblem problem = detail::validate_decode(plan, args);
   if (problem.device == DeviceKind::cpu) {
     if (problem.batch > 0) detail::cpu_attention(problem, detail::cpu_extras(args.sinks, args.num_threads));

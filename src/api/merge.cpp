@@ -7,6 +7,7 @@
 namespace flashbuf {
 
 OutputShapes merge_output_shapes(const MergeStatesArgs& args, CheckScope scope) {
+  if (scope == CheckScope::full) detail::require_usable_gpu(args.o_parts.device, args.o_parts.device_index);
   const detail::MergeProblem p = detail::validate_merge(args, {/*outputs=*/false, scope});
   OutputShapes shapes;
   shapes.o_rank = 3;
@@ -17,6 +18,7 @@ OutputShapes merge_output_shapes(const MergeStatesArgs& args, CheckScope scope) 
 }
 
 Backend merge_states(const MergeStatesArgs& args) {
+  detail::require_usable_gpu(args.o_parts.device, args.o_parts.device_index);
   const detail::MergeProblem problem = detail::validate_merge(args);
   if (problem.device == DeviceKind::cpu) {
     if (problem.tokens > 0 && problem.heads > 0) detail::cpu_merge_states(problem);

@@ -768,6 +768,12 @@ AttentionChecks checks_for(const ValidationOptions& options, bool check_index_co
 
 }  // namespace
 
+void require_usable_gpu(DeviceKind device, int device_index) {
+  if (device != DeviceKind::cuda || cuda_runtime_available()) return;
+  cuda_query_device(device_index);  // throws a RuntimeError saying why
+  throw RuntimeError("no usable CUDA device for CUDA tensors");
+}
+
 std::string shape_string(const TensorView& view) {
   std::string s = "(";
   for (int i = 0; i < view.rank && i < kMaxRank; ++i) s += (i ? ", " : "") + std::to_string(view.shape[i]);

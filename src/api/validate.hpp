@@ -30,6 +30,13 @@ void validate_decode_problem(const DecodeProblem& problem);
 
 MergeProblem validate_merge(const MergeStatesArgs& args, const ValidationOptions& options = {});
 
+// CUDA tensors on a machine or build without a usable GPU: throws the RuntimeError that says
+// why (no GPU, or the build's reason for having no CUDA). The entry points and their output-
+// shape checks call it first, so that no message that would only matter on a GPU (an fp32
+// input, an uninstantiated head dim) hides it; validate_* do not, so the GPU path's checks
+// stay testable without a GPU.
+void require_usable_gpu(DeviceKind device, int device_index);
+
 // "(4, 512, 8, 128)"
 std::string shape_string(const TensorView& view);
 

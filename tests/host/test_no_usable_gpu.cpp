@@ -70,6 +70,26 @@ TEST_F(NoUsableGpu, MergeStatesOnCudaTensorsSaysSo) {
   expect_no_gpu_message([&] { merge_states(m); });
 }
 
+// The output-shape checks the bindings call before allocating say it first too, before a
+// message that only matters on a GPU: fp32 inputs (CPU only) or a head dim no kernel has.
+TEST_F(NoUsableGpu, OutputShapeChecksSaySoBeforeGpuOnlyMessages) {
+  std::vector<float> fp32(4 * 64 * 4, 0.0f);
+  AttentionArgs a;
+  a.q = make_view(fp32.data(), DType::fp32, {1, 4, 1, 64}, DeviceKind::cuda);
+  a.k = a.v = a.q;
+  expect_no_gpu_message([&] { attention_output_shapes(a); });
+  expect_no_gpu_message([&] { attention(a); });
+  a.q = a.k = a.v = make_view(data(), DType::bf16, {1, 4, 1, 80}, DeviceKind::cuda);  // D 80: never built
+  expect_no_gpu_message([&] { attention_output_shapes(a); });
+  // Metadata only (torch.compile's fake tensors): the checks without the device's answer.
+  EXPECT_THROW(attention_output_shapes(a, CheckScope::metadata), ArgumentError);
+  std::vector<float> lse(2 * 4, 0.0f);
+  MergeStatesArgs m;
+  m.o_parts = make_view(fp32.data(), DType::fp32, {2, 4, 1, 64}, DeviceKind::cuda);
+  m.lse_parts = make_view(lse.data(), DType::fp32, {2, 4, 1}, DeviceKind::cuda);
+  expect_no_gpu_message([&] { merge_output_shapes(m); });
+}
+
 TEST_F(NoUsableGpu, DeviceInfoSaysSo) {
   expect_no_gpu_message([] { cuda_device_info(0); });
 }
