@@ -190,6 +190,36 @@ void apply_sinks(const ProblemSpec& s, const std::vector<reference::RowId>& rows
   }
 }
 
+// The CPU backend on `s` with `sinks` (prefill, or decode through a plan), compared with the
+// float64 and same-precision references with the same sinks joined.
+struct SinkRun {
+  reference::RowResults out;
+  reference::Comparison o, lse;
+};
+SinkRun run_with_sinks(const ProblemSpec& s, AttentionTensors& t, std::vector<float> sinks, bool decode_path) {
+  const TensorView sinks_view = make_view(sinks.data(), DType::fp32, {static_cast<std::int64_t>(sinks.size())});
+  if (decode_path) {
+    DecodeArgs args = reference::bind_decode(s, t);
+    args.sinks = sinks_view;
+    EXPECT_EQ(decode(plan_decode(reference::decode_problem(s)), args), Backend::cpu);
+  } else {
+    AttentionArgs args = reference::bind(s, t);
+    args.sinks = sinks_view;
+    EXPECT_EQ(attention(args), Backend::cpu);
+  }
+  const auto rows = reference::all_rows(s);
+  reference::RowResults ref = reference::reference_attention(s, t, rows, reference::Precision::float64);
+  reference::RowResults low = reference::reference_attention(s, t, rows, reference::Precision::lowp);
+  apply_sinks(s, rows, sinks, ref);
+  apply_sinks(s, rows, sinks, low);
+  SinkRun run{reference::gather_output(s, t, rows), {}, {}};
+  run.o = reference::compare(run.out.o, ref.o, low.o, reference::default_atol(s.dtype), "o");
+  run.lse = reference::compare(run.out.lse, ref.lse, low.lse, reference::kLseAtol, "lse");
+  EXPECT_TRUE(run.o.ok) << s.describe() << (decode_path ? " decode" : "") << ": " << run.o.detail;
+  EXPECT_TRUE(run.lse.ok) << s.describe() << (decode_path ? " decode" : "") << ": " << run.lse.detail;
+  return run;
+}
+
 TEST(CpuNumerics, SinksAgainstFloat64) {
   for (DType dtype : {DType::fp32, DType::bf16, DType::fp16}) {
     for (bool decode_path : {false, true}) {
@@ -201,28 +231,8 @@ TEST(CpuNumerics, SinksAgainstFloat64) {
       Rng rng(23 + static_cast<int>(dtype));
       AttentionTensors t = reference::make_tensors(s, rng);
       const std::vector<float> sinks = {-1.5f, 0.0f, 2.25f, 9.0f};
-      std::vector<float> sinks_storage = sinks;
-      const TensorView sinks_view = make_view(sinks_storage.data(), DType::fp32, {4});
-      if (decode_path) {
-        const DecodePlan plan = plan_decode(reference::decode_problem(s));
-        DecodeArgs args = reference::bind_decode(s, t);
-        args.sinks = sinks_view;
-        ASSERT_EQ(decode(plan, args), Backend::cpu);
-      } else {
-        AttentionArgs args = reference::bind(s, t);
-        args.sinks = sinks_view;
-        ASSERT_EQ(attention(args), Backend::cpu);
-      }
-      const auto rows = reference::all_rows(s);
-      reference::RowResults ref = reference::reference_attention(s, t, rows, reference::Precision::float64);
-      reference::RowResults low = reference::reference_attention(s, t, rows, reference::Precision::lowp);
-      apply_sinks(s, rows, sinks, ref);
-      apply_sinks(s, rows, sinks, low);
-      const reference::RowResults out = reference::gather_output(s, t, rows);
-      const auto o = reference::compare(out.o, ref.o, low.o, reference::default_atol(dtype), "o");
-      const auto lse = reference::compare(out.lse, ref.lse, low.lse, reference::kLseAtol, "lse");
-      EXPECT_TRUE(o.ok) << s.describe() << (decode_path ? " decode" : "") << ": " << o.detail;
-      EXPECT_TRUE(lse.ok) << s.describe() << (decode_path ? " decode" : "") << ": " << lse.detail;
+      const SinkRun run = run_with_sinks(s, t, sinks, decode_path);
+      const reference::Comparison &o = run.o, &lse = run.lse;
       // The CPU backend's row of the sinks error table (the GPU paths' lines come from
       // tests/gpu/test_sinks.cu, in the same form; scripts/gpu/sinks.sh tabulates them).
       std::printf("[ sinks error ] CpuNumerics.SinksAgainstFloat64 %s %s | o %.3e %.3e | lse %.3e %.3e\n",
@@ -254,31 +264,11 @@ TEST(CpuNumerics, InfiniteSinksTakeTheirLimits) {
     }
     Rng rng(29);
     AttentionTensors t = reference::make_tensors(s, rng);
-    std::vector<float> sinks = {-inf, inf, 1.5f, -inf};
-    const TensorView sinks_view = make_view(sinks.data(), DType::fp32, {4});
-    if (decode_path) {
-      DecodeArgs args = reference::bind_decode(s, t);
-      args.sinks = sinks_view;
-      ASSERT_EQ(decode(plan_decode(reference::decode_problem(s)), args), Backend::cpu);
-    } else {
-      AttentionArgs args = reference::bind(s, t);
-      args.sinks = sinks_view;
-      ASSERT_EQ(attention(args), Backend::cpu);
-    }
-    const auto rows = reference::all_rows(s);
-    reference::RowResults ref = reference::reference_attention(s, t, rows, reference::Precision::float64);
-    reference::RowResults low = reference::reference_attention(s, t, rows, reference::Precision::lowp);
-    apply_sinks(s, rows, sinks, ref);
-    apply_sinks(s, rows, sinks, low);
-    const reference::RowResults out = reference::gather_output(s, t, rows);
-    const auto o = reference::compare(out.o, ref.o, low.o, reference::default_atol(s.dtype), "o");
-    const auto lse = reference::compare(out.lse, ref.lse, low.lse, reference::kLseAtol, "lse");
-    EXPECT_TRUE(o.ok) << s.describe() << (decode_path ? " decode" : "") << ": " << o.detail;
-    EXPECT_TRUE(lse.ok) << s.describe() << (decode_path ? " decode" : "") << ": " << lse.detail;
+    const reference::RowResults out = run_with_sinks(s, t, {-inf, inf, 1.5f, -inf}, decode_path).out;
     // Every row of head 1 (sink +inf): o = 0 and lse = +inf exactly; the first row of head 0
     // (sink -inf) has no key: o = 0, lse = -inf.
     int bad = 0;
-    for (const reference::RowId& id : rows) {
+    for (const reference::RowId& id : reference::all_rows(s)) {
       const std::int64_t at = s.q_row(id.b, id.i) * s.heads_q + id.h;
       if (id.h != 1) continue;
       if (out.lse[at] != inf) ++bad;
