@@ -23,7 +23,9 @@ launched now, against FlashAttention-4's varlen order (sequences longest first, 
 of heads whose K/V fit the L2, a section's query blocks heaviest first, heads innermost) on the
 static walk and on a dynamic one (each block takes the next item when it frees, an atomic
 counter); per order the makespan over the mean and what a round of `blocks` items reads: its
-(sequence, K/V head) pairs and their K/V bytes (each pair's longest key range in the round).
+(sequence, K/V head) pairs and their K/V bytes (each pair's longest key range in the round);
+then the K/V each order would read from DRAM through an LRU cache of 25 or 50 MB (the H200's
+L2 is 50 MB in two halves), a round's items reading their tiles in step.
 
   python3 bench/walk_model.py [--d 64] [--rows 128,192] [--blocks 132] [--mask causal|none]
   python3 bench/walk_model.py --block-per-item --d 256 --block-n 80 [--overhead 3]
@@ -32,6 +34,7 @@ counter); per order the makespan over the mean and what a round of `blocks` item
 import argparse
 import heapq
 import math
+from collections import OrderedDict
 
 
 def key_tiles(sq, rows, m, causal, block_n=128):
@@ -144,6 +147,29 @@ def varlen_walk(items, blocks, group, dynamic, overhead=0.5):
             sum(mb_per_round) / len(mb_per_round))
 
 
+def l2_misses(items, blocks, group, mb):
+    """K/V MB read from DRAM by the walk of `items`, through an LRU cache of `mb` MB of 64 KB
+    K+V tiles (D 128, 128 keys): a round's items (`blocks` of them) run side by side, so their
+    tiles are touched in step, tile j of every item of the round before tile j + 1."""
+    capacity = int(mb * 2**20 // (128 * 256 * 2))
+    lru, misses = OrderedDict(), 0
+    for r in range(math.ceil(len(items) / blocks)):
+        round_items = items[r * blocks:(r + 1) * blocks]
+        for j in range(max(it[0] for it in round_items)):
+            for tiles, seq, head, _ in round_items:
+                if j >= tiles:
+                    continue
+                key = (seq, head // group, j)
+                if key in lru:
+                    lru.move_to_end(key)
+                    continue
+                misses += 1
+                lru[key] = None
+                if len(lru) > capacity:
+                    lru.popitem(last=False)
+    return misses * 128 * 256 * 2 / 2**20
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--d", type=int, default=64)
@@ -161,11 +187,19 @@ def main():
         hq, hkv = map(int, a.heads.split("/"))
         print(f"varlen {lens}, {hq}/{hkv} heads, {a.blocks} blocks: makespan / mean, (sequence, K/V head) "
               "pairs and K/V MB a round reads")
-        for name, sections, dynamic in (("longest first, static walk (now)", False, False),
-                                        ("FA4 sections, static walk", True, False),
-                                        ("FA4 sections, dynamic walk", True, True)):
+        orders = (("longest first, static walk (now)", False, False), ("FA4 sections, static walk", True, False),
+                  ("FA4 sections, dynamic walk", True, True))
+        for name, sections, dynamic in orders:
             m, pairs, mb = varlen_walk(varlen_items(lens, hq, sections), a.blocks, hq // hkv, dynamic)
             print(f"  {name:34s} {m:.3f}  {pairs:5.1f} pairs  {mb:6.1f} MB")
+        total = sum(math.ceil(min((m + 1) * 128, n) / 128) for n in lens for m in range(math.ceil(n / 128))) * hq
+        footprint = sum(math.ceil(n / 128) for n in lens) * hkv * 128 * 256 * 2 / 2**20
+        print(f"K/V tiles read {total * 128 * 256 * 2 / 2**20:.0f} MB (each by every query block that sees it), "
+              f"{footprint:.0f} MB distinct; from DRAM through an LRU cache of:")
+        for mb in (25, 50):
+            cells = [f"{misses:5.0f} MB" for misses in (l2_misses(varlen_items(lens, hq, sections), a.blocks,
+                                                                  hq // hkv, mb) for _, sections, _ in orders[:2])]
+            print(f"  {mb} MB: longest first {cells[0]}, FA4 sections {cells[1]}")
         return
     heads = 2048 // a.d
     if a.block_per_item:
