@@ -17,6 +17,7 @@
 
 namespace CLI {
 class App;
+class Validator;
 }
 
 namespace flashbuf::cli {
@@ -139,5 +140,8 @@ int cmd_bench(const BenchOptions& options, const std::string& command_line);
 // The options every subcommand shares, registered the same way everywhere.
 void add_backend_option(CLI::App& command, std::string& backend);
 void add_seed_option(CLI::App& command, std::int64_t& seed, const char* what);
+// Integer options in plain decimal that fits int64: CLI11 alone reads 010 as octal, 0x10 as
+// hex and saturates a value past int64 to its maximum.
+const CLI::Validator& decimal_int64();
 
 }  // namespace flashbuf::cli

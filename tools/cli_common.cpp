@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
+#include <string>
+#include <system_error>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -27,8 +30,28 @@ void add_backend_option(CLI::App& command, std::string& backend) {
       ->capture_default_str();
 }
 
+const CLI::Validator& decimal_int64() {
+  static const CLI::Validator validator(
+      [](std::string& text) -> std::string {
+        const char* first = text.data() + (!text.empty() && text[0] == '-' ? 1 : 0);
+        const char* last = text.data() + text.size();
+        if (first == last || !std::all_of(first, last, [](char c) { return c >= '0' && c <= '9'; })) {
+          return "expected a decimal integer, got '" + text + "'";
+        }
+        std::int64_t value = 0;
+        if (std::from_chars(text.data(), last, value).ec == std::errc::result_out_of_range) {
+          return "value " + text + " is outside the int64 range";
+        }
+        text = std::to_string(value);  // no leading zeros left for CLI11 to read as octal
+        return {};
+      },
+      "INT");
+  return validator;
+}
+
 void add_seed_option(CLI::App& command, std::int64_t& seed, const char* what) {
   command.add_option("--seed", seed, std::string("master seed of the random inputs; 0 picks a fresh one, printed so that ") + what)
+      ->transform(decimal_int64())
       ->check(CLI::Range(std::int64_t{0}, std::numeric_limits<std::int64_t>::max()));
 }
 

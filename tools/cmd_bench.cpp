@@ -9,11 +9,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <ctime>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 
 #include <CLI/CLI.hpp>
@@ -129,11 +131,43 @@ std::string today() {
 
 }  // namespace
 
+namespace {
+
+// --out is checked before the run, without touching an existing file: a run that is stopped
+// or fails leaves the previous results as they were.
+void check_writable(const std::string& path) {
+  const bool existed = std::filesystem::exists(path);
+  if (!std::ofstream(path, std::ios::app)) throw UsageError("--out: cannot write '" + path + "'");
+  if (!existed) std::filesystem::remove(path);
+}
+
+// The results replace --out only once all of them are written: through a temporary file beside
+// it, renamed over it. A path that is not a regular file (a pipe, /dev/stdout) is written in
+// place. Either way a failed write (a full disk) is an error naming --out, not a success.
+void write_results(const std::string& path, const std::string& text) {
+  const bool regular = !std::filesystem::exists(path) || std::filesystem::is_regular_file(path);
+  const std::string target = regular ? path + ".partial" : path;
+  {
+    std::ofstream file(target, std::ios::trunc);
+    file << text;
+    file.flush();
+    if (!file) {
+      if (regular) std::filesystem::remove(target);
+      throw std::runtime_error("--out: writing '" + target + "' failed");
+    }
+  }
+  if (regular) std::filesystem::rename(target, path);
+}
+
+}  // namespace
+
 CLI::App* add_bench_command(CLI::App& app, BenchOptions& o) {
   CLI::App* bench = app.add_subcommand("bench", "the benchmark grid of docs/BENCH.md: a table, and JSON results");
   bench->footer(kFooter);
   bench->add_option("--out", o.out, "write the JSON results to FILE ('-': stdout, the table then goes to stderr)")
-      ->type_name("FILE");
+      ->type_name("FILE")
+      ->check(CLI::Validator([](std::string& name) { return name.empty() ? std::string("empty file name") : std::string(); },
+                             "FILE"));
   add_backend_option(*bench, o.backend);
   CLI::Option* quick = bench->add_flag("--quick", o.quick, "the quick subset (the default on the CPU)");
   CLI::Option* full = bench->add_flag("--full", o.full, "the whole grid (the default on the GPU)");
@@ -148,11 +182,8 @@ CLI::App* add_bench_command(CLI::App& app, BenchOptions& o) {
 int cmd_bench(const BenchOptions& options, const std::string& command_line) {
   const Device device = resolve_device(options.backend);
   const bool quick = options.quick || (!options.full && device == Device::cpu);
-  std::unique_ptr<std::ofstream> file;
-  if (!options.out.empty() && options.out != "-") {
-    file = std::make_unique<std::ofstream>(options.out);
-    if (!*file) throw UsageError("--out: cannot write '" + options.out + "'");
-  }
+  const bool to_file = !options.out.empty() && options.out != "-";
+  if (to_file) check_writable(options.out);
   // The table goes where the JSON does not.
   FILE* table = options.out == "-" ? stderr : stdout;
   const auto seed_arg = static_cast<std::uint64_t>(options.seed);
@@ -252,8 +283,8 @@ int cmd_bench(const BenchOptions& options, const std::string& command_line) {
     results << "    " << json_rows[i].dump() << (i + 1 < json_rows.size() ? "," : "") << "\n";
   }
   results << "  ]\n}\n";
-  if (file) {
-    *file << results.str();
+  if (to_file) {
+    write_results(options.out, results.str());
     std::fprintf(stderr, "wrote %zu rows to %s\n", rows.size(), options.out.c_str());
   } else if (options.out == "-") {
     std::cout << results.str();

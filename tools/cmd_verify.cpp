@@ -207,6 +207,7 @@ CLI::App* add_verify_command(CLI::App& app, VerifyOptions& o) {
   verify->footer(kFooter);
   add_backend_option(*verify, o.backend);
   verify->add_option("--count", o.count, "random problems per feature class")
+      ->transform(decimal_int64())
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
   add_seed_option(*verify, o.seed, "a failing run can be replayed");

@@ -259,6 +259,12 @@ def _cases():
     add(Case("max_seqlen_negative", "attention",
              lambda L: (lambda q, k, v, kw: attention(L, q, k, v, max_seqlen_q=-3, **kw))(*varlen(L)), V,
              "max_seqlen_q", "negative", "max_seqlen_q = -3"))
+    add(Case("max_seqlen_below_batch_shape", "attention",
+             lambda L: attention(L, *qkv(L), max_seqlen_q=4), V,
+             "max_seqlen_q", "less than q's seqlen_q", "max_seqlen_q below q's seqlen_q (no cu_seqlens_q)"))
+    add(Case("head_dim_above_limit", "attention",
+             lambda L: attention(L, *qkv(L, b=1, sq=1, sk=1, hq=1, hkv=1, d=16385, dv=16385)), V,
+             "q", "exceeds the 16384", "head_dim 16385"))
     # ---- attention: paged
     add(Case("page_index_out_of_range", "attention",
              lambda L: (lambda q, k, v, kw: attention(L, q, k, v, check=True, **kw))(*paged(L, table=((5, 99, 3), (1, 2, 4)))),

@@ -34,6 +34,10 @@ constexpr std::size_t kGpuAlignmentBytes = 16;
 // Workspace alignment promised by DecodePlan (partial O / LSE arrays are carved out of it).
 constexpr std::size_t kWorkspaceAlignment = 256;
 constexpr int kMaxQueriesPerSequence = 16;
+// Head dims of 1..kMaxHeadDim: the CPU backend's per-thread scratch grows by about 3 KB a
+// head-dim element (a 16-million one would ask for 48 GB a thread), and the GPU kernels stop
+// at 256 anyway.
+constexpr std::int64_t kMaxHeadDim = 16384;
 // Every backend indexes rows, keys and packed (row, head) pairs in int and steps past them by
 // at most a tile (<= 256) or adds a window to a key position: the sizes those indices reach
 // must stay this far below INT32_MAX.
@@ -107,6 +111,9 @@ void check_pointer(const char* arg, const TensorView& t, bool metadata_only) {
   if (t.rank < 0 || t.rank > kMaxRank) {
     fail(arg, "rank " + std::to_string(t.rank) + " is outside 0.." + std::to_string(kMaxRank));
   }
+  if (t.rank == 0 && t.data != nullptr) {  // an absent tensor, or one whose shape was left out?
+    fail(arg, "rank 0 (absent) but a data pointer is set: give its shape, or a null pointer to leave it out");
+  }
   for (int i = 0; i < t.rank; ++i) {
     if (t.shape[i] < 0) {
       fail(arg, "negative extent in shape " + shape_string(t));
@@ -117,6 +124,16 @@ void check_pointer(const char* arg, const TensorView& t, bool metadata_only) {
     if (t.shape[i] > std::numeric_limits<std::int32_t>::max()) {
       fail(arg, "extent " + std::to_string(t.shape[i]) + " of shape " + shape_string(t) +
                     " exceeds the int32 range the kernels index with");
+    }
+  }
+  // The element count must not wrap: a count that wraps to 0 would make the tensor look empty,
+  // and an empty tensor skips the pointer, span and overlap checks.
+  std::int64_t count = t.rank > 0 ? 1 : 0;
+  bool zero_extent = false;
+  for (int i = 0; i < t.rank; ++i) zero_extent = zero_extent || t.shape[i] == 0;
+  for (int i = 0; i < t.rank && !zero_extent; ++i) {
+    if (__builtin_mul_overflow(count, t.shape[i], &count)) {
+      fail(arg, "shape " + shape_string(t) + " has more than 2^63 elements");
     }
   }
   if (t.present() && t.dtype != DType::bf16 && t.dtype != DType::fp16 && t.dtype != DType::fp32 &&
@@ -140,11 +157,13 @@ void expect_dtype(const char* arg, const TensorView& t, DType expected) {
   }
 }
 
-void expect_same_dtype(const char* arg, const TensorView& t, const char* ref_arg, DType ref) {
+// `family`: the tensors that share one dtype, for the message.
+void expect_same_dtype(const char* arg, const TensorView& t, const char* ref_arg, DType ref,
+                       const char* family = "q, k, v and o") {
   if (t.dtype != ref) {
     fail(arg,
          std::string("dtype ") + dtype_name(t.dtype) + " does not match " + ref_arg + "'s " +
-             dtype_name(ref) + " (all of q, k, v and o share one dtype)",
+             dtype_name(ref) + " (all of " + family + " share one dtype)",
          /*type_error=*/true);
   }
 }
@@ -339,11 +358,28 @@ std::optional<std::vector<std::int32_t>> read_index(const char* arg, const Tenso
   return host;
 }
 
-// Elements spanned by a rank-1 or rank-2 index tensor with a unit last stride.
-std::int64_t index_span(const TensorView& t) {
-  if (t.numel() == 0) return 0;
-  if (t.rank == 1) return t.shape[0];
-  return (t.shape[0] - 1) * t.stride[0] + t.shape[1];
+// The rows of a rank-2 int32 tensor with a unit last stride (a page table), packed row after
+// row, or nullopt as read_index says. Only the elements the view addresses are read: a row
+// stride beyond the row may step over memory that is not the caller's (or not mapped), so a
+// strided table is read a row at a time rather than as one span.
+std::optional<std::vector<std::int32_t>> read_index_rows(const char* arg, const TensorView& t,
+                                                         const AttentionChecks& checks, void* stream) {
+  const std::int64_t rows = t.shape[0], cols = t.shape[1];
+  if (rows == 0 || cols == 0 || rows == 1 || t.stride[0] == cols) {
+    return read_index(arg, t, rows * cols, checks, stream);
+  }
+  if (checks.metadata_only) return std::nullopt;
+  if (t.data == nullptr) fail(arg, "null data pointer for a tensor of shape " + shape_string(t));
+  std::vector<std::int32_t> packed;
+  packed.reserve(static_cast<std::size_t>(rows * cols));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    TensorView row = t;
+    row.data = static_cast<std::int32_t*>(t.data) + r * t.stride[0];
+    auto values = read_index(arg, row, cols, checks, stream);
+    if (!values) return std::nullopt;
+    packed.insert(packed.end(), values->begin(), values->end());
+  }
+  return packed;
 }
 
 std::string indexed(const char* arg, std::int64_t i) { return std::string(arg) + "[" + std::to_string(i) + "]"; }
@@ -527,6 +563,12 @@ AttentionProblem validate_attention_impl(const AttentionArgs& a, const Attention
   if (a.seqlens_k.present()) expect_index_tensor("seqlens_k", a.seqlens_k, {{batch, "batch"}});
   if (heads_kv < 1) fail("k", "expected at least one head, got shape " + shape_string(a.k));
   if (head_dim_v < 1) fail("v", "expected head_dim_v >= 1, got shape " + shape_string(a.v));
+  if (head_dim > kMaxHeadDim || head_dim_v > kMaxHeadDim) {
+    const bool q_side = head_dim > kMaxHeadDim;
+    fail(q_side ? "q" : "v", std::string(q_side ? "head_dim " : "head_dim_v ") +
+                                 std::to_string(q_side ? head_dim : head_dim_v) + " exceeds the " +
+                                 std::to_string(kMaxHeadDim) + " any backend takes");
+  }
   if (heads_q % heads_kv != 0) {
     fail("q", "heads_q = " + std::to_string(heads_q) + " is not a multiple of heads_kv = " +
                   std::to_string(heads_kv) + " (GQA/MQA share each K/V head among a whole group)");
@@ -621,6 +663,16 @@ AttentionProblem validate_attention_impl(const AttentionArgs& a, const Attention
                                          (paged ? " (max_pages * page_size)" : "") + " exceed the " +
                                          std::to_string(kMaxIndex) + " the kernels' int indices allow");
   }
+  // A bound the shapes contradict is refused, not ignored: without cu_seqlens (and, for K,
+  // without seqlens_k) every sequence has the tensor's full length.
+  if (!varlen_q && a.max_seqlen_q > 0 && a.max_seqlen_q < seqlen_q) {
+    fail("max_seqlen_q", std::to_string(a.max_seqlen_q) + " is less than q's seqlen_q " + std::to_string(seqlen_q) +
+                             " (without cu_seqlens_q every sequence has seqlen_q queries)");
+  }
+  if (!varlen_k && !a.seqlens_k.present() && a.max_seqlen_k > 0 && a.max_seqlen_k < capacity_k) {
+    fail("max_seqlen_k", std::to_string(a.max_seqlen_k) + " is less than k's seqlen_k " + std::to_string(capacity_k) +
+                             " (without cu_seqlens_k or seqlens_k every sequence has seqlen_k keys)");
+  }
   std::int64_t max_seqlen_k = varlen_k ? (a.max_seqlen_k > 0 ? a.max_seqlen_k : a.k.shape[0]) : capacity_k;
   if (!varlen_k && a.max_seqlen_k > 0 && a.seqlens_k.present()) max_seqlen_k = std::min<std::int64_t>(max_seqlen_k, a.max_seqlen_k);
   if (checks.max_seqlen_k_bound >= 0) max_seqlen_k = std::min<std::int64_t>(max_seqlen_k, checks.max_seqlen_k_bound);
@@ -659,8 +711,8 @@ AttentionProblem validate_attention_impl(const AttentionArgs& a, const Attention
     }
   }
   if (paged && seqlens) {
-    if (auto table = read_index("page_table", a.page_table, index_span(a.page_table), checks, a.stream)) {
-      const std::int64_t row_stride = a.page_table.stride[0];
+    if (auto table = read_index_rows("page_table", a.page_table, checks, a.stream)) {
+      const std::int64_t row_stride = a.page_table.shape[1];  // packed
       for (std::int64_t b = 0; b < batch; ++b) {
         // Only the pages a sequence uses are read; the rest of its row may hold anything.
         const std::int64_t used = ((*seqlens)[b] + page_size - 1) / page_size;
@@ -805,8 +857,8 @@ void validate_decode_problem(const DecodeProblem& p) {
                                 " queries per sequence exceed the " + std::to_string(kMaxGridYZ) +
                                 " packed rows the GPU decode grid's y dimension holds");
   }
-  range("problem.head_dim", p.head_dim, 1, kNoLimit, "query/key head dimension");
-  range("problem.head_dim_v", p.head_dim_v, 1, kNoLimit, "value head dimension");
+  range("problem.head_dim", p.head_dim, 1, kMaxHeadDim, "query/key head dimension");
+  range("problem.head_dim_v", p.head_dim_v, 1, kMaxHeadDim, "value head dimension");
   range("problem.max_seqlen_k", p.max_seqlen_k, 0, kMaxIndex, "bound on any sequence's key count");
   if (p.page_size != 0) range("problem.page_size", p.page_size, 1, kMaxPageSize, "tokens per page; 0 = contiguous cache");
   if (p.dtype != DType::bf16 && p.dtype != DType::fp16 && p.dtype != DType::fp32) {
@@ -911,7 +963,7 @@ MergeProblem validate_merge(const MergeStatesArgs& a, const ValidationOptions& o
   const Named all[] = {{"o_parts", &a.o_parts}, {"lse_parts", &a.lse_parts}, {"o", &o}, {"lse", &lse}};
   for (const auto& [name, t] : all) check_pointer(name, *t, meta);
   expect_float_dtype("o_parts", a.o_parts);
-  if (o.present()) expect_same_dtype("o", o, "o_parts", a.o_parts.dtype);
+  if (o.present()) expect_same_dtype("o", o, "o_parts", a.o_parts.dtype, "o_parts and o");
   expect_dtype("lse_parts", a.lse_parts, DType::fp32);
   if (lse.present()) expect_dtype("lse", lse, DType::fp32);
   for (const auto& [name, t] : all) expect_same_device(name, *t, a.o_parts, "o_parts");

@@ -109,8 +109,8 @@ class BlockedAttention {
       negate_q_ = scale < 0;  // max of scale·S is scale·min S: run on -S with |scale|
     }
     // Full key tiles of contiguous caches are read in place when the products can read the
-    // storage type: no copy of K and V per query tile.
-    direct_kv_ = std::is_same_v<T, C> && !p.paged() && p.k_row_stride > 0 && p.v_row_stride > 0;
+    // storage type and the rows do not overlap: no copy of K and V per query tile.
+    direct_kv_ = std::is_same_v<T, C> && !p.paged() && p.k_row_stride >= p.head_dim && p.v_row_stride >= p.head_dim_v;
     if (direct_kv_) {
       try {
         cpu::tile_gemm(kTileRows, tile_keys_, p.head_dim, kInput, BLayout::n_by_k, p.k_row_stride);

@@ -35,20 +35,23 @@ class OneDnnTileGemm final : public TileGemm {
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
     const dt in = input == GemmInput::bf16 ? dt::bf16 : dt::f32;
-    a_md_ = dnnl::memory::desc({m, k}, in, tag::ab);
-    // B is logically K x N; `ba` stores it as N x K row-major (the K tile as it lies).
-    if (ldb > 0) {
-      const dnnl::memory::dims strides = b_layout == BLayout::n_by_k ? dnnl::memory::dims{1, ldb}
-                                                                     : dnnl::memory::dims{ldb, 1};
-      b_md_ = dnnl::memory::desc({k, n}, in, strides);
-    } else {
-      b_md_ = dnnl::memory::desc({k, n}, in, b_layout == BLayout::n_by_k ? tag::ba : tag::ab);
-    }
-    c_md_ = dnnl::memory::desc({m, n}, dt::f32, tag::ab);
-    dnnl::primitive_attr attr;
-    // The caller owns the scratchpad, so one primitive serves every worker thread at once.
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    // Every oneDNN call inside the try: a descriptor oneDNN refuses (strides whose rows
+    // overlap, which a caller's view may have) must reach the caller as flashbuf's RuntimeError,
+    // which the strided path's users answer by copying the tile instead.
     try {
+      a_md_ = dnnl::memory::desc({m, k}, in, tag::ab);
+      // B is logically K x N; `ba` stores it as N x K row-major (the K tile as it lies).
+      if (ldb > 0) {
+        const dnnl::memory::dims strides = b_layout == BLayout::n_by_k ? dnnl::memory::dims{1, ldb}
+                                                                       : dnnl::memory::dims{ldb, 1};
+        b_md_ = dnnl::memory::desc({k, n}, in, strides);
+      } else {
+        b_md_ = dnnl::memory::desc({k, n}, in, b_layout == BLayout::n_by_k ? tag::ba : tag::ab);
+      }
+      c_md_ = dnnl::memory::desc({m, n}, dt::f32, tag::ab);
+      dnnl::primitive_attr attr;
+      // The caller owns the scratchpad, so one primitive serves every worker thread at once.
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
       const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md_, b_md_, c_md_), attr, cpu_engine());
       scratch_md_ = pd.scratchpad_desc();
       primitive_ = dnnl::matmul(pd);

@@ -44,10 +44,28 @@ expect 2 err "--backend needs a value" -- run --backend
 expect 2 err "--count" -- verify --count 0
 expect 2 err "--count" -- verify --count many
 expect 2 err "--seed" -- run --seed -1
+expect 2 err "outside the int64 range" -- verify --seed 99999999999999999999999
+expect 2 err "expected a decimal integer" -- verify --count 0x10
+expect 0 out "PASS: 110 problems" -- verify --backend cpu --count 010
+expect 2 err "empty file name" -- bench --out ""
 expect 2 err "--kind" -- bench --kind everything
 expect 2 err "--backend was given 2 times" -- run --backend cpu --backend cpu
 expect 2 err "--quick was given 2 times" -- bench --quick --quick
 expect 2 err "--quick excludes --full" -- bench --quick --full
+
+# A failed write of the results is an error naming --out (a full device), and a run refused
+# before it starts leaves an earlier results file as it was.
+if [ -w /dev/full ]; then
+  expect 1 err "--out: writing '/dev/full' failed" -- bench --backend cpu --kind decode --quick --out /dev/full
+fi
+previous=$(mktemp)
+echo '{"earlier": true}' >"$previous"
+expect 2 err "--kind" -- bench --kind everything --out "$previous"
+if ! grep -qF '"earlier": true' "$previous"; then
+  echo "FAIL: a refused bench emptied its --out file" >&2
+  failures=$((failures + 1))
+fi
+rm -f "$previous"
 
 if [ "$failures" -ne 0 ]; then
   echo "$failures command-line convention(s) broken" >&2

@@ -16,6 +16,7 @@
 #include "api/backends.hpp"
 #include "api/validate.hpp"
 #include "host/reference_names.hpp"
+#include "reference/reference.hpp"
 #include "reference/spec.hpp"
 
 namespace flashbuf {
@@ -465,6 +466,61 @@ TEST_F(Validation, PagedAndSeqlensK) {
 
   build([] { ProblemSpec x = default_spec(); x.kv = KvLayout::paged; x.page_size = 300; x.seqlen_k = 5; return x; }());
   expect_attention_error(args, "k", "page size 300");
+}
+
+// Inputs a robustness audit found getting past the checks or ending the process.
+TEST_F(Validation, AuditedInputs) {
+  // An element count that wraps to 0 made q look empty, skipping the pointer and span checks.
+  AttentionArgs a = args;
+  for (int i = 0; i < 4; ++i) a.q.shape[i] = 65536, a.q.stride[i] = 0;
+  expect_attention_error(a, "q", "more than 2^63 elements");
+  // A head dim beyond any backend's (the CPU scratch grows with it: bad_alloc, or the OOM killer).
+  build([] { ProblemSpec x = default_spec(); x.head_dim = x.head_dim_v = 16385; x.seqlen_q = 1; x.seqlen_k = 1; return x; }());
+  expect_attention_error(args, "q", "head_dim 16385 exceeds the 16384");
+  build(default_spec());
+  // A bound the batch shapes contradict is refused, not ignored.
+  a = args;
+  a.max_seqlen_q = spec.seqlen_q - 1;
+  expect_attention_error(a, "max_seqlen_q", "less than q's seqlen_q");
+  a = args;
+  a.max_seqlen_k = spec.seqlen_k - 1;
+  expect_attention_error(a, "max_seqlen_k", "less than k's seqlen_k");
+  a.max_seqlen_k = spec.seqlen_k;
+  EXPECT_NO_THROW(detail::validate_attention(a));
+  // An optional tensor with a pointer but no shape is a mistake, not "absent".
+  a = args;
+  a.lse.rank = 0;
+  expect_attention_error(a, "lse", "rank 0 (absent) but a data pointer is set");
+}
+
+// A page table whose row stride steps over memory that is not the caller's: validation reads
+// only the rows' own entries (it copied the whole span, and a stride of 2^40 asked for 4 TB).
+TEST_F(Validation, PageTableRowsAreReadOneByOne) {
+  ProblemSpec s = default_spec();
+  s.kv = KvLayout::paged; s.page_size = 4; s.k_lens = {9, 13}; s.spare_pages = 2;
+  build(s);
+  ASSERT_EQ(attention(args), Backend::cpu);
+  const reference::RowResults want = reference::gather_output(spec, t, reference::all_rows(spec));
+  const std::int64_t cols = t.page_table.shape()[1];
+  // Row 1 placed far from row 0 in a buffer of which only the two rows are written.
+  const std::int64_t far = std::int64_t(1) << 20;
+  std::vector<std::int32_t> table(static_cast<std::size_t>(far + cols), -7);
+  for (std::int64_t j = 0; j < cols; ++j) {
+    table[j] = t.page_table.i32()[j];
+    table[far + j] = t.page_table.i32()[cols + j];
+  }
+  AttentionArgs a = args;
+  a.page_table.data = table.data();
+  a.page_table.stride[0] = far;
+  t.o.poison();
+  ASSERT_EQ(attention(a), Backend::cpu);
+  EXPECT_EQ(reference::gather_output(spec, t, reference::all_rows(spec)).o, want.o);
+  o_before.assign(static_cast<const char*>(t.o.data()), static_cast<const char*>(t.o.data()) + t.o.storage_bytes());
+  lse_before.assign(static_cast<const char*>(t.lse.data()), static_cast<const char*>(t.lse.data()) + t.lse.storage_bytes());
+  table[far + 1] = 999;  // a page sequence 1 uses, outside the pool: found in the far row
+  expect_attention_error(a, "page_table[1][1]", "outside the pool");
+  a.page_table.stride[0] = std::int64_t(1) << 40;  // metadata only: never dereferenced
+  EXPECT_EQ(attention_output_shapes(a, CheckScope::metadata).o[3], spec.head_dim_v);
 }
 
 TEST_F(Validation, MergeStates) {

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <limits>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "cpu/parallel.hpp"
@@ -280,6 +281,41 @@ TEST(CpuNumerics, InfiniteSinksTakeTheirLimits) {
   }
 }
 
+// K and V rows that overlap (a row stride under the head dim: a view "inputs may share memory"
+// allows) are read through the copying path, where the in-place products' descriptor would be
+// refused by oneDNN (whose exception escaped as neither of flashbuf's errors).
+TEST(CpuNumerics, OverlappingKeyAndValueRows) {
+  constexpr int Sq = 4, Sk = 7, D = 64;
+  for (std::int64_t row_stride : {1, 3, 63}) {
+    std::vector<float> q(Sq * D), kv(std::size_t((Sk - 1) * row_stride + D)), o(Sq * D, std::numeric_limits<float>::quiet_NaN());
+    for (std::size_t i = 0; i < q.size(); ++i) q[i] = std::sin(0.37f * float(i));
+    for (std::size_t i = 0; i < kv.size(); ++i) kv[i] = std::cos(0.11f * float(i));
+    AttentionArgs a;
+    a.q = make_view(q.data(), DType::fp32, {1, Sq, 1, D});
+    a.o = make_view(o.data(), DType::fp32, {1, Sq, 1, D});
+    a.k = make_view(kv.data(), DType::fp32, {1, Sk, 1, D});
+    a.k.stride[0] = Sk * row_stride, a.k.stride[1] = row_stride, a.k.stride[2] = D;
+    a.v = a.k;
+    ASSERT_EQ(attention(a), Backend::cpu) << "row stride " << row_stride;
+    for (int i = 0; i < Sq; ++i) {  // float64 softmax(q k^T / sqrt(D)) v through the same strides
+      std::vector<double> s(Sk);
+      double m = -1e300, l = 0;
+      for (int j = 0; j < Sk; ++j) {
+        s[j] = 0;
+        for (int d = 0; d < D; ++d) s[j] += double(q[i * D + d]) * kv[j * row_stride + d];
+        s[j] /= std::sqrt(double(D));
+        m = std::max(m, s[j]);
+      }
+      for (int j = 0; j < Sk; ++j) l += std::exp(s[j] - m);
+      for (int d = 0; d < D; ++d) {
+        double want = 0;
+        for (int j = 0; j < Sk; ++j) want += std::exp(s[j] - m) / l * kv[j * row_stride + d];
+        EXPECT_NEAR(o[i * D + d], want, 2e-5) << "row stride " << row_stride << " query " << i << " column " << d;
+      }
+    }
+  }
+}
+
 // Softcap 1e-40 (every score within 1e-40 of 0: uniform weights), softcap 3e38 (tanh is the
 // identity at these scores) and a scale of 1e38 (one key takes all the weight; the LSE
 // passes FLT_MAX) are computed, not turned into NaN or empty rows.
@@ -361,6 +397,20 @@ TEST(CpuNumerics, ThreadCountIsHonoured) {
     if (first.empty()) first = o;
     EXPECT_EQ(o, first) << "results depend on the thread count (" << threads << ")";
   }
+  // A count beyond the machine is capped (a team of thousands can fail to start and end the
+  // process), with the same results.
+  AttentionArgs huge = reference::bind(s, t);
+  huge.num_threads = std::numeric_limits<int>::max();
+  ASSERT_EQ(attention(huge), Backend::cpu);
+  EXPECT_GE(detail::cpu::last_team_size(), 1);
+  EXPECT_LE(detail::cpu::last_team_size(), 20);  // the items
+  std::vector<double> o_huge(t.o.numel());
+  for (std::int64_t n = 0; n < t.o.numel(); ++n) o_huge[n] = t.o.get(t.o.logical_to_storage(n));
+  EXPECT_EQ(o_huge, first);
+  const int cap = detail::cpu::resolve_thread_count(std::numeric_limits<int>::max(), std::int64_t(1) << 40);
+  EXPECT_GE(cap, 1);
+  const int default_team = detail::cpu::resolve_thread_count(0, std::int64_t(1) << 40);
+  EXPECT_LE(cap, std::max(4 * static_cast<int>(std::thread::hardware_concurrency()), default_team));
   // Decode takes the count too.
   ProblemSpec d = small_spec(DType::bf16, 1, 500);
   d.batch = 4; d.heads_q = 8; d.heads_kv = 2; d.use_seqlens_k = true; d.k_lens = {500, 3, 250, 1};
