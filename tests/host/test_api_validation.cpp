@@ -38,8 +38,20 @@ class Validation : public ::testing::Test {
     Rng rng(7);
     t = reference::make_tensors(spec, rng);
     args = reference::bind(spec, t);
+    remember_outputs();
+  }
+
+  // What o and lse hold now: expect_error checks that a refused call left them so.
+  void remember_outputs() {
     o_before.assign(static_cast<const char*>(t.o.data()), static_cast<const char*>(t.o.data()) + t.o.storage_bytes());
     lse_before.assign(static_cast<const char*>(t.lse.data()), static_cast<const char*>(t.lse.data()) + t.lse.storage_bytes());
+  }
+
+  // Paged K/V of pages of 4 keys, sequences of 9 and 13 keys, two spare pages.
+  static ProblemSpec paged_spec() {
+    ProblemSpec s = default_spec();
+    s.kv = KvLayout::paged; s.page_size = 4; s.k_lens = {9, 13}; s.spare_pages = 2;
+    return s;
   }
 
   // Runs f, expecting an ArgumentError for `arg` whose message contains `fragment`; then
@@ -400,8 +412,7 @@ TEST_F(Validation, CuSeqlens) {
   build(s);
   ASSERT_EQ(attention(args), Backend::cpu);  // valid, zero-length sequences included
   t.o.poison(); t.lse.poison();
-  o_before.assign(static_cast<const char*>(t.o.data()), static_cast<const char*>(t.o.data()) + t.o.storage_bytes());
-  lse_before.assign(static_cast<const char*>(t.lse.data()), static_cast<const char*>(t.lse.data()) + t.lse.storage_bytes());
+  remember_outputs();
 
   std::int32_t* cu = t.cu_seqlens_q.i32();  // {0, 4, 4, 9}
   cu[0] = 1;  // the rows before the first offset would never be written
@@ -432,13 +443,10 @@ TEST_F(Validation, CuSeqlens) {
 }
 
 TEST_F(Validation, PagedAndSeqlensK) {
-  ProblemSpec s = default_spec();
-  s.kv = KvLayout::paged; s.page_size = 4; s.k_lens = {9, 13}; s.spare_pages = 2;
-  build(s);
+  build(paged_spec());
   ASSERT_EQ(attention(args), Backend::cpu);
   t.o.poison(); t.lse.poison();
-  o_before.assign(static_cast<const char*>(t.o.data()), static_cast<const char*>(t.o.data()) + t.o.storage_bytes());
-  lse_before.assign(static_cast<const char*>(t.lse.data()), static_cast<const char*>(t.lse.data()) + t.lse.storage_bytes());
+  remember_outputs();
 
   const int pool = static_cast<int>(t.k.shape()[0]);
   const int cols = static_cast<int>(t.page_table.shape()[1]);
@@ -496,9 +504,7 @@ TEST_F(Validation, AuditedInputs) {
 // A page table whose row stride steps over memory that is not the caller's: validation reads
 // only the rows' own entries (it copied the whole span, and a stride of 2^40 asked for 4 TB).
 TEST_F(Validation, PageTableRowsAreReadOneByOne) {
-  ProblemSpec s = default_spec();
-  s.kv = KvLayout::paged; s.page_size = 4; s.k_lens = {9, 13}; s.spare_pages = 2;
-  build(s);
+  build(paged_spec());
   ASSERT_EQ(attention(args), Backend::cpu);
   const reference::RowResults want = reference::gather_output(spec, t, reference::all_rows(spec));
   const std::int64_t cols = t.page_table.shape()[1];
@@ -515,8 +521,7 @@ TEST_F(Validation, PageTableRowsAreReadOneByOne) {
   t.o.poison();
   ASSERT_EQ(attention(a), Backend::cpu);
   EXPECT_EQ(reference::gather_output(spec, t, reference::all_rows(spec)).o, want.o);
-  o_before.assign(static_cast<const char*>(t.o.data()), static_cast<const char*>(t.o.data()) + t.o.storage_bytes());
-  lse_before.assign(static_cast<const char*>(t.lse.data()), static_cast<const char*>(t.lse.data()) + t.lse.storage_bytes());
+  remember_outputs();
   table[far + 1] = 999;  // a page sequence 1 uses, outside the pool: found in the far row
   expect_attention_error(a, "page_table[1][1]", "outside the pool");
   a.page_table.stride[0] = std::int64_t(1) << 40;  // metadata only: never dereferenced
@@ -563,8 +568,7 @@ TEST_F(Validation, DecodePlanAndArguments) {
   DecodeArgs args_d = reference::bind_decode(s, t);
   EXPECT_EQ(decode(plan, args_d), Backend::cpu);
   t.o.poison(); t.lse.poison();
-  o_before.assign(static_cast<const char*>(t.o.data()), static_cast<const char*>(t.o.data()) + t.o.storage_bytes());
-  lse_before.assign(static_cast<const char*>(t.lse.data()), static_cast<const char*>(t.lse.data()) + t.lse.storage_bytes());
+  remember_outputs();
 
   DecodeArgs a = args_d;
   a.q.shape[1] = 3;
