@@ -45,7 +45,7 @@ const CLI::Validator& decimal_int64() {
         text = std::to_string(value);  // no leading zeros left for CLI11 to read as octal
         return {};
       },
-      "INT");
+      "");
   return validator;
 }
 

@@ -133,30 +133,39 @@ std::string today() {
 
 namespace {
 
-// --out is checked before the run, without touching an existing file: a run that is stopped
-// or fails leaves the previous results as they were.
+// Whether --out names a regular file or nothing yet (not following a symbolic link): only such
+// a path is written through a temporary file renamed over it. Anything else (a pipe, a device,
+// /dev/stdout, a link) is written in place, once, at the end.
+bool replaceable(const std::string& path) {
+  const auto status = std::filesystem::symlink_status(path);
+  return status.type() == std::filesystem::file_type::not_found || std::filesystem::is_regular_file(status);
+}
+
+// --out is checked before the run without touching an existing file (a run that is stopped or
+// fails leaves the previous results as they were) and without opening a pipe or a device.
 void check_writable(const std::string& path) {
+  if (!replaceable(path)) return;  // opened once, at the end
   const bool existed = std::filesystem::exists(path);
   if (!std::ofstream(path, std::ios::app)) throw UsageError("--out: cannot write '" + path + "'");
   if (!existed) std::filesystem::remove(path);
 }
 
-// The results replace --out only once all of them are written: through a temporary file beside
-// it, renamed over it. A path that is not a regular file (a pipe, /dev/stdout) is written in
-// place. Either way a failed write (a full disk) is an error naming --out, not a success.
+// The results replace a regular --out only once all of them are written: through a temporary
+// file beside it, renamed over it. Either way a failed write (a full disk) is an error naming
+// --out, not a success.
 void write_results(const std::string& path, const std::string& text) {
-  const bool regular = !std::filesystem::exists(path) || std::filesystem::is_regular_file(path);
-  const std::string target = regular ? path + ".partial" : path;
+  const bool replace = replaceable(path);
+  const std::string target = replace ? path + ".partial" : path;
   {
     std::ofstream file(target, std::ios::trunc);
     file << text;
     file.flush();
     if (!file) {
-      if (regular) std::filesystem::remove(target);
+      if (replace) std::filesystem::remove(target);
       throw std::runtime_error("--out: writing '" + target + "' failed");
     }
   }
-  if (regular) std::filesystem::rename(target, path);
+  if (replace) std::filesystem::rename(target, path);
 }
 
 }  // namespace
@@ -167,7 +176,7 @@ CLI::App* add_bench_command(CLI::App& app, BenchOptions& o) {
   bench->add_option("--out", o.out, "write the JSON results to FILE ('-': stdout, the table then goes to stderr)")
       ->type_name("FILE")
       ->check(CLI::Validator([](std::string& name) { return name.empty() ? std::string("empty file name") : std::string(); },
-                             "FILE"));
+                             ""));
   add_backend_option(*bench, o.backend);
   CLI::Option* quick = bench->add_flag("--quick", o.quick, "the quick subset (the default on the CPU)");
   CLI::Option* full = bench->add_flag("--full", o.full, "the whole grid (the default on the GPU)");

@@ -492,7 +492,8 @@ def _cache_rows_by_index(k_cache: Any, v_cache: Any, cache_batch_idx: Any) -> tu
     per_row = seqlen_cache // page_size
     if _is_torch(cache_batch_idx):
         steps = torch.arange(per_row, dtype=torch.int64, device=cache_batch_idx.device)
-        table = _saturated_int32(cache_batch_idx.to(torch.int64)[:, None] * per_row + steps[None, :])
+        index = _saturated_int32(cache_batch_idx).to(torch.int64)  # (bounded first: no int64 wrap below)
+        table = _saturated_int32(index[:, None] * per_row + steps[None, :])
     else:
         first = np.asarray(cache_batch_idx, dtype=np.int32)[:, None] * per_row
         table = first + np.arange(per_row, dtype=np.int32)[None, :]

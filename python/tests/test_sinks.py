@@ -97,6 +97,21 @@ def test_cpu_infinite_sinks_take_their_limits():
     assert_lse_close(lse, lse_ref, 1e-3)
 
 
+def test_cpu_nan_sink_gives_its_head_nan_rows():
+    """A NaN sink is read by every row of its head, rows without keys included (the NaN rule);
+    the other heads are unaffected."""
+    rng = np.random.default_rng(8)
+    q = rng.standard_normal((1, 10, 4, 16)).astype(np.float32)
+    k = rng.standard_normal((1, 4, 4, 16)).astype(np.float32)
+    sinks = np.array([0.5, np.nan, 1.5, -1.0], dtype=np.float32)
+    o, lse = flashbuf.attention(q, k, k, causal=True, return_lse=True, sinks=sinks)  # rows 0..5 see no key
+    assert np.all(np.isnan(o[0, :, 1])) and np.all(np.isnan(lse[0, 1]))
+    keep = [0, 2, 3]
+    o_ref, lse_ref = join_sinks(*ref.attention(q, k, k, causal=True), np.nan_to_num(sinks))
+    assert_close(o[:, :, keep], o_ref[:, :, keep], ref.tolerance("fp32"))
+    assert_lse_close(lse[:, keep], lse_ref[:, keep], 1e-3)
+
+
 @pytest.mark.parametrize("page_size", [0, 4])
 def test_cpu_decode_plan_run_with_sinks(page_size):
     rng = np.random.default_rng(3)
@@ -275,6 +290,26 @@ def test_cuda_decode_infinite_sinks():
     o_ref, lse_ref = join_sinks(*ref.attention(q, k, v, seqlens_k=seqlens), sinks.cpu().numpy())
     assert_close(o, o_ref, ref.tolerance("bf16"))
     assert_lse_close(lse.cpu(), lse_ref, 1e-2)
+
+
+@cuda
+def test_cuda_nan_sink_gives_its_head_nan_rows():
+    """Prefill (rows without keys included) and decode, split and not: a NaN sink's head is NaN,
+    the other heads are as with a finite sink."""
+    d = _built_d()
+    q, k = _cuda_randn(1, 100, 8, d), _cuda_randn(1, 40, 8, d)
+    sinks = _cuda_sinks(8)
+    sinks[5] = float("nan")
+    o, lse = flashbuf.attention(q, k, k, causal=True, return_lse=True, sinks=sinks)
+    assert torch.isnan(o[0, :, 5]).all() and torch.isnan(lse[0, 5]).all()
+    assert not torch.isnan(o[0, :, :5]).any() and not torch.isnan(lse[0, :5]).any()
+    b, hq, hkv, smax = 3, 8, 2, 4096
+    plan = flashbuf.DecodePlan(b, 1, hq, hkv, d, d, smax, 0, dtype=torch.bfloat16, device="cuda")
+    qd, kc, vc = _cuda_randn(b, 1, hq, d), _cuda_randn(b, smax, hkv, d), _cuda_randn(b, smax, hkv, d)
+    seqlens = torch.tensor([4096, 0, 700], dtype=torch.int32, device="cuda")
+    o, lse = plan.run(qd, kc, vc, seqlens, None, return_lse=True, sinks=sinks)
+    assert torch.isnan(o[:, :, 5]).all() and torch.isnan(lse[:, 5]).all()
+    assert not torch.isnan(o[:, :, :5]).any() and not torch.isnan(lse[:, :5]).any()
 
 
 @cuda

@@ -450,8 +450,8 @@ class BlockedAttention {
         float factor = 0.0f;
         if (lse != lse) {
           factor = 1.0f;  // stays NaN
-        } else if (lse == std::numeric_limits<float>::infinity()) {
-          factor = 1.0f;  // the row's own mass dominates any finite sink
+        } else if (lse == std::numeric_limits<float>::infinity() && sink == sink) {
+          factor = 1.0f;  // the row's own mass dominates any finite sink (a NaN one: apply_sink)
         } else {
           factor = apply_sink(lse, sink, lse);
         }

@@ -66,6 +66,16 @@ if ! grep -qF '"earlier": true' "$previous"; then
   failures=$((failures + 1))
 fi
 rm -f "$previous"
+# A symbolic link is written through, not replaced by a file of its own.
+dir=$(mktemp -d)
+echo old >"$dir/real.json"
+ln -s real.json "$dir/link.json"
+expect 0 err "wrote" -- bench --backend cpu --kind decode --quick --out "$dir/link.json"
+if [ ! -L "$dir/link.json" ] || ! grep -qF '"rows"' "$dir/real.json"; then
+  echo "FAIL: bench --out replaced a symbolic link instead of writing through it" >&2
+  failures=$((failures + 1))
+fi
+rm -rf "$dir"
 
 if [ "$failures" -ne 0 ]; then
   echo "$failures command-line convention(s) broken" >&2

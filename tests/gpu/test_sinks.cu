@@ -657,6 +657,13 @@ TEST_P(SinksPrefill, NaNQueryOrKeyGivesNaNRow) {
     EXPECT_TRUE(nan_rows_and_the_rest(
         s, t2, [&](const RowId& r) { return r.b == 0 && r.h / group == 1 && r.i + shift >= 100; }, sinks));
   }
+  // A NaN sink is read by every row of its head, rows without keys included (causal 100 x 40).
+  ProblemSpec s = prefill_spec(dims.front(), 100, 40, Mask::causal());
+  AttentionTensors t = make_tensors(s, rng);
+  std::vector<float> sinks = random_sinks(s.heads_q, rng, -2.0, 4.0);
+  sinks[3] = static_cast<float>(kNaN);
+  ASSERT_TRUE(run_prefill(s, t, backend(), sinks));
+  EXPECT_TRUE(nan_rows_and_the_rest(s, t, [](const RowId& r) { return r.h == 3; }, sinks));
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, SinksPrefill, ::testing::Values(Backend::sm80, Backend::sm90), backend_param_name);
@@ -823,6 +830,19 @@ TEST_F(SinksDecode, NaNQueryOrKeyGivesNaNRow) {
       // Query token i of sequence 0 sits at key 498 + i and sees keys [370 + i, 498 + i].
       EXPECT_TRUE(nan_rows_and_the_rest(s, t2, [&](const RowId& r) { return r.b == 0 && r.h < 8; }, sinks));
     }
+  }
+  // A NaN sink is read by every row of its head: split or not, and in a sequence without keys
+  // (whose parts are all empty).
+  ProblemSpec e = decode_spec(dims.front(), 1, {1000, 0, 17}, 8, 2);
+  std::vector<float> sinks = random_sinks(e.heads_q, rng, -2.0, 4.0);
+  sinks[3] = static_cast<float>(kNaN);
+  AttentionTensors t = make_tensors(e, rng);
+  for (const SplitRun run : kSplitRuns) {
+    SCOPED_TRACE(run.describe());
+    t.o.poison();
+    t.lse.poison();
+    if (run_decode(e, t, run, sinks) != DecodeOutcome::ran) continue;
+    EXPECT_TRUE(nan_rows_and_the_rest(e, t, [](const RowId& r) { return r.h == 3; }, sinks));
   }
 }
 

@@ -210,7 +210,7 @@ void check_merge_partials(std::mt19937& rng) {
 
 // Infinite sinks take the formula's limits in both forms, where the formula itself would give
 // e^(inf - inf): -inf adds nothing (also to a row without keys), +inf takes all the weight
-// (o = 0, lse = +inf). A NaN LSE stays NaN.
+// (o = 0, lse = +inf). A NaN LSE stays NaN, and a NaN sink makes both NaN.
 TEST(CoreSoftmax, InfiniteSinksTakeTheFormulasLimits) {
   const float nan = __builtin_nanf("");
   float lse = 0.0f;
@@ -224,10 +224,16 @@ TEST(CoreSoftmax, InfiniteSinksTakeTheFormulasLimits) {
   EXPECT_EQ(lse, kNegInf);
   apply_sink(nan, kPosInf, lse);
   EXPECT_TRUE(std::isnan(lse));
+  // A NaN sink: NaN o and lse, in rows with and without keys (the NaN rule).
+  for (float row_lse : {2.5f, kNegInf, kPosInf}) {
+    EXPECT_TRUE(std::isnan(apply_sink(row_lse, nan, lse))) << row_lse;
+    EXPECT_TRUE(std::isnan(lse)) << row_lse;
+  }
   // In the row's scale (base-2 max m): the sink's term, for a row with keys and one without.
   for (float max_log2 : {3.0f, kNegInf}) {
     EXPECT_EQ(sink_weight_log2(kNegInf, max_log2), 0.0f) << max_log2;
     EXPECT_EQ(sink_weight_log2(kPosInf, max_log2), kPosInf) << max_log2;
+    EXPECT_TRUE(std::isnan(sink_weight_log2(nan, max_log2))) << max_log2;
   }
 }
 

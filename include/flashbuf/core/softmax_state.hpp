@@ -106,9 +106,14 @@ FLASHBUF_HOST_DEVICE inline void merge_partials(const T* o_a, float lse_a, const
 // A row that saw no key (lse = -inf) gets o' = 0 and lse' = sink. A NaN lse stays NaN.
 // Infinite sinks take the formula's limits: -inf adds nothing; +inf takes all the weight, so
 // o' = 0 and lse' = +inf (where the formula's e^(sink - max(lse, sink)) is e^(inf - inf), NaN).
-// Returns the factor o is multiplied by; writes lse'. `sink` is natural-log, in the units of
-// the scaled, soft-capped scores.
+// A NaN sink is read by every row of its head: NaN o' and lse', with or without keys (the
+// NaN rule). Returns the factor o is multiplied by; writes lse'. `sink` is natural-log, in the
+// units of the scaled, soft-capped scores.
 FLASHBUF_HOST_DEVICE inline float apply_sink(float lse, float sink, float& lse_out) {
+  if (sink != sink) {
+    lse_out = sink;
+    return sink;
+  }
   if (lse == kNegInf || (sink == kPosInf && lse == lse)) {
     lse_out = sink;
     return 0.0f;
@@ -128,10 +133,10 @@ FLASHBUF_HOST_DEVICE inline float apply_sink(float lse, float sink, float& lse_o
 // lse = m' + ln l, at one exponential where forming lse and apply_sink take two logarithms, two
 // exponentials and a division. A row that saw no key (m = -inf, l = 0) gets an infinite
 // denominator, so o = 0; its LSE, and every LSE, comes from apply_sink. A sink of -inf weighs
-// 0, also in a row without keys: there the exponent is -inf + inf, NaN, which math_max turns
-// into -inf. The row's denominator stays 0, which the kernels' inverse maps to o = 0.
+// 0, also in a row without keys (where the exponent would be -inf + inf, NaN): that row's
+// denominator stays 0, which the kernels' inverse maps to o = 0. A NaN sink weighs NaN.
 FLASHBUF_HOST_DEVICE inline float sink_weight_log2(float sink, float max_log2) {
-  return math_exp2(math_max(sink * kLog2e - max_log2, kNegInf));
+  return sink == kNegInf ? 0.0f : math_exp2(sink * kLog2e - max_log2);
 }
 
 }  // namespace flashbuf

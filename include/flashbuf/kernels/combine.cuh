@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(kThreads, 4) combine_kernel(const __grid_const
     nan_part |= l != l;
   }
   mx = warp_max(mx);
-  const bool nan_row = __any_sync(0xffffffffu, nan_part);
+  const bool nan_row = __any_sync(0xffffffffu, nan_part) || sink != sink;  // a NaN sink: the NaN rule
   if (nan_row || !(mx > kNegInf)) {
     // A NaN part: O = NaN, LSE = NaN. Every part empty: O = 0, LSE = -inf (the sink with sinks).
     float fill[kVec];
