@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <atomic>
 #include <charconv>
-#include <string>
-#include <system_error>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <string>
+#include <system_error>
 #include <thread>
 
 #include <CLI/CLI.hpp>

@@ -9,8 +9,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -128,10 +128,6 @@ std::string today() {
   std::strftime(buf, sizeof buf, "%Y-%m-%d", std::gmtime(&now));
   return buf;
 }
-
-}  // namespace
-
-namespace {
 
 // Whether --out names a regular file or nothing yet (not following a symbolic link): only such
 // a path is written through a temporary file renamed over it. Anything else (a pipe, a device,
