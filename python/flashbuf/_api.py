@@ -390,7 +390,6 @@ class DecodePlan:
                               workspace, *scalars, 0, sinks=sinks_in, check_inputs=check_inputs)
         return (o, lse) if return_lse else o
 
-
     def _check(self, q: Array, k: Array, v: Array, seqlens_k: Array, page_table: Array | None = None, *,
                causal: bool = False, window: Window | None = (-1, -1), softcap: float = 0.0,
                scale: float | None = None, sinks: Array | None = None) -> None:

@@ -276,16 +276,23 @@ def test_cuda_decode_sinks(page_size, q_per_seq):
         assert np.max(np.abs(lse.cpu().numpy() - lse_ref)) <= 1e-2
 
 
+def _cuda_decode_with_sinks(sinks, d=128):
+    """One decode step of 8/2 heads over three sequences of 4096 keys (split), none and 700, with
+    `sinks`: (o, lse) and the step's q, k, v, seqlens_k."""
+    b, hq, hkv, smax = 3, 8, 2, 4096
+    plan = flashbuf.DecodePlan(b, 1, hq, hkv, d, d, smax, 0, dtype=torch.bfloat16, device="cuda")
+    q, k, v = _cuda_randn(b, 1, hq, d), _cuda_randn(b, smax, hkv, d), _cuda_randn(b, smax, hkv, d)
+    seqlens = torch.tensor([4096, 0, 700], dtype=torch.int32, device="cuda")
+    o, lse = plan.run(q, k, v, seqlens, None, return_lse=True, sinks=sinks)
+    return o, lse, (q, k, v, seqlens)
+
+
 @cuda
 def test_cuda_decode_infinite_sinks():
     """Split and unsplit rows (4096 keys, none, 700) with sinks of -inf, +inf and 1.5: the limits
     hold after the splits' merge as in one pass."""
-    b, hq, hkv, d, smax = 3, 8, 2, 128, 4096
-    plan = flashbuf.DecodePlan(b, 1, hq, hkv, d, d, smax, 0, dtype=torch.bfloat16, device="cuda")
-    q, k, v = _cuda_randn(b, 1, hq, d), _cuda_randn(b, smax, hkv, d), _cuda_randn(b, smax, hkv, d)
-    seqlens = torch.tensor([4096, 0, 700], dtype=torch.int32, device="cuda")
     sinks = torch.tensor(INFINITE_SINKS * 2, dtype=torch.float32, device="cuda")
-    o, lse = plan.run(q, k, v, seqlens, None, return_lse=True, sinks=sinks)
+    o, lse, (q, k, v, seqlens) = _cuda_decode_with_sinks(sinks)
     assert torch.all(o[:, :, 1::4] == 0) and torch.all(lse[:, 1::4] == float("inf"))
     o_ref, lse_ref = join_sinks(*ref.attention(q, k, v, seqlens_k=seqlens), sinks.cpu().numpy())
     assert_close(o, o_ref, ref.tolerance("bf16"))
@@ -303,11 +310,7 @@ def test_cuda_nan_sink_gives_its_head_nan_rows():
     o, lse = flashbuf.attention(q, k, k, causal=True, return_lse=True, sinks=sinks)
     assert torch.isnan(o[0, :, 5]).all() and torch.isnan(lse[0, 5]).all()
     assert not torch.isnan(o[0, :, :5]).any() and not torch.isnan(lse[0, :5]).any()
-    b, hq, hkv, smax = 3, 8, 2, 4096
-    plan = flashbuf.DecodePlan(b, 1, hq, hkv, d, d, smax, 0, dtype=torch.bfloat16, device="cuda")
-    qd, kc, vc = _cuda_randn(b, 1, hq, d), _cuda_randn(b, smax, hkv, d), _cuda_randn(b, smax, hkv, d)
-    seqlens = torch.tensor([4096, 0, 700], dtype=torch.int32, device="cuda")
-    o, lse = plan.run(qd, kc, vc, seqlens, None, return_lse=True, sinks=sinks)
+    o, lse, _ = _cuda_decode_with_sinks(sinks, d)
     assert torch.isnan(o[:, :, 5]).all() and torch.isnan(lse[:, 5]).all()
     assert not torch.isnan(o[:, :, :5]).any() and not torch.isnan(lse[:, :5]).any()
 
