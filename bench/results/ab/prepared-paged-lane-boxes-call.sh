@@ -25,10 +25,16 @@ for t in $L2 $L1; do B=$T/$t/build-ab/tests/flashbuf_gpu_tests
 B=$T/$L2/build-ab/tests/flashbuf_gpu_tests
 timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 $B --gtest_filter='Kernels/PrefillGpu.PagedRowsWithoutKeysAreNeverRead/sm90' --gtest_brief=1 > $O/san-$L2-never-read.log 2>&1
 echo "$L2 memcheck never-read exit $?"; el san
+R=$PWD
+# The CUDA Python tests of the sinks and the drop-ins on main's package (its bf16 D 64/128/256
+# prefill and D 128 decode: what these files use).
+(cd /tmp && PYTHONPATH=/tmp/ab-pkg-base timeout 80 python3 -X faulthandler -m pytest -q -rs -p no:cacheprovider \
+   --rootdir $R $R/python/tests/test_sinks.py $R/python/tests/test_compat_gpu.py) > $O/pytest.log 2>&1
+echo "pytest exit $?: $(tail -1 $O/pytest.log)"; grep -E "^(FAILED|ERROR)" $O/pytest.log | head; el pytest
+(cd $OUT && tar czf c.tgz c)
 # Stop 61's question on the serving grid's six mixed lengths (0.957 FA4): does the walk's
 # longest-first order cost L2 hits? L2 hit rate and DRAM bytes of main's kernel on that batch
 # and on the batch form of its longest length (same heads), one launch each.
-R=$PWD
 for s in varlen:4096,512,2048,37,8000,1500 8192; do
   (cd /tmp && PYTHONPATH=/tmp/ab-pkg-base timeout 45 ncu --metrics \
      lts__t_sector_hit_rate.pct,dram__bytes_read.sum,gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed \
