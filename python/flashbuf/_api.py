@@ -135,7 +135,7 @@ def attention(q: Array, k: Array, v: Array, *, causal: bool = False, window: Win
                 _, lse_shape = attention_output_shapes(q.shape, v.shape)  # operator's fake checks the rest
             else:
                 tensors = (q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table)
-                _, lse_shape = _torch_ops._attention_shapes(tensors, scalars, fake=False, sinks=sinks)
+                _, lse_shape = _torch_ops._attention_shapes(tensors, scalars, metadata_only=True, sinks=sinks)
             lse = q.new_empty(lse_shape, dtype=torch.float32)
         torch.ops.flashbuf.attention_out(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table,
                                          *scalars, backend, sinks, check_inputs)
@@ -180,8 +180,8 @@ def _check_attention(q: Array, k: Array, v: Array, *, causal: bool = False, wind
     scalars = _attention_scalars(causal, window, softcap, scale, max_seqlen_q, max_seqlen_k)
     if _is_torch(q):
         _check_named(q=q, k=k, v=v, seqlens_k=seqlens_k, page_table=page_table, sinks=sinks)
-        _torch_ops._attention_shapes((q, k, v, None, None, seqlens_k, page_table), scalars, fake=_compiling(),
-                                     sinks=sinks)
+        _torch_ops._attention_shapes((q, k, v, None, None, seqlens_k, page_table), scalars,
+                                     metadata_only=_compiling(), sinks=sinks)
         return
     inputs = (_np_in("q", q), _np_in("k", k), _np_in("v", v), None, None, _np_in("seqlens_k", seqlens_k),
               _np_in("page_table", page_table))
@@ -399,7 +399,7 @@ class DecodePlan:
         if _is_torch(q):
             _check_named(q=q, k=k, v=v, seqlens_k=seqlens_k, page_table=page_table, sinks=sinks)
             _torch_ops._decode_shapes((q, k, v, seqlens_k, page_table), list(self._plan), scalars,
-                                      fake=_compiling(), sinks=sinks)
+                                      metadata_only=_compiling(), sinks=sinks)
             return
         inputs = (_np_in("q", q), _np_in("k", k), _np_in("v", v), _np_in("seqlens_k", seqlens_k),
                   _np_in("page_table", page_table))

@@ -81,12 +81,16 @@ def _empty_outputs(like: Tensor, shapes, return_lse: bool) -> tuple[Tensor, Tens
 _ATTENTION_INPUTS = ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k", "seqlens_k", "page_table")
 
 
-def _attention_shapes(tensors, scalars, fake: bool, sinks=None):
-    """(o shape, lse shape), after the library checked every input: the operators allocate
-    only then. Fake tensors go as metadata descriptions (nothing is dereferenced)."""
-    convert = _describe if fake else _arg
+def _attention_shapes(tensors, scalars, metadata_only: bool, sinks=None):
+    """(o shape, lse shape), after the library checked the inputs: the operators allocate only
+    then. metadata_only: the checks of shapes, strides, dtypes and devices alone, from
+    descriptions (nothing is dereferenced), which is all the shapes depend on; the operators
+    take these, since the run checks everything again before it launches or writes (a second
+    DLPack export of every tensor, and with check_inputs a second copy of the index tensors,
+    would only repeat it). The full checks are for a caller that writes before the run."""
+    convert = _describe if metadata_only else _arg
     inputs = [convert(name, t) for name, t in zip(_ATTENTION_INPUTS, tensors)]
-    return _C.attention_shapes(*inputs, *scalars, sinks=convert("sinks", sinks), metadata_only=fake)
+    return _C.attention_shapes(*inputs, *scalars, sinks=convert("sinks", sinks), metadata_only=metadata_only)
 
 
 def _run_attention(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table, max_seqlen_q,
@@ -108,8 +112,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor], c
               return_lse: bool, backend: str = "auto", sinks: Optional[Tensor] = None,
               check_inputs: bool = False) -> tuple[Tensor, Tensor]:
     scalars = (max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap)
-    shapes = _attention_shapes((q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table), scalars, fake=False,
-                               sinks=sinks)
+    shapes = _attention_shapes((q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table), scalars,
+                               metadata_only=True, sinks=sinks)
     o, lse = _empty_outputs(q, shapes, return_lse)
     _run_attention(q, k, v, o, lse if return_lse else None, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table,
                    max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap, backend,
@@ -121,8 +125,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor], c
 def _(q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table, max_seqlen_q, max_seqlen_k, softmax_scale,
       causal, window_left, window_right, softcap, return_lse, backend="auto", sinks=None, check_inputs=False):
     scalars = (max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap)
-    shapes = _attention_shapes((q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table), scalars, fake=True,
-                               sinks=sinks)
+    shapes = _attention_shapes((q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table), scalars,
+                               metadata_only=True, sinks=sinks)
     return _empty_outputs(q, shapes, return_lse)
 
 
@@ -142,7 +146,7 @@ def _(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table, max_
       softmax_scale, causal, window_left, window_right, softcap, backend="auto", sinks=None, check_inputs=False):
     scalars = (max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap)
     o_shape, lse_shape = _attention_shapes((q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table), scalars,
-                                           fake=True, sinks=sinks)
+                                           metadata_only=True, sinks=sinks)
     if tuple(out.shape) != tuple(o_shape):
         raise ValueError(f"o: expected shape {tuple(o_shape)}, got {tuple(out.shape)}")
     if lse is not None and tuple(lse.shape) != tuple(lse_shape):
@@ -155,10 +159,11 @@ def _(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table, max_
 _DECODE_INPUTS = ("q", "k", "v", "seqlens_k", "page_table")
 
 
-def _decode_shapes(tensors, plan, scalars, fake: bool, sinks=None):
-    convert = _describe if fake else _arg
+def _decode_shapes(tensors, plan, scalars, metadata_only: bool, sinks=None):
+    """(o shape, lse shape) of a decode run, as _attention_shapes."""
+    convert = _describe if metadata_only else _arg
     inputs = [convert(name, t) for name, t in zip(_DECODE_INPUTS, tensors)]
-    return _C.decode_shapes(plan, *inputs, *scalars, sinks=convert("sinks", sinks), metadata_only=fake)
+    return _C.decode_shapes(plan, *inputs, *scalars, sinks=convert("sinks", sinks), metadata_only=metadata_only)
 
 
 @torch.library.custom_op("flashbuf::decode", mutates_args=("workspace",))
@@ -167,7 +172,7 @@ def decode(q: Tensor, k: Tensor, v: Tensor, seqlens_k: Optional[Tensor], page_ta
            window_right: int, softcap: float, return_lse: bool, sinks: Optional[Tensor] = None,
            check_inputs: bool = False) -> tuple[Tensor, Tensor]:
     scalars = (softmax_scale, causal, window_left, window_right, softcap)
-    shapes = _decode_shapes((q, k, v, seqlens_k, page_table), plan, scalars, fake=False, sinks=sinks)
+    shapes = _decode_shapes((q, k, v, seqlens_k, page_table), plan, scalars, metadata_only=True, sinks=sinks)
     o, lse = _empty_outputs(q, shapes, return_lse)
     with _on_device(q):
         _C.decode(plan, _arg("q", q), _arg("k", k), _arg("v", v), _arg("seqlens_k", seqlens_k),
@@ -182,28 +187,27 @@ def decode(q: Tensor, k: Tensor, v: Tensor, seqlens_k: Optional[Tensor], page_ta
 def _(q, k, v, seqlens_k, page_table, workspace, plan, softmax_scale, causal, window_left, window_right, softcap,
       return_lse, sinks=None, check_inputs=False):
     scalars = (softmax_scale, causal, window_left, window_right, softcap)
-    shapes = _decode_shapes((q, k, v, seqlens_k, page_table), plan, scalars, fake=True, sinks=sinks)
+    shapes = _decode_shapes((q, k, v, seqlens_k, page_table), plan, scalars, metadata_only=True, sinks=sinks)
     return _empty_outputs(q, shapes, return_lse)
 
 
 # ---- merge_states -----------------------------------------------------------------------------
 
-def _merge_inputs(o_parts, lse_parts, fake: bool):
+def _merge_inputs(o_parts, lse_parts):
     """(o shape, lse shape) in attention's layouts and the inputs as the C++ contract's views
-    (merge_contract_inputs), after the library checked those views: the operator allocates
-    only then. Fake tensors go as metadata descriptions."""
+    (merge_contract_inputs), after the library checked those views' metadata: the operator
+    allocates only then (the run checks everything again, as _attention_shapes says)."""
     _check("o_parts", o_parts)
     _check("lse_parts", lse_parts)
     shapes = merge_output_shapes(tuple(o_parts.shape), tuple(lse_parts.shape))
     op_view, lp_view = merge_contract_inputs(o_parts.detach(), lse_parts.detach())
-    convert = _describe if fake else _arg
-    _C.merge_shapes(convert("o_parts", op_view), convert("lse_parts", lp_view), metadata_only=fake)
+    _C.merge_shapes(_describe("o_parts", op_view), _describe("lse_parts", lp_view), metadata_only=True)
     return shapes, op_view, lp_view
 
 
 @torch.library.custom_op("flashbuf::merge_states", mutates_args=())
 def merge_states(o_parts: Tensor, lse_parts: Tensor, return_lse: bool) -> tuple[Tensor, Tensor]:
-    shapes, op_view, lp_view = _merge_inputs(o_parts, lse_parts, fake=False)
+    shapes, op_view, lp_view = _merge_inputs(o_parts, lse_parts)
     o, lse = _empty_outputs(o_parts, shapes, return_lse)
     o_view, lse_view, finish = merge_contract_outputs(o, lse if return_lse else None)
     with _on_device(o_parts):
@@ -214,4 +218,4 @@ def merge_states(o_parts: Tensor, lse_parts: Tensor, return_lse: bool) -> tuple[
 
 @merge_states.register_fake
 def _(o_parts, lse_parts, return_lse):
-    return _empty_outputs(o_parts, _merge_inputs(o_parts, lse_parts, fake=True)[0], return_lse)
+    return _empty_outputs(o_parts, _merge_inputs(o_parts, lse_parts)[0], return_lse)
