@@ -1,0 +1,23 @@
+# paged-lane-boxes-small (a paged tile of more than four boxes from two producer warps, a lane a
+# box; fewer, larger boxes from one thread as on main) against main, one call (about 300 s):
+# page 16 should keep paged-lane-boxes2's gain, pages 64 and 128 main's time. Here first:
+#   git checkout main && scripts/ab_trees.sh -p paged-lane-boxes-small && git rev-parse --short HEAD > .commit
+# then run this file with carry [".deps", ".abp", ".commit"] (copy it into .abp/ so that it travels).
+t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
+O=$OUT/c; mkdir -p $O
+source scripts/gpu/device_deps.sh unpack >/dev/null
+export AB_CMAKE_ARGS="-DFLASHBUF_INSTANTIATIONS=bf16_64_64;bf16_128_128;bf16_256_256 -DFLASHBUF_DECODE_INSTANTIATIONS=bf16_128"
+L=paged-lane-boxes-small
+bash scripts/gpu/trees_from_patches.sh base $L >/dev/null; T=/root/ab
+timeout 300 env GPU_TESTS='*Paged*:*Sanitizer*:*Fuzz*:*Sinks*' TEST_SHARDS=16 TEST_TIMEOUT_S=150 AB_TEST_TREES="$L" AB_INTERLEAVE=1 AB_ROUNDS=3 OUT=$O/s scripts/gpu_ab.sh $T/base $T/$L -- --serving --serving-cases paged > $O/ab-serving.log 2>&1
+grep -A3 "tests:" $O/ab-serving.log; grep -A 10 " / base" $O/ab-serving.log; el serving
+(cd $OUT && tar czf c.tgz c)
+for pg in 16 128; do
+  timeout 60 env AB_SKIP_BUILD=1 AB_INTERLEAVE=1 AB_ROUNDS=3 OUT=$O/p$pg scripts/gpu_ab.sh $T/base $T/$L -- --prefill --prefill-page $pg --d 64,128,256 --s 1024,4096 --target-ms 4 --anchors none > $O/ab-paged$pg.log 2>&1
+  grep -A 13 " / base" $O/ab-paged$pg.log; el paged $pg; done
+(cd $OUT && tar czf c.tgz c)
+B=$T/$L/build-ab/tests/flashbuf_gpu_tests
+for tool in memcheck racecheck synccheck; do
+  timeout 35 compute-sanitizer --tool $tool --error-exitcode 9 $B --gtest_filter='Kernels/PrefillGpu.SanitizerSmallCases/sm90' --gtest_brief=1 > $O/san-$tool.log 2>&1
+  echo "$L $tool exit $?"; done; el san
+rm -f $O/*/*.png; cd $OUT && tar czf c.tgz c && rm -rf c && ls -la c.tgz
