@@ -1,6 +1,6 @@
-# The short form of prepared-decode-wide-tiles-call.sh (its tests, A/B and sanitizers, not the knob and merge runs; about 400 s).
+# The short form (tests, A/B, sanitizers; about 400 s) of prepared-decode-wide-tiles-call.sh: decode-wide-tiles (a split of 3 or 4 key tiles in
 # one step: 256-key tiles, 64 keys a warp, through a ring of one stage; the lean kernel, one row
-# tile, D <= 128, grids of one block per SM) against main, one call (about 500-580 s). Here first:
+# tile, D <= 128, grids of one block per SM) against main, one call. Here first:
 #   git checkout main && scripts/ab_trees.sh -p decode-wide-tiles && git rev-parse --short HEAD > .commit
 # then run this file with carry [".deps", ".abp", ".commit"] (copy it into .abp/ so that it travels).
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
