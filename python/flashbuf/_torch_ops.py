@@ -7,8 +7,9 @@ capture record the launch: each operator runs on PyTorch's current stream and al
 outputs through PyTorch's allocator. Tensors reach the C++ library through DLPack without a
 copy. All operators are forward only (no autograd formula is registered).
 
-Every operator asks the library to check its inputs and to size its outputs before it
-allocates anything; the fake functions make the same checks on metadata alone.
+Every operator asks the library to check its inputs' metadata and to size its outputs before
+it allocates anything (the fake functions make the same checks), and the library checks
+everything again before the run launches or writes.
 
   flashbuf::attention       (q, k, v, ..., sinks) -> (o, lse)     lse is empty unless return_lse
   flashbuf::attention_out   same, writing into caller-provided out (and lse)
@@ -86,8 +87,8 @@ def _attention_shapes(tensors, scalars, metadata_only: bool, sinks=None):
     then. metadata_only: the checks of shapes, strides, dtypes and devices alone, from
     descriptions (nothing is dereferenced), which is all the shapes depend on; the operators
     take these, since the run checks everything again before it launches or writes (a second
-    DLPack export of every tensor, and with check_inputs a second copy of the index tensors,
-    would only repeat it). The full checks are for a caller that writes before the run."""
+    DLPack export of every tensor would only repeat it). The full checks are for a caller that
+    writes before the run (flash_attn_with_kvcache's append)."""
     convert = _describe if metadata_only else _arg
     inputs = [convert(name, t) for name, t in zip(_ATTENTION_INPUTS, tensors)]
     return _C.attention_shapes(*inputs, *scalars, sinks=convert("sinks", sinks), metadata_only=metadata_only)
