@@ -1,5 +1,5 @@
 # paged-lane-boxes-small (a paged tile of more than four boxes from two producer warps, a lane a
-# box; fewer, larger boxes from one thread as on main) against main, one call (about 300 s):
+# box; fewer, larger boxes from one thread as on main) against main, one call (about 350 s):
 # page 16 should keep paged-lane-boxes2's gain, pages 64 and 128 main's time. Here first:
 #   git checkout main && scripts/ab_trees.sh -p paged-lane-boxes-small && git rev-parse --short HEAD > .commit
 # then run this file with carry [".deps", ".abp", ".commit"] (copy it into .abp/ so that it travels).
@@ -20,4 +20,10 @@ B=$T/$L/build-ab/tests/flashbuf_gpu_tests
 for tool in memcheck racecheck synccheck; do
   timeout 35 compute-sanitizer --tool $tool --error-exitcode 9 $B --gtest_filter='Kernels/PrefillGpu.SanitizerSmallCases/sm90' --gtest_brief=1 > $O/san-$tool.log 2>&1
   echo "$L $tool exit $?"; done; el san
+# The torch operators on CUDA, bad inputs included, on main's package (outputs now sized from a
+# metadata check; the run checks the rest).
+R=$PWD
+(cd /tmp && PYTHONPATH=/tmp/ab-pkg-base timeout 100 python3 -X faulthandler -m pytest -q -rs -p no:cacheprovider \
+   --rootdir $R $R/python/tests/test_gpu.py $R/python/tests/test_reliability.py $R/python/tests/test_catalogue.py) > $O/pytest.log 2>&1
+echo "pytest exit $?: $(tail -1 $O/pytest.log)"; grep -E "^(FAILED|ERROR)" $O/pytest.log | head; el pytest
 rm -f $O/*/*.png; cd $OUT && tar czf c.tgz c && rm -rf c && ls -la c.tgz
