@@ -2,6 +2,7 @@
 # box; fewer, larger boxes from one thread as on main) against main, one call (about 350 s):
 # page 16 should keep paged-lane-boxes2's gain, pages 64 and 128 main's time. Here first:
 #   git checkout main && scripts/ab_trees.sh -p paged-lane-boxes-small && git rev-parse --short HEAD > .commit
+# (without the branch: mkdir .abp and copy prepared-paged-lane-boxes-small.patch there as paged-lane-boxes-small.patch)
 # then run this file with carry [".deps", ".abp", ".commit"] (copy it into .abp/ so that it travels).
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
 O=$OUT/c; mkdir -p $O
