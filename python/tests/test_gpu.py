@@ -253,6 +253,42 @@ def test_errors_on_cuda():
         plan.run(qd, kd, kd, lens.cpu())
 
 
+def test_strided_cuda_page_table_checked_as_its_view():
+    """check_inputs=True on a CUDA page table that is a slice of a wider one: its rows are read
+    in one pitched copy, entries past the view are never read, a bad entry inside is named by
+    its row and column; a broadcast table (row stride 0) reads the one row every sequence uses."""
+    require_head_dim(torch.bfloat16, 128, 128)
+    b, page, lens_k = 3, 16, [70, 33, 48]
+    pages = -(-max(lens_k) // page)
+    lens = torch.tensor(lens_k, dtype=torch.int32, device=DEV)
+    q = randn(b, 5, 4, 128)
+    kp, vp = randn(b * pages + 2, page, 2, 128), randn(b * pages + 2, page, 2, 128)
+    wide = torch.full((b, 3 * pages), 1 << 30, dtype=torch.int32, device=DEV)  # poison past the view
+    wide[:, :pages] = torch.randperm(b * pages, device=DEV).view(b, pages).to(torch.int32)
+    table = wide[:, :pages]
+    assert not table.is_contiguous()
+    kw = dict(seqlens_k=lens, causal=True)
+    o = flashbuf.attention(q, kp, vp, page_table=table, check_inputs=True, **kw)
+    o_want = flashbuf.attention(q, kp, vp, page_table=table.contiguous(), **kw)
+    torch.cuda.synchronize()
+    assert torch.equal(o, o_want)
+    kc = kp[table.long()].flatten(1, 2)  # (b, pages * page, 2, 128): each sequence's keys in order
+    vc = vp[table.long()].flatten(1, 2)
+    o_ref, _ = ref.attention(q, kc, vc, **kw)
+    assert max_err(o, o_ref) <= ref.tolerance("bf16")
+    wide[2, 2] = b * pages + 2  # one past the pool, in a page sequence 2's 48 keys use
+    with pytest.raises(ValueError, match=r"^page_table\[2\]\[2\]: .*outside the pool"):
+        flashbuf.attention(q, kp, vp, page_table=table, check_inputs=True, **kw)
+    wide[2, 2] = 0
+    # Broadcast: every sequence reads row 0 (70 keys: all its pages are real).
+    shared = table[:1].expand(b, pages)
+    assert shared.stride(0) == 0
+    o_shared = flashbuf.attention(q, kp, vp, page_table=shared, check_inputs=True, **kw)
+    o_want = flashbuf.attention(q, kp, vp, page_table=shared.contiguous(), **kw)
+    torch.cuda.synchronize()
+    assert torch.equal(o_shared, o_want)
+
+
 def test_varlen_capture_skips_index_reads_and_replays():
     """Varlen prefill captured in a CUDA graph: validation cannot read cu_seqlens then (it skips
     the device-to-host copy), max_seqlen_* must be given, and replays follow new contents."""

@@ -38,8 +38,10 @@ bool decode_instantiated(DType dtype, int head_dim);
 void cuda_plan_decode(const DecodeProblem& problem, DecodePlan& plan);
 void cuda_decode(const DecodePlan& plan, const AttentionProblem& p, void* workspace);
 void cuda_merge_states(const MergeProblem& p);
-// Copies `bytes` from device memory to host (validation of index tensors outside graph capture);
-// returns false when the stream is capturing, in which case nothing is copied.
-bool cuda_copy_to_host_if_not_capturing(void* dst, const void* src, std::size_t bytes, void* stream);
+// Copies `rows` runs of `row_bytes`, `src_pitch` bytes apart (>= row_bytes), from device memory
+// to host, packed (validation of index tensors outside graph capture); returns false when the
+// stream is capturing, in which case nothing is copied.
+bool cuda_copy_rows_to_host_if_not_capturing(void* dst, const void* src, std::size_t row_bytes, std::size_t rows,
+                                             std::size_t src_pitch, void* stream);
 
 }  // namespace flashbuf::detail

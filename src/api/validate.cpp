@@ -332,52 +332,60 @@ struct AttentionChecks {
   int max_seqlen_k_bound = -1;        // decode: the plan's bound on every seqlens_k entry
 };
 
-// The elements [0, span) of an int32 tensor, in host memory, or nullopt when they are not to
-// be read: metadata-only checks, and CUDA tensors unless the caller asked for the check (it
-// copies and synchronises) and the stream is not capturing a graph. Validation then trusts
-// the contents; the kernels clamp every offset, length and page index they read to the
-// tensors they index, so bad contents give wrong rows, never out-of-bounds accesses.
+// `rows` runs of `cols` int32 elements, `row_stride` elements apart, packed in host memory, or
+// nullopt when they are not to be read: metadata-only checks, and CUDA tensors unless the
+// caller asked for the check (it copies and synchronises) and the stream is not capturing a
+// graph. Validation then trusts the contents; the kernels clamp every offset, length and page
+// index they read to the tensors they index, so bad contents give wrong rows, never
+// out-of-bounds accesses. row_stride >= cols (or rows == 1): only the runs are read, never the
+// memory between them, which need not be the caller's.
 //
 // Host code never dereferences t.data unless the tensor is marked as host memory: a CUDA
-// tensor's elements arrive only through cuda_copy_to_host_if_not_capturing.
-std::optional<std::vector<std::int32_t>> read_index(const char* arg, const TensorView& t, std::int64_t span,
-                                                    const AttentionChecks& checks, void* stream) {
+// tensor's elements arrive only through cuda_copy_rows_to_host_if_not_capturing, one pitched
+// copy and one synchronisation however many rows.
+std::optional<std::vector<std::int32_t>> read_runs(const char* arg, const TensorView& t, std::int64_t rows,
+                                                   std::int64_t cols, std::int64_t row_stride,
+                                                   const AttentionChecks& checks, void* stream) {
   if (checks.metadata_only) return std::nullopt;
-  if (span <= 0) return std::vector<std::int32_t>{};
+  if (rows <= 0 || cols <= 0) return std::vector<std::int32_t>{};
   if (t.data == nullptr) fail(arg, "null data pointer for a tensor of shape " + shape_string(t));
-  std::vector<std::int32_t> host(static_cast<std::size_t>(span));
+  if (rows == 1) row_stride = cols;
+  std::vector<std::int32_t> host(static_cast<std::size_t>(rows * cols));
+  const std::size_t row_bytes = static_cast<std::size_t>(cols) * sizeof(std::int32_t);
   if (t.device == DeviceKind::cpu) {
-    std::memcpy(host.data(), t.data, host.size() * sizeof(std::int32_t));
+    for (std::int64_t r = 0; r < rows; ++r) {
+      std::memcpy(host.data() + r * cols, static_cast<const std::int32_t*>(t.data) + r * row_stride, row_bytes);
+    }
     return host;
   }
   if (!checks.device_content_reads) return std::nullopt;
-  if (!cuda_copy_to_host_if_not_capturing(host.data(), t.data, host.size() * sizeof(std::int32_t),
-                                          stream)) {
+  if (!cuda_copy_rows_to_host_if_not_capturing(host.data(), t.data, row_bytes, static_cast<std::size_t>(rows),
+                                               static_cast<std::size_t>(row_stride) * sizeof(std::int32_t),
+                                               stream)) {
     return std::nullopt;
   }
   return host;
 }
 
+// The elements [0, span) of an int32 tensor (offsets, lengths), as read_runs says.
+std::optional<std::vector<std::int32_t>> read_index(const char* arg, const TensorView& t, std::int64_t span,
+                                                    const AttentionChecks& checks, void* stream) {
+  return read_runs(arg, t, 1, span, span, checks, stream);
+}
+
 // The rows of a rank-2 int32 tensor with a unit last stride (a page table), packed row after
-// row, or nullopt as read_index says. Only the elements the view addresses are read: a row
-// stride beyond the row may step over memory that is not the caller's (or not mapped), so a
-// strided table is read a row at a time rather than as one span.
+// row, as read_runs says. Rows apart (a slice of a wider table) are read as runs, never the
+// memory between them; rows that overlap (a stride below the row, 0 for a broadcast table)
+// cover one span, which is exactly the memory the view addresses, read once and unpacked.
 std::optional<std::vector<std::int32_t>> read_index_rows(const char* arg, const TensorView& t,
                                                          const AttentionChecks& checks, void* stream) {
-  const std::int64_t rows = t.shape[0], cols = t.shape[1];
-  if (rows == 0 || cols == 0 || rows == 1 || t.stride[0] == cols) {
-    return read_index(arg, t, rows * cols, checks, stream);
-  }
-  if (checks.metadata_only) return std::nullopt;
-  if (t.data == nullptr) fail(arg, "null data pointer for a tensor of shape " + shape_string(t));
-  std::vector<std::int32_t> packed;
-  packed.reserve(static_cast<std::size_t>(rows * cols));
+  const std::int64_t rows = t.shape[0], cols = t.shape[1], stride = t.stride[0];
+  if (rows <= 1 || cols == 0 || stride >= cols) return read_runs(arg, t, rows, cols, stride, checks, stream);
+  auto span = read_index(arg, t, (rows - 1) * stride + cols, checks, stream);
+  if (!span) return std::nullopt;
+  std::vector<std::int32_t> packed(static_cast<std::size_t>(rows * cols));
   for (std::int64_t r = 0; r < rows; ++r) {
-    TensorView row = t;
-    row.data = static_cast<std::int32_t*>(t.data) + r * t.stride[0];
-    auto values = read_index(arg, row, cols, checks, stream);
-    if (!values) return std::nullopt;
-    packed.insert(packed.end(), values->begin(), values->end());
+    std::copy_n(span->begin() + r * stride, cols, packed.begin() + r * cols);
   }
   return packed;
 }

@@ -2,6 +2,8 @@
 // and the one device-to-host copy validation may make (never while a graph is captured).
 #include <cuda_runtime.h>
 
+#include <limits>
+
 #include "api/backends.hpp"
 #include "cuda/check.cuh"
 
@@ -46,12 +48,23 @@ bool cuda_pointer_on_device(const void* ptr, int* device_index) {
   return false;
 }
 
-bool cuda_copy_to_host_if_not_capturing(void* dst, const void* src, std::size_t bytes, void* stream) {
+bool cuda_copy_rows_to_host_if_not_capturing(void* dst, const void* src, std::size_t row_bytes, std::size_t rows,
+                                             std::size_t src_pitch, void* stream) {
   auto s = static_cast<cudaStream_t>(stream);
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   FLASHBUF_CUDA_CHECK(cudaStreamIsCapturing(s, &status));
   if (status != cudaStreamCaptureStatusNone) return false;
-  FLASHBUF_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s));
+  // One pitched copy; pitches past the copy engine's limit (2^31 - 1 bytes) a copy a row, still
+  // one synchronisation.
+  if (src_pitch <= static_cast<std::size_t>(std::numeric_limits<int>::max())) {
+    FLASHBUF_CUDA_CHECK(cudaMemcpy2DAsync(dst, row_bytes, src, src_pitch, row_bytes, rows, cudaMemcpyDeviceToHost, s));
+  } else {
+    for (std::size_t r = 0; r < rows; ++r) {
+      FLASHBUF_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst) + r * row_bytes,
+                                          static_cast<const char*>(src) + r * src_pitch, row_bytes,
+                                          cudaMemcpyDeviceToHost, s));
+    }
+  }
   FLASHBUF_CUDA_CHECK(cudaStreamSynchronize(s));
   return true;
 }

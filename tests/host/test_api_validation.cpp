@@ -503,7 +503,8 @@ TEST_F(Validation, AuditedInputs) {
 
 // A page table whose row stride steps over memory that is not the caller's: validation reads
 // only the rows' own entries (it copied the whole span, and a stride of 2^40 asked for 4 TB).
-TEST_F(Validation, PageTableRowsAreReadOneByOne) {
+// Rows that overlap (stride 0, a broadcast table) are read as the one span they cover.
+TEST_F(Validation, PageTableRowsAreReadAsTheViewAddressesThem) {
   build(paged_spec());
   ASSERT_EQ(attention(args), Backend::cpu);
   const reference::RowResults want = reference::gather_output(spec, t, reference::all_rows(spec));
@@ -526,6 +527,23 @@ TEST_F(Validation, PageTableRowsAreReadOneByOne) {
   expect_attention_error(a, "page_table[1][1]", "outside the pool");
   a.page_table.stride[0] = std::int64_t(1) << 40;  // metadata only: never dereferenced
   EXPECT_EQ(attention_output_shapes(a, CheckScope::metadata).o[3], spec.head_dim_v);
+
+  // Stride 0: both sequences read sequence 1's pages, as from a table of two equal rows.
+  std::vector<std::int32_t> shared_row(t.page_table.i32() + cols, t.page_table.i32() + 2 * cols);
+  std::vector<std::int32_t> equal_rows = shared_row;
+  equal_rows.insert(equal_rows.end(), shared_row.begin(), shared_row.end());
+  a = args;
+  a.page_table.data = equal_rows.data();
+  ASSERT_EQ(attention(a), Backend::cpu);
+  const reference::RowResults want_shared = reference::gather_output(spec, t, reference::all_rows(spec));
+  a.page_table.data = shared_row.data();
+  a.page_table.stride[0] = 0;
+  t.o.poison();
+  ASSERT_EQ(attention(a), Backend::cpu);
+  EXPECT_EQ(reference::gather_output(spec, t, reference::all_rows(spec)).o, want_shared.o);
+  remember_outputs();
+  shared_row[3] = -1;  // the page only sequence 1's 13 keys reach (sequence 0's 9 use three)
+  expect_attention_error(a, "page_table[1][3]", "outside the pool");
 }
 
 TEST_F(Validation, MergeStates) {
