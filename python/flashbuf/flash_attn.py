@@ -397,27 +397,28 @@ def _append_positions(cache_seqlens: Any, seqlen_new: int) -> Any:
     return cache_seqlens.astype(np.int64)[:, None] + np.arange(seqlen_new, dtype=np.int64)[None, :]
 
 
-def _past_end(index: Any, bound: int) -> Any:
-    """Device indices with the negative ones moved past the end (to `bound`): indexing with them
-    then trips PyTorch's bounds check instead of wrapping to the other end of the cache."""
-    return torch.where(index < 0, torch.full_like(index, bound), index)
-
-
 def _append_targets(k_cache: Any, k: Any, cache_seqlens: Any, cache_batch_idx: Any, page_table: Any) -> tuple:
     """The (first index, row) pairs of the cache that the append writes k's tokens to: positions
-    cache_seqlens[b] + i, through the page table or cache_batch_idx. Where the indices are on
-    the host they are checked here, each error naming its argument, before anything is written;
-    on a device (no synchronisation) a bad one fails PyTorch's bounds check instead."""
+    cache_seqlens[b] + i, through the page table or cache_batch_idx, and which of them lie
+    inside the cache. Where the indices are on the host they are checked here, each error naming
+    its argument, before anything is written (the mask is then None). Where they cannot be read
+    without a synchronisation (CUDA, a torch.compile trace) the mask says which writes land: a
+    bad entry drops its writes, as the kernels clamp the lengths and pages they read, instead of
+    indexing outside the cache."""
     batch, seqlen_new = k.shape[:2]
     positions = _append_positions(cache_seqlens, seqlen_new)
     use_torch = _is_torch(k_cache)
     capacity = page_table.shape[1] * k_cache.shape[1] if page_table is not None else k_cache.shape[1]
+    inside = None
     if _host_readable(positions):
         if int(positions.max()) >= capacity:
             raise ValueError(f"cache_seqlens: appending {seqlen_new} tokens at cache_seqlens overruns the cache of "
                              f"{capacity} tokens per sequence")
-    elif use_torch:
-        positions = _past_end(positions, capacity)  # (cache_seqlens < 0)
+    else:
+        if capacity == 0 or k_cache.shape[0] == 0:
+            raise ValueError(f"k_cache: no room to append {seqlen_new} tokens to, shape {tuple(k_cache.shape)}")
+        inside = (positions >= 0) & (positions < capacity)
+        positions = positions.clamp(0, capacity - 1)  # every index below stays in range
     if page_table is not None:
         page_size = k_cache.shape[1]
         if use_torch:
@@ -439,15 +440,30 @@ def _append_targets(k_cache: Any, k: Any, cache_seqlens: Any, cache_batch_idx: A
         if low < 0 or high >= count:
             raise ValueError(f"{name}: entries {low}..{high} where the append writes, outside the cache's "
                              f"{count} {'pages' if page_table is not None else 'sequences'}")
-    elif use_torch:
-        pages = _past_end(pages, count)
-    return pages, rows
+    else:
+        page_inside = (pages >= 0) & (pages < count)
+        inside = page_inside if inside is None else inside & page_inside
+    return pages, rows, inside
 
 
 def _append_in_place(k_cache: Any, v_cache: Any, k: Any, v: Any, targets: tuple) -> None:
     """Writes k, v (B, seqlen_new, ...) into the caches at the _append_targets rows, as
-    FlashAttention does, with indexing that needs no host synchronisation (CUDA-graph safe)."""
-    pages, rows = targets
+    FlashAttention does, with indexing that needs no host synchronisation (CUDA-graph safe).
+
+    Writes outside the cache (device entries the host did not read) must land nowhere, and a
+    masked index_put would need the count of those that do, a synchronisation. Each is sent
+    instead to the first target inside with that target's own k and v, so the place gets the
+    same bytes twice; with no target inside, to the cache's first row with the bytes it holds."""
+    pages, rows, inside = targets
+    if inside is not None:
+        # Indices as 1-element tensors, not 0-d ones: torch.compile would read a 0-d index.
+        first = torch.argmax(inside.reshape(-1).to(torch.uint8)).reshape(1)  # first inside; 0 when none is
+        any_inside = inside.any()
+        pages = torch.where(inside, pages, torch.where(any_inside, pages.reshape(-1).index_select(0, first), 0))
+        rows = torch.where(inside, rows, torch.where(any_inside, rows.reshape(-1).index_select(0, first), 0))
+        stay = inside[:, :, None, None]
+        k = torch.where(stay, k, torch.where(any_inside, k.flatten(0, 1).index_select(0, first), k_cache[0, 0]))
+        v = torch.where(stay, v, torch.where(any_inside, v.flatten(0, 1).index_select(0, first), v_cache[0, 0]))
     k_cache[pages, rows] = k
     v_cache[pages, rows] = v
 
@@ -478,6 +494,12 @@ def _cache_rows_by_index(k_cache: Any, v_cache: Any, cache_batch_idx: Any) -> tu
     """The cache rows cache_batch_idx picks, as paged K/V and a page table: the contiguous cache
     read in place through page-sized views (a gathered copy where its strides forbid a view)."""
     batch, seqlen_cache = cache_batch_idx.shape[0], k_cache.shape[1]
+    if batch > 0 and k_cache.shape[0] == 0:
+        raise ValueError(f"cache_batch_idx: picks rows of a cache of none, shape {tuple(k_cache.shape)}")
+    if _host_readable(cache_batch_idx) and batch > 0:
+        low, high = int(cache_batch_idx.min()), int(cache_batch_idx.max())
+        if low < 0 or high >= k_cache.shape[0]:
+            raise ValueError(f"cache_batch_idx: entries {low}..{high}, outside the cache's {k_cache.shape[0]} sequences")
     if seqlen_cache == 0:
         pages_k, pages_v = None, None
     else:
@@ -485,7 +507,8 @@ def _cache_rows_by_index(k_cache: Any, v_cache: Any, cache_batch_idx: Any) -> tu
         pages_k, pages_v = _rows_as_pages(k_cache, page_size), _rows_as_pages(v_cache, page_size)
     if pages_k is None or pages_v is None:
         if _is_torch(k_cache):
-            idx = cache_batch_idx.to(torch.int64)
+            # Entries the host did not read are clamped, as the kernels clamp a page table's.
+            idx = cache_batch_idx.to(torch.int64).clamp(0, max(k_cache.shape[0] - 1, 0))
             return k_cache.index_select(0, idx), v_cache.index_select(0, idx), None
         idx = np.asarray(cache_batch_idx, dtype=np.int64)
         return k_cache[idx], v_cache[idx], None
@@ -562,7 +585,8 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
     cache_seqlens[b] + S_new keys. Every argument is checked before the append writes, and the
     entries of cache_seqlens, page_table and cache_batch_idx too where they are on the host; on
     CUDA (read without a synchronisation) an entry that would write outside the cache, a
-    negative one included, trips PyTorch's device-side bounds assertion instead. Masks, scale,
+    negative one included, has those writes dropped, and attention reads lengths and pages
+    clamped to the cache. Masks, scale,
     softcap and learnable_sink are as in flash_attn_func, causal aligned to the bottom right of
     each sequence's keys.
 

@@ -99,3 +99,26 @@ def attention(q, k, v, *, causal=False, window=(-1, -1), softcap=0.0, scale=None
 def tolerance(dtype_name: str) -> float:
     """Absolute tolerance for outputs of order 1: the output's own rounding plus fp32 sums."""
     return {"fp32": 2e-5, "fp16": 2e-3, "bf16": 1.6e-2}[dtype_name]
+
+
+def appended_cache(cache, new, cache_seqlens, *, cache_batch_idx=None, page_table=None):
+    """float64 cache after FlashAttention's in-place append of new (B, S_new, Hkv, D): token i of
+    sequence b at position cache_seqlens[b] + i of its cache row (cache_batch_idx[b], or b) or of
+    its pages (page_table[b], pages of cache.shape[1] rows). A token whose position or page lies
+    outside the cache is not written (flashbuf drops what it could not check on the host)."""
+    out = as_f64(cache).copy()
+    new = as_f64(new)
+    lens = np.asarray(as_f64(cache_seqlens), dtype=np.int64)
+    table = None if page_table is None else np.asarray(as_f64(page_table), dtype=np.int64)
+    rows = None if cache_batch_idx is None else np.asarray(as_f64(cache_batch_idx), dtype=np.int64)
+    rows_per_page = cache.shape[1]
+    capacity = rows_per_page * (table.shape[1] if table is not None else 1)
+    for b in range(new.shape[0]):
+        for i in range(new.shape[1]):
+            pos = int(lens[b]) + i
+            if not 0 <= pos < capacity:
+                continue
+            page = table[b, pos // rows_per_page] if table is not None else (rows[b] if rows is not None else b)
+            if 0 <= page < cache.shape[0]:
+                out[page, pos % rows_per_page] = new[b, i]
+    return out

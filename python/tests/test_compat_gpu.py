@@ -195,6 +195,37 @@ def test_with_kvcache_int64_lengths_beyond_int32_are_not_wrapped():
     assert max_err(out, o_ref) <= ref.tolerance("bf16")
 
 
+@pytest.mark.parametrize("layout", ["contiguous", "indexed", "indexed_copy", "paged"])
+def test_with_kvcache_device_entries_outside_the_cache_drop_their_writes(layout):
+    """On CUDA the append reads cache_seqlens, cache_batch_idx and page_table without a host
+    synchronisation. Entries that would write outside the cache (past its end, negative, a row
+    or page outside the pool) drop those tokens instead of tripping a device-side assertion that
+    would end the process's CUDA context: every other token lands, the rest of the cache is
+    unchanged, the attention after reads lengths and pages clamped to the cache (finite output),
+    and the device keeps working."""
+    b, hq, hkv, d, page = 3, 8, 2, 128, 16
+    q, k, v = randn(b, 2, hq, d), randn(b, 2, hkv, d), randn(b, 2, hkv, d)
+    idx = table = None
+    if layout == "paged":  # two pages a sequence: capacity 32
+        k_cache, v_cache = randn(6, page, hkv, d), randn(6, page, hkv, d)
+        table = torch.tensor([[0, 1], [2, 9], [-3, 4]], dtype=torch.int32, device=DEV)
+        lens = torch.tensor([15, 15, 31], dtype=torch.int32, device=DEV)
+    else:
+        k_cache, v_cache = randn(3, 64, hkv, d), randn(3, 64, hkv, d)
+        lens = torch.tensor([63, -1, 3], dtype=torch.int32, device=DEV)
+        if layout.startswith("indexed"):
+            idx = torch.tensor([2, 5, 0], dtype=torch.int32, device=DEV)
+        if layout == "indexed_copy":  # rows that cannot be viewed as pages: a gathered copy
+            k_cache, v_cache = randn(3, 70, hkv, d)[:, :63], randn(3, 70, hkv, d)[:, :63]
+    want_k = ref.appended_cache(k_cache, k, lens, cache_batch_idx=idx, page_table=table)
+    want_v = ref.appended_cache(v_cache, v, lens, cache_batch_idx=idx, page_table=table)
+    out = flash_attn.flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=lens, cache_batch_idx=idx,
+                                             page_table=table, causal=True)
+    torch.cuda.synchronize()  # raises where a device-side assertion fired
+    assert np.array_equal(ref.as_f64(k_cache), want_k) and np.array_equal(ref.as_f64(v_cache), want_v)
+    assert bool(torch.isfinite(out).all())
+
+
 def test_with_kvcache_decode_step_captured_in_a_cuda_graph():
     b, hq, hkv, d, smax, page = 3, 16, 4, 128, 512, 16
     pages = smax // page

@@ -558,6 +558,38 @@ def test_torch_compile_fullgraph(planned):
 
 
 @pytest.mark.skipif(torch is None, reason="needs PyTorch")
+@pytest.mark.parametrize("layout", ["contiguous", "indexed", "paged", "none_inside"])
+def test_append_entries_the_host_cannot_read_drop_writes_outside_the_cache(monkeypatch, layout):
+    """Index tensors the append may not read on the host (CUDA's, a trace's; here torch CPU
+    tensors taken for such) with entries that would write outside the cache: past its end,
+    negative, a page or row outside the pool. Those tokens are dropped, every other lands where
+    it belongs, and nothing else in the cache changes; with no token inside, nothing changes."""
+    monkeypatch.setattr(flash_attn, "_host_readable", lambda a: not flash_attn._is_torch(a))
+    x = arrays("torch", seed=23)
+    k, v = x.randn(3, 2, 2, 4), x.randn(3, 2, 2, 4)
+    idx = table = None
+    if layout == "paged":  # pages of 4 rows, two a sequence: capacity 8
+        k_cache, v_cache = x.randn(5, 4, 2, 4), x.randn(5, 4, 2, 4)
+        table = x.int32([[0, 1], [2, 9], [-3, 4]])  # page 9: outside the pool of 5
+        lens = x.int32([3, 3, 7])  # sequence 2's second token at 8: past the cache
+    else:
+        k_cache, v_cache = x.randn(3, 8, 2, 4), x.randn(3, 8, 2, 4)
+        lens = x.int32([8, 9, -5]) if layout == "none_inside" else x.int32([7, -1, 3])
+        if layout == "indexed":
+            idx = x.int32([2, 5, 0])  # row 5: outside the cache's 3
+    want_k = ref.appended_cache(k_cache, k, lens, cache_batch_idx=idx, page_table=table)
+    want_v = ref.appended_cache(v_cache, v, lens, cache_batch_idx=idx, page_table=table)
+    if layout == "none_inside":
+        assert np.array_equal(want_k, f64(k_cache))
+    else:
+        assert not np.array_equal(want_k, f64(k_cache))
+    targets = flash_attn._append_targets(k_cache, k, lens, idx, table)
+    assert targets[2] is not None and not bool(targets[2].all())  # some writes are outside
+    flash_attn._append_in_place(k_cache, v_cache, k, v, targets)
+    assert np.array_equal(f64(k_cache), want_k) and np.array_equal(f64(v_cache), want_v)
+
+
+@pytest.mark.skipif(torch is None, reason="needs PyTorch")
 def test_index_entries_the_host_cannot_read_are_pinned_not_wrapped_to_int32():
     """Device (or traced) int64 index tensors reach int32 without a host read: an entry beyond
     int32's range is pinned to its end, so it stays out of range (clamped by the kernel, or
