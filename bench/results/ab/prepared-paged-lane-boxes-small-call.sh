@@ -24,7 +24,8 @@ for tool in memcheck racecheck synccheck; do
 # The torch operators on CUDA, bad inputs included, on main's package (outputs now sized from a
 # metadata check; the run checks the rest).
 R=$PWD
-(cd /tmp && PYTHONPATH=/tmp/ab-pkg-base timeout 100 python3 -X faulthandler -m pytest -q -rs -p no:cacheprovider \
-   --rootdir $R $R/python/tests/test_gpu.py $R/python/tests/test_reliability.py $R/python/tests/test_catalogue.py) > $O/pytest.log 2>&1
+(cd /tmp && PYTHONPATH=/tmp/ab-pkg-base timeout 150 python3 -X faulthandler -m pytest -q -rs -p no:cacheprovider \
+   --rootdir $R $R/python/tests/test_gpu.py $R/python/tests/test_reliability.py $R/python/tests/test_catalogue.py \
+   $R/python/tests/test_compat_gpu.py) > $O/pytest.log 2>&1
 echo "pytest exit $?: $(tail -1 $O/pytest.log)"; grep -E "^(FAILED|ERROR)" $O/pytest.log | head; el pytest
 rm -f $O/*/*.png; cd $OUT && tar czf c.tgz c && rm -rf c && ls -la c.tgz
