@@ -126,8 +126,8 @@ def attention(q: Array, k: Array, v: Array, *, causal: bool = False, window: Win
         _check_named(q=q, k=k, v=v, out=out, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
                      seqlens_k=seqlens_k, page_table=page_table, sinks=sinks)
         if out is None:
-            o, lse = torch.ops.flashbuf.attention(q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table,
-                                                  *scalars, return_lse, backend, sinks, check_inputs)
+            o, lse = _torch_ops.run("attention", q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table,
+                                    *scalars, return_lse, backend, sinks, check_inputs)
             return (o, lse) if return_lse else o
         lse = None
         if return_lse:
@@ -137,8 +137,8 @@ def attention(q: Array, k: Array, v: Array, *, causal: bool = False, window: Win
                 tensors = (q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table)
                 _, lse_shape = _torch_ops._attention_shapes(tensors, scalars, metadata_only=True, sinks=sinks)
             lse = q.new_empty(lse_shape, dtype=torch.float32)
-        torch.ops.flashbuf.attention_out(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table,
-                                         *scalars, backend, sinks, check_inputs)
+        _torch_ops.run("attention_out", q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table,
+                       *scalars, backend, sinks, check_inputs)
         return (out, lse) if return_lse else out
 
     inputs = (_np_in("q", q), _np_in("k", k), _np_in("v", v), _np_in("cu_seqlens_q", cu_seqlens_q),
@@ -372,8 +372,8 @@ class DecodePlan:
         if _is_torch(q):
             _check_named(q=q, k=k, v=v, seqlens_k=seqlens_k, page_table=page_table, sinks=sinks)
             workspace = self._run_workspace(workspace, torch_inputs=True)
-            o, lse = torch.ops.flashbuf.decode(q, k, v, seqlens_k, page_table, workspace, list(self._plan), *scalars,
-                                               return_lse, sinks, check_inputs)
+            o, lse = _torch_ops.run("decode", q, k, v, seqlens_k, page_table, workspace, list(self._plan), *scalars,
+                                    return_lse, sinks, check_inputs)
             return (o, lse) if return_lse else o
 
         if self.device != "cpu":
@@ -432,7 +432,7 @@ def merge_states(o_parts: Array, lse_parts: Array, *, return_lse: bool = False) 
     if _is_torch(o_parts):
         _torch_ops._check("o_parts", o_parts)
         _torch_ops._check("lse_parts", lse_parts)
-        o, lse = torch.ops.flashbuf.merge_states(o_parts, lse_parts, return_lse)
+        o, lse = _torch_ops.run("merge_states", o_parts, lse_parts, return_lse)
         return (o, lse) if return_lse else o
     op_in, lp_in = _np_in("o_parts", o_parts), _np_in("lse_parts", lse_parts)
     if op_in is None or lp_in is None:

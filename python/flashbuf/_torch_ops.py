@@ -19,6 +19,7 @@ everything again before the run launches or writes.
 from __future__ import annotations
 
 import contextlib
+import inspect
 from typing import Optional
 
 import torch
@@ -70,6 +71,57 @@ def _on_device(t: Tensor):
     return torch.cuda.device(t.device) if t.is_cuda else contextlib.nullcontext()
 
 
+# ---- calling the operators --------------------------------------------------------------------
+
+# Each operator's Python body, for run(): (body, positions of the arguments it mutates).
+_BODIES: dict = {}
+
+
+def _operator(name: str, mutates_args: tuple = ()):
+    """torch.library.custom_op("flashbuf::<name>"), keeping the body for run()."""
+    def register(body):
+        params = list(inspect.signature(body).parameters)
+        _BODIES[name] = (body, tuple(params.index(arg) for arg in mutates_args))
+        return torch.library.custom_op(f"flashbuf::{name}", mutates_args=mutates_args)(body)
+    return register
+
+
+try:
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+except ImportError:  # an older PyTorch: always through the dispatcher
+    def _get_current_dispatch_mode():
+        return True
+
+
+def _through_dispatcher(args) -> bool:
+    """Whether a call must go through PyTorch's dispatcher: under torch.compile (the fake rules
+    give shapes), under a dispatch mode (tracers, fake tensors, FLOP counters see the operator),
+    on tensor subclasses, or where autograd records the call (an input requires grad under grad
+    mode: a backward then raises, since the operators register no formula). Elsewhere, eager
+    inference, the dispatcher's Python layers cost tens of microseconds a call for nothing."""
+    if torch.compiler.is_compiling() or _get_current_dispatch_mode() is not None:
+        return True
+    grad = torch.is_grad_enabled()
+    for a in args:
+        if isinstance(a, Tensor) and (type(a) is not Tensor or (grad and a.requires_grad)):
+            return True
+    return False
+
+
+def run(name: str, *args):
+    """torch.ops.flashbuf.<name>(*args) (positional, in the schema's order), or, where the
+    dispatcher would add nothing, its body called directly, bumping the version counters of the
+    tensors it writes as the dispatcher would."""
+    if _through_dispatcher(args):
+        return getattr(torch.ops.flashbuf, name)(*args)
+    body, mutated = _BODIES[name]
+    result = body(*args)
+    for i in mutated:
+        if args[i] is not None and not args[i].is_inference():  # (inference tensors keep no count)
+            torch.autograd.graph.increment_version(args[i])
+    return result
+
+
 def _empty_outputs(like: Tensor, shapes, return_lse: bool) -> tuple[Tensor, Tensor]:
     o_shape, lse_shape = shapes
     o = like.new_empty(o_shape)
@@ -106,7 +158,7 @@ def _run_attention(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqlens_k, pag
             num_threads=_cpu_threads(q))
 
 
-@torch.library.custom_op("flashbuf::attention", mutates_args=())
+@_operator("attention")
 def attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor],
               seqlens_k: Optional[Tensor], page_table: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int,
               softmax_scale: float, causal: bool, window_left: int, window_right: int, softcap: float,
@@ -131,7 +183,7 @@ def _(q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table, max_seqlen_q, 
     return _empty_outputs(q, shapes, return_lse)
 
 
-@torch.library.custom_op("flashbuf::attention_out", mutates_args=("out", "lse"))
+@_operator("attention_out", mutates_args=("out", "lse"))
 def attention_out(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Optional[Tensor],
                   cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor], seqlens_k: Optional[Tensor],
                   page_table: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int, softmax_scale: float,
@@ -167,7 +219,7 @@ def _decode_shapes(tensors, plan, scalars, metadata_only: bool, sinks=None):
     return _C.decode_shapes(plan, *inputs, *scalars, sinks=convert("sinks", sinks), metadata_only=metadata_only)
 
 
-@torch.library.custom_op("flashbuf::decode", mutates_args=("workspace",))
+@_operator("decode", mutates_args=("workspace",))
 def decode(q: Tensor, k: Tensor, v: Tensor, seqlens_k: Optional[Tensor], page_table: Optional[Tensor],
            workspace: Tensor, plan: list[int], softmax_scale: float, causal: bool, window_left: int,
            window_right: int, softcap: float, return_lse: bool, sinks: Optional[Tensor] = None,
@@ -206,7 +258,7 @@ def _merge_inputs(o_parts, lse_parts):
     return shapes, op_view, lp_view
 
 
-@torch.library.custom_op("flashbuf::merge_states", mutates_args=())
+@_operator("merge_states")
 def merge_states(o_parts: Tensor, lse_parts: Tensor, return_lse: bool) -> tuple[Tensor, Tensor]:
     shapes, op_view, lp_view = _merge_inputs(o_parts, lse_parts)
     o, lse = _empty_outputs(o_parts, shapes, return_lse)

@@ -55,6 +55,46 @@ def test_requires_grad_inputs_are_accepted(gen):
     assert q.grad is None
 
 
+def test_eager_calls_skip_the_dispatcher_only_where_it_adds_nothing(gen):
+    """Eager inference calls the operators' bodies directly (the dispatcher's Python layers cost
+    tens of microseconds a call); a call autograd must record, one under a dispatch mode (a
+    tracer, fake tensors) and one on a tensor subclass go through torch.ops as before, and a
+    direct call that writes into out bumps out's version counter as the operator would."""
+    from flashbuf import _torch_ops
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    q, k, v = (randn(1, 6, 2, 16, dtype=torch.float32, generator=gen) for _ in range(3))
+    assert not _torch_ops._through_dispatcher((q, k, v, None, 3, True))
+    grad_q = q.clone().requires_grad_()
+    assert _torch_ops._through_dispatcher((grad_q, k, v))
+    with torch.no_grad():
+        assert not _torch_ops._through_dispatcher((grad_q, k, v))
+    assert _torch_ops._through_dispatcher((torch.nn.Parameter(q), k, v))
+
+    class Seen(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    want = flashbuf.attention(q, k, v, causal=True)
+    with Seen() as seen:
+        got = flashbuf.attention(q, k, v, causal=True)
+    assert any(op.startswith("flashbuf.attention") for op in seen.ops), seen.ops
+    assert torch.equal(got, want)
+    out = torch.empty_like(q)
+    before = out._version
+    flashbuf.attention(q, k, v, causal=True, out=out)
+    assert out._version > before and torch.equal(out, want)
+    with torch.inference_mode():  # inference tensors keep no version counter
+        out = torch.empty_like(q)
+        flashbuf.attention(q, k, v, causal=True, out=out)
+    assert torch.equal(out, want)
+
+
 def test_out_variant(gen):
     q, k, v = (randn(1, 6, 2, 16, dtype=torch.float32, generator=gen) for _ in range(3))
     out = torch.full((1, 6, 2, 16), float("nan"))
