@@ -16,7 +16,8 @@ transformers as attn_implementation="flashbuf".
 
 PyTorch tensors (CUDA or CPU) go through the custom operators flashbuf::attention,
 flashbuf::attention_out, flashbuf::decode and flashbuf::merge_states (torch.compile and CUDA
-graphs work; eager inference calls their bodies without the dispatcher); NumPy arrays run on the CPU backend. PyTorch is optional.
+graphs work; eager inference calls their bodies without the dispatcher); NumPy arrays run on
+the CPU backend. PyTorch is optional.
 """
 from ._api import DecodePlan, attention, build_info, cuda_available, last_backend, merge_states
 from . import flash_attn
