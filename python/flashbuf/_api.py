@@ -2,10 +2,10 @@
 
 Each entry point accepts either PyTorch tensors (CPU or CUDA; run through the operators of
 _torch_ops.py by _torch_ops.run, so that torch.compile and CUDA graphs see them) or NumPy
-arrays (CPU backend, called here directly). Outputs are allocated here or by the operators, never by C++, and only
-after the C++ library has checked the inputs and given the output shapes (_C.*_shapes); every
-check is the library's, whose flashbuf::ArgumentError arrives as ValueError (or TypeError for
-dtypes) naming the argument. docs/errors.md lists them.
+arrays (CPU backend, called here directly). Outputs are allocated here or by the operators,
+never by C++, and only after the C++ library has checked the inputs and given the output
+shapes (_C.*_shapes); every check is the library's, whose flashbuf::ArgumentError arrives as
+ValueError (or TypeError for dtypes) naming the argument. docs/errors.md lists them.
 """
 from __future__ import annotations
 
