@@ -28,4 +28,11 @@ R=$PWD
    --rootdir $R $R/python/tests/test_gpu.py $R/python/tests/test_reliability.py $R/python/tests/test_catalogue.py \
    $R/python/tests/test_compat_gpu.py) > $O/pytest.log 2>&1
 echo "pytest exit $?: $(tail -1 $O/pytest.log)"; grep -E "^(FAILED|ERROR)" $O/pytest.log | head; el pytest
+# The Python entry points' time per decode step on CUDA: the session-start Python files
+# (.abp/old-py: operators through the dispatcher, the append without its outside-write mask)
+# against the working tree's, on main's package, alternating, twice.
+rm -rf /tmp/ab-pkg-old && cp -r /tmp/ab-pkg-base /tmp/ab-pkg-old && cp .abp/old-py/*.py /tmp/ab-pkg-old/flashbuf/
+for r in 1 2; do for t in old base; do
+  (cd /tmp && PYTHONPATH=/tmp/ab-pkg-$t timeout 40 python3 $R/bench/host_overhead.py --device cuda --calls 500 --rounds 3) > $O/host-$t-$r.log 2>&1
+  echo "== $t $r"; cat $O/host-$t-$r.log | tail -4; done; done; el host
 rm -f $O/*/*.png; cd $OUT && tar czf c.tgz c && rm -rf c && ls -la c.tgz
