@@ -180,6 +180,26 @@ struct MergeStatesArgs {
 
 Backend merge_states(const MergeStatesArgs& args);
 
+// Append new keys and values to a KV cache in place (what FlashAttention's
+// flash_attn_with_kvcache does before it attends): token i of sequence b is written at position
+// cache_seqlens[b] + i of its cache row, cache_batch_idx[b] (b without it), or, with
+// page_table, of its pages: page page_table[b][pos / page], row pos % page. Host index tensors
+// are checked entry by entry (an ArgumentError names the first bad one, "cache_seqlens[1]",
+// before anything is written); CUDA ones only with check_index_contents (a copy and a stream
+// synchronisation). Unchecked, a token whose position or page lies outside the cache is not
+// written, the others are: one launch, no synchronisation, capturable in a CUDA graph.
+struct AppendKvArgs {
+  TensorView k_cache, v_cache;  // (Bc, S, Hkv, D), (Bc, S, Hkv, Dv); or paged (P, page, Hkv, D|Dv)
+  TensorView k, v;              // (B, S_new, Hkv, D), (B, S_new, Hkv, Dv), the caches' dtype
+  TensorView cache_seqlens;     // int32 (B): tokens each sequence has before the append
+  TensorView cache_batch_idx;   // optional int32 (B), contiguous caches only
+  TensorView page_table;        // optional int32 (B, max_pages): a paged cache
+  void* stream = nullptr;
+  bool check_index_contents = false;  // as in AttentionArgs
+};
+
+Backend append_kv(const AppendKvArgs& args);
+
 // Checking without running. Each function makes every check its entry point makes on the
 // inputs (o and lse are not looked at) and returns the shapes o and lse must have; it throws
 // the ArgumentError the entry point would. Bindings call it before allocating the outputs.

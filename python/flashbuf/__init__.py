@@ -19,7 +19,7 @@ flashbuf::attention_out, flashbuf::decode and flashbuf::merge_states (torch.comp
 graphs work; eager inference calls their bodies without the dispatcher); NumPy arrays run on
 the CPU backend. PyTorch is optional.
 """
-from ._api import DecodePlan, attention, build_info, cuda_available, last_backend, merge_states
+from ._api import DecodePlan, append_kv, attention, build_info, cuda_available, last_backend, merge_states
 from . import flash_attn
 from .flash_attn import (flash_attn_func, flash_attn_kvpacked_func, flash_attn_qkvpacked_func,
                          flash_attn_varlen_func, flash_attn_varlen_kvpacked_func, flash_attn_varlen_qkvpacked_func,
@@ -28,6 +28,7 @@ from .flash_attn import (flash_attn_func, flash_attn_kvpacked_func, flash_attn_q
 from . import _C
 
 __version__: str = _C.__version__  # written once, in include/flashbuf/version.hpp
-__all__ = ["attention", "DecodePlan", "merge_states", "cuda_available", "build_info", "last_backend", "flash_attn",
+__all__ = ["attention", "DecodePlan", "merge_states", "append_kv", "cuda_available", "build_info", "last_backend",
+           "flash_attn",
            "flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache", "flash_attn_qkvpacked_func",
            "flash_attn_kvpacked_func", "flash_attn_varlen_qkvpacked_func", "flash_attn_varlen_kvpacked_func"]

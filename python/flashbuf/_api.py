@@ -408,6 +408,30 @@ class DecodePlan:
 
 # ---- merge_states -----------------------------------------------------------------------------
 
+def append_kv(k_cache: Array, v_cache: Array, k: Array, v: Array, cache_seqlens: Array, *,
+              cache_batch_idx: Array | None = None, page_table: Array | None = None,
+              check_inputs: bool = False) -> None:
+    """Writes new keys and values into a KV cache in place: token i of sequence b at position
+    cache_seqlens[b] + i of cache row cache_batch_idx[b] (b without it) of a contiguous cache
+    k_cache (Bc, S, Hkv, D), v_cache (Bc, S, Hkv, Dv), or, with page_table int32 (B, max_pages),
+    of that sequence's pages in a paged cache (num_pages, page_size, Hkv, D|Dv). k (B, S_new, Hkv,
+    D) and v (B, S_new, Hkv, Dv) have the caches' dtype; the index tensors are int32.
+
+    One operation on the caches' device. Host index entries are checked (ValueError naming the
+    first bad one, before anything is written); CUDA ones only with check_inputs=True (a copy and
+    a synchronisation). Unchecked, a token whose position or page lies outside the cache is not
+    written, and nothing else is: no synchronisation, capturable in a CUDA graph."""
+    check_inputs = bool(check_inputs)
+    if _is_torch(k_cache):
+        _check_named(k_cache=k_cache, v_cache=v_cache, k=k, v=v, cache_seqlens=cache_seqlens,
+                     cache_batch_idx=cache_batch_idx, page_table=page_table)
+        _torch_ops.run("append_kv", k_cache, v_cache, k, v, cache_seqlens, cache_batch_idx, page_table, check_inputs)
+        return
+    _C.append_kv(_np_in("k_cache", k_cache), _np_in("v_cache", v_cache), _np_in("k", k), _np_in("v", v),
+                 _np_in("cache_seqlens", cache_seqlens), _np_in("cache_batch_idx", cache_batch_idx),
+                 _np_in("page_table", page_table), 0, check_inputs=check_inputs)
+
+
 def merge_states(o_parts: Array, lse_parts: Array, *, return_lse: bool = False) -> Array | tuple[Array, Array]:
     """Combines N partial attention results over disjoint key sets into one.
 

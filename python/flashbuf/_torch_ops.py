@@ -15,6 +15,8 @@ everything again before the run launches or writes.
   flashbuf::attention_out   same, writing into caller-provided out (and lse)
   flashbuf::decode          (q, k, v, seqlens_k, page_table, workspace, plan, ...) -> (o, lse)
   flashbuf::merge_states    (o_parts, lse_parts, return_lse) -> (o, lse)   LSEs in attention's layout
+  flashbuf::append_kv       (k_cache, v_cache, k, v, cache_seqlens, cache_batch_idx, page_table,
+                             check_inputs) -> None                    k, v written into the caches
 """
 from __future__ import annotations
 
@@ -242,6 +244,22 @@ def _(q, k, v, seqlens_k, page_table, workspace, plan, softmax_scale, causal, wi
     scalars = (softmax_scale, causal, window_left, window_right, softcap)
     shapes = _decode_shapes((q, k, v, seqlens_k, page_table), plan, scalars, metadata_only=True, sinks=sinks)
     return _empty_outputs(q, shapes, return_lse)
+
+
+# ---- append_kv --------------------------------------------------------------------------------
+
+@_operator("append_kv", mutates_args=("k_cache", "v_cache"))
+def append_kv(k_cache: Tensor, v_cache: Tensor, k: Tensor, v: Tensor, cache_seqlens: Tensor,
+              cache_batch_idx: Optional[Tensor], page_table: Optional[Tensor], check_inputs: bool = False) -> None:
+    with _on_device(k_cache):
+        _C.append_kv(_arg("k_cache", k_cache), _arg("v_cache", v_cache), _arg("k", k), _arg("v", v),
+                     _arg("cache_seqlens", cache_seqlens), _arg("cache_batch_idx", cache_batch_idx),
+                     _arg("page_table", page_table), _stream(k_cache), check_inputs=check_inputs)
+
+
+@append_kv.register_fake
+def _(k_cache, v_cache, k, v, cache_seqlens, cache_batch_idx, page_table, check_inputs=False):
+    return None
 
 
 # ---- merge_states -----------------------------------------------------------------------------

@@ -36,7 +36,7 @@ from typing import Any, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ._api import DecodePlan, _check_attention, attention, torch
+from ._api import DecodePlan, _check_attention, append_kv, attention, torch
 from ._common import Array, real, window_side
 
 __all__ = ["flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache", "flash_attn_qkvpacked_func",
@@ -397,75 +397,41 @@ def _append_positions(cache_seqlens: Any, seqlen_new: int) -> Any:
     return cache_seqlens.astype(np.int64)[:, None] + np.arange(seqlen_new, dtype=np.int64)[None, :]
 
 
-def _append_targets(k_cache: Any, k: Any, cache_seqlens: Any, cache_batch_idx: Any, page_table: Any) -> tuple:
-    """The (first index, row) pairs of the cache that the append writes k's tokens to: positions
-    cache_seqlens[b] + i, through the page table or cache_batch_idx, and which of them lie
-    inside the cache. Where the indices are on the host they are checked here, each error naming
-    its argument, before anything is written (the mask is then None). Where they cannot be read
-    without a synchronisation (CUDA, a torch.compile trace) the mask says which writes land: a
-    bad entry drops its writes, as the kernels clamp the lengths and pages they read, instead of
-    indexing outside the cache."""
+def _check_append_entries(k_cache: Any, k: Any, cache_seqlens: Any, cache_batch_idx: Any, page_table: Any) -> None:
+    """The entries of cache_seqlens, page_table and cache_batch_idx that place the append's
+    tokens, where the host can read them: each error names its argument, before attention's own
+    checks (which would name seqlens_k) and before anything is written. Device entries are not
+    read here; append_kv writes no token whose position or page lies outside the cache."""
+    if not _host_readable(cache_seqlens):
+        return
     batch, seqlen_new = k.shape[:2]
     positions = _append_positions(cache_seqlens, seqlen_new)
-    use_torch = _is_torch(k_cache)
     capacity = page_table.shape[1] * k_cache.shape[1] if page_table is not None else k_cache.shape[1]
-    inside = None
-    if _host_readable(positions):
-        if int(positions.max()) >= capacity:
-            raise ValueError(f"cache_seqlens: appending {seqlen_new} tokens at cache_seqlens overruns the cache of "
-                             f"{capacity} tokens per sequence")
-    else:
-        if capacity == 0 or k_cache.shape[0] == 0:
-            raise ValueError(f"k_cache: no room to append {seqlen_new} tokens to, shape {tuple(k_cache.shape)}")
-        inside = (positions >= 0) & (positions < capacity)
-        positions = positions.clamp(0, capacity - 1)  # every index below stays in range
+    if int(positions.max()) >= capacity:
+        raise ValueError(f"cache_seqlens: appending {seqlen_new} tokens at cache_seqlens overruns the cache of "
+                         f"{capacity} tokens per sequence")
     if page_table is not None:
         page_size = k_cache.shape[1]
-        if use_torch:
+        if _is_torch(page_table):
             pages = torch.gather(page_table.to(torch.int64), 1, positions // page_size)
         else:
             pages = np.take_along_axis(np.asarray(page_table, dtype=np.int64), positions // page_size, axis=1)
-        rows = positions % page_size
         name, count = "page_table", k_cache.shape[0]
+    elif cache_batch_idx is not None:
+        pages, name, count = cache_batch_idx, "cache_batch_idx", k_cache.shape[0]
     else:
-        if cache_batch_idx is None:
-            seq = torch.arange(batch, device=k_cache.device) if use_torch else np.arange(batch)
-        else:
-            seq = cache_batch_idx.to(torch.int64) if use_torch else np.asarray(cache_batch_idx, dtype=np.int64)
-        pages = seq[:, None].expand(batch, seqlen_new) if use_torch else np.broadcast_to(seq[:, None], positions.shape)
-        rows = positions
-        name, count = "cache_batch_idx", k_cache.shape[0]
-    if _host_readable(pages):
-        low, high = int(pages.min()), int(pages.max())
-        if low < 0 or high >= count:
-            raise ValueError(f"{name}: entries {low}..{high} where the append writes, outside the cache's "
-                             f"{count} {'pages' if page_table is not None else 'sequences'}")
-    else:
-        page_inside = (pages >= 0) & (pages < count)
-        inside = page_inside if inside is None else inside & page_inside
-    return pages, rows, inside
+        return
+    low, high = int(pages.min()), int(pages.max())
+    if low < 0 or high >= count:
+        raise ValueError(f"{name}: entries {low}..{high} where the append writes, outside the cache's "
+                         f"{count} {'pages' if page_table is not None else 'sequences'}")
 
 
-def _append_in_place(k_cache: Any, v_cache: Any, k: Any, v: Any, targets: tuple) -> None:
-    """Writes k, v (B, seqlen_new, ...) into the caches at the _append_targets rows, as
-    FlashAttention does, with indexing that needs no host synchronisation (CUDA-graph safe).
-
-    Writes outside the cache (device entries the host did not read) must land nowhere, and a
-    masked index_put would need the count of those that do, a synchronisation. Each is sent
-    instead to the first target inside with that target's own k and v, so the place gets the
-    same bytes twice; with no target inside, to the cache's first row with the bytes it holds."""
-    pages, rows, inside = targets
-    if inside is not None:
-        # Indices as 1-element tensors, not 0-d ones: torch.compile would read a 0-d index.
-        first = torch.argmax(inside.reshape(-1).to(torch.uint8)).reshape(1)  # first inside; 0 when none is
-        any_inside = inside.any()
-        pages = torch.where(inside, pages, torch.where(any_inside, pages.reshape(-1).index_select(0, first), 0))
-        rows = torch.where(inside, rows, torch.where(any_inside, rows.reshape(-1).index_select(0, first), 0))
-        stay = inside[:, :, None, None]
-        k = torch.where(stay, k, torch.where(any_inside, k.flatten(0, 1).index_select(0, first), k_cache[0, 0]))
-        v = torch.where(stay, v, torch.where(any_inside, v.flatten(0, 1).index_select(0, first), v_cache[0, 0]))
-    k_cache[pages, rows] = k
-    v_cache[pages, rows] = v
+def _as_int32(value: Any) -> Any:
+    """An index tensor or array as int32 (host entries were checked to fit; device ones pinned)."""
+    if value is None:
+        return None
+    return _saturated_int32(value) if _is_torch(value) else np.ascontiguousarray(value, dtype=np.int32)
 
 
 def _largest_page(seqlen_cache: int) -> int:
@@ -616,7 +582,9 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
     if k is not None and cache_seqlens is None:
         raise ValueError("cache_seqlens: required with k and v (the positions to append them at)")
     lengths = _int32_lengths("cache_seqlens", capacity if cache_seqlens is None else cache_seqlens, batch, q)
-    targets = _append_targets(k_cache, k, lengths, cache_batch_idx, page_table) if appending else None
+    append_at = lengths
+    if appending:
+        _check_append_entries(k_cache, k, append_at, cache_batch_idx, page_table)
     if k is not None:
         lengths = lengths + k.shape[1]
 
@@ -641,7 +609,8 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
         else:
             _check_attention(q, keys, values, seqlens_k=lengths, page_table=table, **masks, **sinks)
     if appending:
-        _append_in_place(k_cache, v_cache, k, v, targets)
+        append_kv(k_cache, v_cache, k, v, append_at, cache_batch_idx=_as_int32(cache_batch_idx),
+                  page_table=_as_int32(page_table))
         if cache_batch_idx is not None and table is None:  # rows copied before the append: again
             keys, values, table = _cache_rows_by_index(k_cache, v_cache, cache_batch_idx)
     if plan is not None:

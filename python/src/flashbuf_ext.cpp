@@ -428,6 +428,27 @@ std::string merge_states(nb::handle o_parts, nb::handle lse_parts, nb::handle o,
   return flashbuf::backend_name(ran);
 }
 
+std::string append_kv(nb::handle k_cache, nb::handle v_cache, nb::handle k, nb::handle v, nb::handle cache_seqlens,
+                      nb::handle cache_batch_idx, nb::handle page_table, std::uintptr_t stream, bool check_inputs) {
+  Arrays keep;
+  flashbuf::AppendKvArgs args;
+  args.k_cache = output_view("k_cache", k_cache, keep);
+  args.v_cache = output_view("v_cache", v_cache, keep);
+  args.k = input_view("k", k, keep);
+  args.v = input_view("v", v, keep);
+  args.cache_seqlens = input_view("cache_seqlens", cache_seqlens, keep);
+  args.cache_batch_idx = input_view("cache_batch_idx", cache_batch_idx, keep);
+  args.page_table = input_view("page_table", page_table, keep);
+  args.stream = stream_of(stream);
+  args.check_index_contents = check_inputs;
+  flashbuf::Backend ran;
+  {
+    nb::gil_scoped_release release;
+    ran = flashbuf::append_kv(args);
+  }
+  return flashbuf::backend_name(ran);
+}
+
 nb::tuple merge_shapes(nb::handle o_parts, nb::handle lse_parts, bool metadata_only) {
   Arrays keep;
   flashbuf::MergeStatesArgs args;
@@ -496,6 +517,10 @@ NB_MODULE(_C, m) {
         "Runs flashbuf::merge_states into preallocated out (and lse); returns the backend that ran.");
   m.def("merge_shapes", &merge_shapes, nb::arg("o_parts").none(), nb::arg("lse_parts").none(),
         nb::arg("metadata_only") = false, "flashbuf::merge_output_shapes: (o shape, lse shape).");
+  m.def("append_kv", &append_kv, nb::arg("k_cache").none(), nb::arg("v_cache").none(), nb::arg("k").none(),
+        nb::arg("v").none(), nb::arg("cache_seqlens").none(), nb::arg("cache_batch_idx").none(),
+        nb::arg("page_table").none(), nb::arg("stream"), nb::arg("check_inputs") = false,
+        "Runs flashbuf::append_kv: k and v written into k_cache and v_cache in place; returns the backend.");
   m.def("cuda_available", &flashbuf::cuda_available);
   m.def(
       "cuda_device_info",

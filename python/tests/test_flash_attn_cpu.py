@@ -9,6 +9,7 @@ tensors.
 from __future__ import annotations
 
 import inspect
+import re
 
 import numpy as np
 import pytest
@@ -557,36 +558,40 @@ def test_torch_compile_fullgraph(planned):
     assert len(flash_attn._PLANS) == 1  # the eager call planned (again) where the trace did not
 
 
-@pytest.mark.skipif(torch is None, reason="needs PyTorch")
-@pytest.mark.parametrize("layout", ["contiguous", "indexed", "paged", "none_inside"])
-def test_append_entries_the_host_cannot_read_drop_writes_outside_the_cache(monkeypatch, layout):
-    """Index tensors the append may not read on the host (CUDA's, a trace's; here torch CPU
-    tensors taken for such) with entries that would write outside the cache: past its end,
-    negative, a page or row outside the pool. Those tokens are dropped, every other lands where
-    it belongs, and nothing else in the cache changes; with no token inside, nothing changes."""
-    monkeypatch.setattr(flash_attn, "_host_readable", lambda a: not flash_attn._is_torch(a))
-    x = arrays("torch", seed=23)
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("layout", ["contiguous", "indexed", "paged"])
+def test_append_kv_writes_each_token_where_its_entries_say(kind, layout):
+    """flashbuf.append_kv (what flash_attn_with_kvcache appends with): every token at its position
+    in its row or page, nothing else written; a host entry that would write outside the cache is
+    refused, naming it, with nothing written."""
+    x = arrays(kind, seed=23)
     k, v = x.randn(3, 2, 2, 4), x.randn(3, 2, 2, 4)
     idx = table = None
     if layout == "paged":  # pages of 4 rows, two a sequence: capacity 8
         k_cache, v_cache = x.randn(5, 4, 2, 4), x.randn(5, 4, 2, 4)
-        table = x.int32([[0, 1], [2, 9], [-3, 4]])  # page 9: outside the pool of 5
-        lens = x.int32([3, 3, 7])  # sequence 2's second token at 8: past the cache
+        table, lens, bad = x.int32([[0, 1], [2, 3], [-3, 4]]), x.int32([3, 3, 6]), ("page_table", 1, 1, 9)
     else:
         k_cache, v_cache = x.randn(3, 8, 2, 4), x.randn(3, 8, 2, 4)
-        lens = x.int32([8, 9, -5]) if layout == "none_inside" else x.int32([7, -1, 3])
+        lens, bad = x.int32([6, 0, 3]), ("cache_seqlens", 0, None, 7)
         if layout == "indexed":
-            idx = x.int32([2, 5, 0])  # row 5: outside the cache's 3
+            idx, bad = x.int32([2, 1, 0]), ("cache_batch_idx", 1, None, 3)
     want_k = ref.appended_cache(k_cache, k, lens, cache_batch_idx=idx, page_table=table)
     want_v = ref.appended_cache(v_cache, v, lens, cache_batch_idx=idx, page_table=table)
-    if layout == "none_inside":
-        assert np.array_equal(want_k, f64(k_cache))
-    else:
-        assert not np.array_equal(want_k, f64(k_cache))
-    targets = flash_attn._append_targets(k_cache, k, lens, idx, table)
-    assert targets[2] is not None and not bool(targets[2].all())  # some writes are outside
-    flash_attn._append_in_place(k_cache, v_cache, k, v, targets)
+    before = (f64(k_cache), f64(v_cache))
+    flashbuf.append_kv(k_cache, v_cache, k, v, lens, cache_batch_idx=idx, page_table=table)
     assert np.array_equal(f64(k_cache), want_k) and np.array_equal(f64(v_cache), want_v)
+    assert not np.array_equal(want_k, before[0])
+    name, row, col, value = bad
+    entries = {"page_table": table, "cache_seqlens": lens, "cache_batch_idx": idx}[name]
+    if col is None:
+        entries[row] = value
+    else:
+        entries[row, col] = value
+    written = (f64(k_cache), f64(v_cache))
+    label = f"{name}[{row}]" + ("" if col is None else f"[{col}]")
+    with pytest.raises(ValueError, match=rf"^{re.escape(label)}: "):
+        flashbuf.append_kv(k_cache, v_cache, k, v, lens, cache_batch_idx=idx, page_table=table)
+    assert np.array_equal(f64(k_cache), written[0]) and np.array_equal(f64(v_cache), written[1])
 
 
 @pytest.mark.skipif(torch is None, reason="needs PyTorch")

@@ -21,6 +21,7 @@ struct CpuExtras {
 CpuExtras cpu_extras(const TensorView& sinks, int num_threads);
 void cpu_attention(const AttentionProblem& p, const CpuExtras& extras = {});
 void cpu_merge_states(const MergeProblem& p);
+void cpu_append_kv(const AppendProblem& p);
 
 // CUDA (src/cuda/ or src/nocuda/).
 bool cuda_runtime_available();
@@ -38,6 +39,7 @@ bool decode_instantiated(DType dtype, int head_dim);
 void cuda_plan_decode(const DecodeProblem& problem, DecodePlan& plan);
 void cuda_decode(const DecodePlan& plan, const AttentionProblem& p, void* workspace);
 void cuda_merge_states(const MergeProblem& p);
+void cuda_append_kv(const AppendProblem& p);
 // Copies `rows` runs of `row_bytes`, `src_pitch` bytes apart (>= row_bytes), from device memory
 // to host, packed (validation of index tensors outside graph capture); returns false when the
 // stream is capturing, in which case nothing is copied.

@@ -98,4 +98,26 @@ struct MergeProblem {
   void* stream = nullptr;
 };
 
+// append_kv after validation: every view as base pointer and strides (elements).
+struct AppendProblem {
+  int batch = 0, seqlen_new = 0, heads_kv = 0, head_dim = 0, head_dim_v = 0;
+  int cache_rows = 0;      // Bc (contiguous) or P (paged): the caches' first dimension
+  int rows_per_entry = 0;  // S (contiguous) or page (paged): their second
+  int max_pages = 0;       // paged: page_table's columns; 0 for a contiguous cache
+  DType dtype = DType::bf16;
+  DeviceKind device = DeviceKind::cpu;
+  int device_index = 0;
+  void* k_cache = nullptr;
+  void* v_cache = nullptr;
+  std::int64_t kc_stride[3] = {0, 0, 0}, vc_stride[3] = {0, 0, 0};  // first, second, head dimension
+  const void* k = nullptr;
+  const void* v = nullptr;
+  std::int64_t k_stride[3] = {0, 0, 0}, v_stride[3] = {0, 0, 0};    // batch, token, head
+  const std::int32_t* cache_seqlens = nullptr;
+  const std::int32_t* cache_batch_idx = nullptr;  // optional
+  const std::int32_t* page_table = nullptr;       // optional
+  std::int64_t page_table_stride = 0;
+  void* stream = nullptr;
+};
+
 }  // namespace flashbuf::detail

@@ -1036,4 +1036,128 @@ MergeProblem validate_merge(const MergeStatesArgs& a, const ValidationOptions& o
   return p;
 }
 
+AppendProblem validate_append(const AppendKvArgs& a) {
+  const bool paged = a.page_table.present();
+  const Named rows_of[] = {{"k_cache", &a.k_cache}, {"v_cache", &a.v_cache}, {"k", &a.k}, {"v", &a.v}};
+  const Named all[] = {rows_of[0], rows_of[1], rows_of[2], rows_of[3], {"cache_seqlens", &a.cache_seqlens},
+                       {"cache_batch_idx", &a.cache_batch_idx}, {"page_table", &a.page_table}};
+  for (const auto& [name, t] : rows_of) require_present(name, *t);
+  require_present("cache_seqlens", a.cache_seqlens);
+  for (const auto& [name, t] : all) check_pointer(name, *t, /*metadata_only=*/false);
+  expect_float_dtype("k_cache", a.k_cache);
+  const char* family = "k_cache, v_cache, k and v";
+  expect_same_dtype("v_cache", a.v_cache, "k_cache", a.k_cache.dtype, family);
+  expect_same_dtype("k", a.k, "k_cache", a.k_cache.dtype, family);
+  expect_same_dtype("v", a.v, "k_cache", a.k_cache.dtype, family);
+  for (const auto& [name, t] : all) expect_same_device(name, *t, a.k_cache, "k_cache");
+  if (paged && a.cache_batch_idx.present()) {
+    fail("cache_batch_idx", "cannot be combined with page_table (index the page table instead)");
+  }
+
+  const char* cache_layout =
+      paged ? "(num_pages, page_size, heads_kv, head_dim)" : "(batch_cache, seqlen_cache, heads_kv, head_dim)";
+  if (a.k_cache.rank != 4) {
+    fail("k_cache", std::string("expected rank 4 ") + cache_layout + ", got shape " + shape_string(a.k_cache));
+  }
+  if (a.k.rank != 4) fail("k", "expected rank 4 (batch, seqlen_new, heads_kv, head_dim), got shape " + shape_string(a.k));
+  const std::int64_t rows = a.k_cache.shape[0], entries = a.k_cache.shape[1], heads = a.k_cache.shape[2],
+                     d = a.k_cache.shape[3];
+  const std::int64_t batch = a.k.shape[0], seqlen_new = a.k.shape[1];
+  expect_shape("v_cache", a.v_cache,
+               {{rows, paged ? "num_pages" : "batch_cache"}, {entries, paged ? "page_size" : "seqlen_cache"},
+                {heads, "heads_kv"}, {kAny, "head_dim_v"}});
+  const std::int64_t dv = a.v_cache.shape[3];
+  expect_shape("k", a.k, {{batch, "batch"}, {seqlen_new, "seqlen_new"}, {heads, "heads_kv"}, {d, "head_dim"}});
+  expect_shape("v", a.v, {{batch, "batch"}, {seqlen_new, "seqlen_new"}, {heads, "heads_kv"}, {dv, "head_dim_v"}});
+  expect_index_tensor("cache_seqlens", a.cache_seqlens, {{batch, "batch"}});
+  if (a.cache_batch_idx.present()) expect_index_tensor("cache_batch_idx", a.cache_batch_idx, {{batch, "batch"}});
+  std::int64_t max_pages = 0;
+  if (paged) {
+    expect_index_tensor("page_table", a.page_table, {{batch, "batch"}, {kAny, "max_pages"}});
+    max_pages = a.page_table.shape[1];
+  }
+  // The copies move elements one at a time: element alignment is all they need.
+  for (const auto& [name, t] : all) expect_aligned(name, *t, /*vector_access=*/false, /*metadata_only=*/false);
+  for (const auto& [name, t] : rows_of) expect_unit_last_stride(name, *t);
+  expect_no_internal_overlap("k_cache", a.k_cache);
+  expect_no_internal_overlap("v_cache", a.v_cache);
+  expect_disjoint({"k_cache", &a.k_cache}, {{"v_cache", &a.v_cache}, {"k", &a.k}, {"v", &a.v},
+                                           {"cache_seqlens", &a.cache_seqlens}, {"cache_batch_idx", &a.cache_batch_idx},
+                                           {"page_table", &a.page_table}});
+  expect_disjoint({"v_cache", &a.v_cache}, {{"k", &a.k}, {"v", &a.v}, {"cache_seqlens", &a.cache_seqlens},
+                                           {"cache_batch_idx", &a.cache_batch_idx}, {"page_table", &a.page_table}});
+  const bool cuda = a.k_cache.device == DeviceKind::cuda;
+  if (cuda && cuda_runtime_available()) {
+    for (const auto& [name, t] : all) expect_pointer_on_device(name, *t);
+  }
+  const std::int64_t capacity = paged ? max_pages * entries : entries;
+
+  // Index contents: host tensors always, CUDA ones when asked (outside graph capture).
+  AttentionChecks checks;
+  checks.device_content_reads = a.check_index_contents;
+  if (auto lens = read_index("cache_seqlens", a.cache_seqlens, batch, checks, a.stream)) {
+    for (std::int64_t b = 0; b < batch; ++b) {
+      const std::int64_t n = (*lens)[b];
+      if (n < 0 || n + seqlen_new > capacity) {
+        fail(indexed("cache_seqlens", b), "appending " + std::to_string(seqlen_new) + " tokens at " +
+                                              std::to_string(n) + " leaves the cache of " + std::to_string(capacity) +
+                                              " tokens per sequence");
+      }
+    }
+    if (paged && seqlen_new > 0) {
+      if (auto table = read_index_rows("page_table", a.page_table, checks, a.stream)) {
+        for (std::int64_t b = 0; b < batch; ++b) {
+          for (std::int64_t j = (*lens)[b] / entries; j <= ((*lens)[b] + seqlen_new - 1) / entries; ++j) {
+            const std::int32_t page = (*table)[b * max_pages + j];
+            if (page < 0 || page >= rows) {
+              fail("page_table[" + std::to_string(b) + "][" + std::to_string(j) + "]",
+                   "page index " + std::to_string(page) + " where the append writes is outside the pool of " +
+                       std::to_string(rows) + " pages");
+            }
+          }
+        }
+      }
+    }
+  }
+  if (a.cache_batch_idx.present()) {
+    if (auto idx = read_index("cache_batch_idx", a.cache_batch_idx, batch, checks, a.stream)) {
+      for (std::int64_t b = 0; b < batch; ++b) {
+        if ((*idx)[b] < 0 || (*idx)[b] >= rows) {
+          fail(indexed("cache_batch_idx", b), "row " + std::to_string((*idx)[b]) + " is outside the cache's " +
+                                                  std::to_string(rows) + " sequences");
+        }
+      }
+    }
+  }
+
+  AppendProblem p;
+  p.batch = static_cast<int>(batch);
+  p.seqlen_new = static_cast<int>(seqlen_new);
+  p.heads_kv = static_cast<int>(heads);
+  p.head_dim = static_cast<int>(d);
+  p.head_dim_v = static_cast<int>(dv);
+  p.cache_rows = static_cast<int>(rows);
+  p.rows_per_entry = static_cast<int>(entries);
+  p.max_pages = static_cast<int>(max_pages);
+  p.dtype = a.k_cache.dtype;
+  p.device = a.k_cache.device;
+  p.device_index = a.k_cache.device_index;
+  p.k_cache = a.k_cache.data;
+  p.v_cache = a.v_cache.data;
+  p.k = a.k.data;
+  p.v = a.v.data;
+  for (int i = 0; i < 3; ++i) {
+    p.kc_stride[i] = a.k_cache.stride[i];
+    p.vc_stride[i] = a.v_cache.stride[i];
+    p.k_stride[i] = a.k.stride[i];
+    p.v_stride[i] = a.v.stride[i];
+  }
+  p.cache_seqlens = static_cast<const std::int32_t*>(a.cache_seqlens.data);
+  p.cache_batch_idx = static_cast<const std::int32_t*>(a.cache_batch_idx.data);
+  p.page_table = static_cast<const std::int32_t*>(a.page_table.data);
+  if (paged) p.page_table_stride = a.page_table.stride[0];
+  p.stream = a.stream;
+  return p;
+}
+
 }  // namespace flashbuf::detail

@@ -30,6 +30,10 @@ void validate_decode_problem(const DecodeProblem& problem);
 
 MergeProblem validate_merge(const MergeStatesArgs& args, const ValidationOptions& options = {});
 
+// append_kv: shapes, dtypes, devices, strides; the caches may not overlap each other, k, v or
+// themselves (a write would land on another). Index contents as validate_attention reads them.
+AppendProblem validate_append(const AppendKvArgs& args);
+
 // CUDA tensors on a machine or build without a usable GPU: throws the RuntimeError that says
 // why (no GPU, or the build's reason for having no CUDA). The entry points and their output-
 // shape checks call it first, so that no message that would only matter on a GPU (an fp32

@@ -38,6 +38,8 @@ void cuda_decode(const DecodePlan&, const AttentionProblem&, void*) { no_cuda("d
 
 void cuda_merge_states(const MergeProblem&) { no_cuda("merge_states on CUDA tensors"); }
 
+void cuda_append_kv(const AppendProblem&) { no_cuda("append_kv on CUDA tensors"); }
+
 bool cuda_copy_rows_to_host_if_not_capturing(void*, const void*, std::size_t, std::size_t, std::size_t, void*) {
   no_cuda("reading CUDA index tensors");
 }
