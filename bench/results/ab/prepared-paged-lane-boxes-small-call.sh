@@ -10,7 +10,7 @@ source scripts/gpu/device_deps.sh unpack >/dev/null
 export AB_CMAKE_ARGS="-DFLASHBUF_INSTANTIATIONS=bf16_64_64;bf16_128_128;bf16_256_256 -DFLASHBUF_DECODE_INSTANTIATIONS=bf16_128"
 L=paged-lane-boxes-small
 bash scripts/gpu/trees_from_patches.sh base $L >/dev/null; T=/root/ab
-timeout 300 env GPU_TESTS='*Paged*:*Sanitizer*:*Fuzz*:*Sinks*' TEST_SHARDS=16 TEST_TIMEOUT_S=150 AB_TEST_TREES="$L" AB_INTERLEAVE=1 AB_ROUNDS=3 OUT=$O/s scripts/gpu_ab.sh $T/base $T/$L -- --serving --serving-cases paged > $O/ab-serving.log 2>&1
+timeout 300 env GPU_TESTS='*Paged*:*Sanitizer*:*Fuzz*:*Sinks*:*AppendKv*' TEST_SHARDS=16 TEST_TIMEOUT_S=150 AB_TEST_TREES="$L" AB_INTERLEAVE=1 AB_ROUNDS=3 OUT=$O/s scripts/gpu_ab.sh $T/base $T/$L -- --serving --serving-cases paged > $O/ab-serving.log 2>&1
 grep -A3 "tests:" $O/ab-serving.log; grep -A 10 " / base" $O/ab-serving.log; el serving
 (cd $OUT && tar czf c.tgz c)
 for pg in 16 128; do
@@ -20,7 +20,9 @@ for pg in 16 128; do
 B=$T/$L/build-ab/tests/flashbuf_gpu_tests
 for tool in memcheck racecheck synccheck; do
   timeout 35 compute-sanitizer --tool $tool --error-exitcode 9 $B --gtest_filter='Kernels/PrefillGpu.SanitizerSmallCases/sm90' --gtest_brief=1 > $O/san-$tool.log 2>&1
-  echo "$L $tool exit $?"; done; el san
+  echo "$L $tool exit $?"; done
+timeout 30 compute-sanitizer --tool memcheck --error-exitcode 9 $B --gtest_filter='AppendKvGpu.*' --gtest_brief=1 > $O/san-append.log 2>&1
+echo "AppendKvGpu memcheck exit $?"; el san
 # The torch operators on CUDA, bad inputs included, on main's package (outputs now sized from a
 # metadata check; the run checks the rest).
 R=$PWD
