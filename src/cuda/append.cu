@@ -8,6 +8,7 @@
 
 #include "api/backends.hpp"
 #include "cuda/check.cuh"
+#include "flashbuf/core/kv_append.hpp"
 #include "flashbuf/flashbuf.hpp"
 
 namespace flashbuf::detail {
@@ -20,21 +21,14 @@ constexpr int kThreads = 128;
 // token's position selects.
 template <class Element>
 __global__ void __launch_bounds__(kThreads) append_kv_kernel(AppendProblem p, std::int64_t rows) {
-  const std::int64_t capacity =
-      p.page_table ? static_cast<std::int64_t>(p.max_pages) * p.rows_per_entry : p.rows_per_entry;
   for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const int h = static_cast<int>(row % p.heads_kv);
     const std::int64_t token = row / p.heads_kv;
     const int i = static_cast<int>(token % p.seqlen_new);
     const int b = static_cast<int>(token / p.seqlen_new);
-    const std::int64_t pos = static_cast<std::int64_t>(p.cache_seqlens[b]) + i;
-    if (pos < 0 || pos >= capacity) continue;
-    std::int64_t first = p.cache_batch_idx ? p.cache_batch_idx[b] : b, second = pos;
-    if (p.page_table) {
-      first = p.page_table[b * p.page_table_stride + pos / p.rows_per_entry];
-      second = pos % p.rows_per_entry;
-    }
-    if (first < 0 || first >= p.cache_rows) continue;
+    const auto [first, second] = kv_append::place_of(b, i, p.cache_seqlens, p.cache_batch_idx, p.page_table,
+                                                     p.page_table_stride, p.max_pages, p.rows_per_entry, p.cache_rows);
+    if (first < 0) continue;
     auto* kc = static_cast<Element*>(p.k_cache) + first * p.kc_stride[0] + second * p.kc_stride[1] + h * p.kc_stride[2];
     auto* vc = static_cast<Element*>(p.v_cache) + first * p.vc_stride[0] + second * p.vc_stride[1] + h * p.vc_stride[2];
     const auto* k = static_cast<const Element*>(p.k) + b * p.k_stride[0] + i * p.k_stride[1] + h * p.k_stride[2];
