@@ -20,14 +20,15 @@ wait; tail -1 $O/pip.log; tail -1 $O/build.log; el build
 B=$T/build-ab/tests/flashbuf_gpu_tests
 timeout 60 $B --gtest_filter='AppendKvGpu.*:*Paged*:DecodeSanitizer.*' --gtest_brief=1 > $O/gtest.log 2>&1
 echo "gtest exit $?: $(grep -E 'PASSED|FAILED' $O/gtest.log | tr '\n' ' ')"
-timeout 40 compute-sanitizer --tool memcheck --error-exitcode 9 $B --gtest_filter='AppendKvGpu.*' --gtest_brief=1 > $O/san-append.log 2>&1
-echo "AppendKvGpu memcheck exit $?"; el gtest; pack
+el gtest; pack
 (cd /tmp && PYTHONPATH=/tmp/ab-pkg-base timeout 200 python3 -X faulthandler -m pytest -q -rs -p no:cacheprovider \
    --rootdir $R $R/python/tests/test_gpu.py $R/python/tests/test_compat_gpu.py $R/python/tests/test_reliability.py \
    $R/python/tests/test_catalogue.py $R/python/tests/test_sinks.py) > $O/pytest.log 2>&1
 echo "pytest exit $?: $(tail -1 $O/pytest.log)"; grep -E "^(FAILED|ERROR)" $O/pytest.log | head; el pytest; pack
 rm -rf /tmp/ab-pkg-old && cp -r /tmp/ab-pkg-base /tmp/ab-pkg-old && cp .abp/old-py/*.py /tmp/ab-pkg-old/flashbuf/
+timeout 40 compute-sanitizer --tool memcheck --error-exitcode 9 $B --gtest_filter='AppendKvGpu.*' --gtest_brief=1 > $O/san-append.log 2>&1
+echo "AppendKvGpu memcheck exit $?"; el memcheck; pack
 for r in 1 2; do for t in old base; do
-  (cd /tmp && PYTHONPATH=/tmp/ab-pkg-$t timeout 40 python3 $R/bench/host_overhead.py --device cuda --calls 500 --rounds 3) > $O/host-$t-$r.log 2>&1
+  (cd /tmp && PYTHONPATH=/tmp/ab-pkg-$t timeout 40 python3 $R/bench/host_overhead.py --device cuda --calls 300 --rounds 2) > $O/host-$t-$r.log 2>&1
   echo "== $t $r"; tail -4 $O/host-$t-$r.log; done; done; el host
 pack; ls -la $OUT/c.tgz
