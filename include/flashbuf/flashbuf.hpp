@@ -1,6 +1,6 @@
-// flashbuf public API: tensor views, argument structs, and the three entry points
-// (prefill `attention`, token-generation `decode` with its `plan_decode` step, and
-// `merge_states`). Host C++ only; no CUDA headers. Everything is validated before anything
+// flashbuf public API: tensor views, argument structs, and the entry points (prefill
+// `attention`, token-generation `decode` with its `plan_decode` step, `merge_states`, and
+// `append_kv`, the KV-cache append). Host C++ only; no CUDA headers. Everything is validated before anything
 // launches or is written: bad input throws flashbuf::ArgumentError naming the argument.
 //
 // Layouts (the FlashAttention convention, strides in elements, last dim contiguous):
