@@ -1,7 +1,8 @@
 // flashbuf public API: tensor views, argument structs, and the entry points (prefill
 // `attention`, token-generation `decode` with its `plan_decode` step, `merge_states`, and
-// `append_kv`, the KV-cache append). Host C++ only; no CUDA headers. Everything is validated before anything
-// launches or is written: bad input throws flashbuf::ArgumentError naming the argument.
+// `append_kv`, the KV-cache append). Host C++ only; no CUDA headers. Everything is validated
+// before anything launches or is written: bad input throws flashbuf::ArgumentError naming the
+// argument.
 //
 // Layouts (the FlashAttention convention, strides in elements, last dim contiguous):
 //   batch   : q (B, Sq, Hq, D)    k (B, Sk, Hkv, D)    v (B, Sk, Hkv, Dv)   o (B, Sq, Hq, Dv)
