@@ -406,7 +406,7 @@ class DecodePlan:
         _C.decode_shapes(list(self._plan), *inputs, *scalars, sinks=_np_in("sinks", sinks))
 
 
-# ---- merge_states -----------------------------------------------------------------------------
+# ---- append_kv --------------------------------------------------------------------------------
 
 def append_kv(k_cache: Array, v_cache: Array, k: Array, v: Array, cache_seqlens: Array, *,
               cache_batch_idx: Array | None = None, page_table: Array | None = None,
@@ -431,6 +431,8 @@ def append_kv(k_cache: Array, v_cache: Array, k: Array, v: Array, cache_seqlens:
                  _np_in("cache_seqlens", cache_seqlens), _np_in("cache_batch_idx", cache_batch_idx),
                  _np_in("page_table", page_table), 0, check_inputs=check_inputs)
 
+
+# ---- merge_states -----------------------------------------------------------------------------
 
 def merge_states(o_parts: Array, lse_parts: Array, *, return_lse: bool = False) -> Array | tuple[Array, Array]:
     """Combines N partial attention results over disjoint key sets into one.

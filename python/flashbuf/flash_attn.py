@@ -404,7 +404,7 @@ def _check_append_entries(k_cache: Any, k: Any, cache_seqlens: Any, cache_batch_
     read here; append_kv writes no token whose position or page lies outside the cache."""
     if not _host_readable(cache_seqlens):
         return
-    batch, seqlen_new = k.shape[:2]
+    seqlen_new = k.shape[1]
     positions = _append_positions(cache_seqlens, seqlen_new)
     capacity = page_table.shape[1] * k_cache.shape[1] if page_table is not None else k_cache.shape[1]
     if int(positions.max()) >= capacity:
@@ -429,9 +429,15 @@ def _check_append_entries(k_cache: Any, k: Any, cache_seqlens: Any, cache_batch_
 
 def _as_int32(value: Any) -> Any:
     """An index tensor or array as int32 (host entries were checked to fit; device ones pinned)."""
-    if value is None:
-        return None
     return _saturated_int32(value) if _is_torch(value) else np.ascontiguousarray(value, dtype=np.int32)
+
+
+def _check_cache_rows(k_cache: Any, cache_batch_idx: Any) -> None:
+    """cache_batch_idx's entries, where the host can read them, name rows of the cache."""
+    if _host_readable(cache_batch_idx) and cache_batch_idx.shape[0] > 0:
+        low, high = int(cache_batch_idx.min()), int(cache_batch_idx.max())
+        if low < 0 or high >= k_cache.shape[0]:
+            raise ValueError(f"cache_batch_idx: entries {low}..{high}, outside the cache's {k_cache.shape[0]} sequences")
 
 
 def _largest_page(seqlen_cache: int) -> int:
@@ -457,15 +463,12 @@ def _rows_as_pages(cache: Any, page_size: int) -> Any:
 
 
 def _cache_rows_by_index(k_cache: Any, v_cache: Any, cache_batch_idx: Any) -> tuple[Any, Any, Any]:
-    """The cache rows cache_batch_idx picks, as paged K/V and a page table: the contiguous cache
-    read in place through page-sized views (a gathered copy where its strides forbid a view)."""
+    """The cache rows cache_batch_idx (int32) picks, as paged K/V and a page table: the
+    contiguous cache read in place through page-sized views (a gathered copy where its strides
+    forbid a view)."""
     batch, seqlen_cache = cache_batch_idx.shape[0], k_cache.shape[1]
     if batch > 0 and k_cache.shape[0] == 0:
         raise ValueError(f"cache_batch_idx: picks rows of a cache of none, shape {tuple(k_cache.shape)}")
-    if _host_readable(cache_batch_idx) and batch > 0:
-        low, high = int(cache_batch_idx.min()), int(cache_batch_idx.max())
-        if low < 0 or high >= k_cache.shape[0]:
-            raise ValueError(f"cache_batch_idx: entries {low}..{high}, outside the cache's {k_cache.shape[0]} sequences")
     if seqlen_cache == 0:
         pages_k, pages_v = None, None
     else:
@@ -481,7 +484,7 @@ def _cache_rows_by_index(k_cache: Any, v_cache: Any, cache_batch_idx: Any) -> tu
     per_row = seqlen_cache // page_size
     if _is_torch(cache_batch_idx):
         steps = torch.arange(per_row, dtype=torch.int64, device=cache_batch_idx.device)
-        index = _saturated_int32(cache_batch_idx).to(torch.int64)  # (bounded first: no int64 wrap below)
+        index = cache_batch_idx.to(torch.int64)  # int32 entries: no int64 wrap below
         table = _saturated_int32(index[:, None] * per_row + steps[None, :])
     else:
         first = np.asarray(cache_batch_idx, dtype=np.int32)[:, None] * per_row
@@ -552,9 +555,8 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
     entries of cache_seqlens, page_table and cache_batch_idx too where they are on the host; on
     CUDA (read without a synchronisation) an entry that would write outside the cache, a
     negative one included, has those writes dropped, and attention reads lengths and pages
-    clamped to the cache. Masks, scale,
-    softcap and learnable_sink are as in flash_attn_func, causal aligned to the bottom right of
-    each sequence's keys.
+    clamped to the cache. Masks, scale, softcap and learnable_sink are as in flash_attn_func,
+    causal aligned to the bottom right of each sequence's keys.
 
     Returns out (B, Sq, H, Dv), or (out, softmax_lse (B, H, Sq) float32) with
     return_softmax_lse. Up to 16 queries per sequence run flashbuf's split-KV decode, planned once
@@ -575,7 +577,7 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
     capacity = page_table.shape[1] * k_cache.shape[1] if page_table is not None else k_cache.shape[1]
 
     if cache_batch_idx is not None:
-        cache_batch_idx = _integer_array("cache_batch_idx", cache_batch_idx, (batch,))
+        cache_batch_idx = _as_int32(_integer_array("cache_batch_idx", cache_batch_idx, (batch,)))
     if page_table is not None:
         page_table = _integer_array("page_table", page_table, tuple(page_table.shape))
     appending = k is not None and k.shape[0] > 0 and k.shape[1] > 0
@@ -583,8 +585,10 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
         raise ValueError("cache_seqlens: required with k and v (the positions to append them at)")
     lengths = _int32_lengths("cache_seqlens", capacity if cache_seqlens is None else cache_seqlens, batch, q)
     append_at = lengths
-    if appending:
+    if appending:  # (cache_batch_idx's rows included)
         _check_append_entries(k_cache, k, append_at, cache_batch_idx, page_table)
+    elif cache_batch_idx is not None:
+        _check_cache_rows(k_cache, cache_batch_idx)
     if k is not None:
         lengths = lengths + k.shape[1]
 
@@ -609,8 +613,7 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
         else:
             _check_attention(q, keys, values, seqlens_k=lengths, page_table=table, **masks, **sinks)
     if appending:
-        append_kv(k_cache, v_cache, k, v, append_at, cache_batch_idx=_as_int32(cache_batch_idx),
-                  page_table=_as_int32(page_table))
+        append_kv(k_cache, v_cache, k, v, append_at, cache_batch_idx=cache_batch_idx, page_table=page_table)
         if cache_batch_idx is not None and table is None:  # rows copied before the append: again
             keys, values, table = _cache_rows_by_index(k_cache, v_cache, cache_batch_idx)
     if plan is not None:
