@@ -217,6 +217,8 @@ OutputShapes attention_output_shapes(const AttentionArgs& args, CheckScope scope
 OutputShapes decode_output_shapes(const DecodePlan& plan, const DecodeArgs& args,
                                   CheckScope scope = CheckScope::full);
 OutputShapes merge_output_shapes(const MergeStatesArgs& args, CheckScope scope = CheckScope::full);
+// append_kv has no outputs to size: this makes its checks (torch.compile's fake rule calls it).
+void check_append_kv(const AppendKvArgs& args, CheckScope scope = CheckScope::full);
 
 // Device discovery (returns false on machines without a usable CUDA GPU).
 bool cuda_available();

@@ -259,6 +259,10 @@ def append_kv(k_cache: Tensor, v_cache: Tensor, k: Tensor, v: Tensor, cache_seql
 
 @append_kv.register_fake
 def _(k_cache, v_cache, k, v, cache_seqlens, cache_batch_idx, page_table, check_inputs=False):
+    _C.append_kv_check(_describe("k_cache", k_cache), _describe("v_cache", v_cache), _describe("k", k),
+                       _describe("v", v), _describe("cache_seqlens", cache_seqlens),
+                       _describe("cache_batch_idx", cache_batch_idx), _describe("page_table", page_table),
+                       metadata_only=True)
     return None
 
 

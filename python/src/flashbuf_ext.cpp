@@ -428,17 +428,27 @@ std::string merge_states(nb::handle o_parts, nb::handle lse_parts, nb::handle o,
   return flashbuf::backend_name(ran);
 }
 
-std::string append_kv(nb::handle k_cache, nb::handle v_cache, nb::handle k, nb::handle v, nb::handle cache_seqlens,
-                      nb::handle cache_batch_idx, nb::handle page_table, std::uintptr_t stream, bool check_inputs) {
-  Arrays keep;
+// The caches are outputs (written in place), or descriptions for the metadata checks.
+flashbuf::AppendKvArgs append_args(nb::handle k_cache, nb::handle v_cache, nb::handle k, nb::handle v,
+                                   nb::handle cache_seqlens, nb::handle cache_batch_idx, nb::handle page_table,
+                                   bool descriptions, Arrays& keep) {
+  const auto cache_view = descriptions ? input_view : output_view;
   flashbuf::AppendKvArgs args;
-  args.k_cache = output_view("k_cache", k_cache, keep);
-  args.v_cache = output_view("v_cache", v_cache, keep);
+  args.k_cache = cache_view("k_cache", k_cache, keep);
+  args.v_cache = cache_view("v_cache", v_cache, keep);
   args.k = input_view("k", k, keep);
   args.v = input_view("v", v, keep);
   args.cache_seqlens = input_view("cache_seqlens", cache_seqlens, keep);
   args.cache_batch_idx = input_view("cache_batch_idx", cache_batch_idx, keep);
   args.page_table = input_view("page_table", page_table, keep);
+  return args;
+}
+
+std::string append_kv(nb::handle k_cache, nb::handle v_cache, nb::handle k, nb::handle v, nb::handle cache_seqlens,
+                      nb::handle cache_batch_idx, nb::handle page_table, std::uintptr_t stream, bool check_inputs) {
+  Arrays keep;
+  flashbuf::AppendKvArgs args =
+      append_args(k_cache, v_cache, k, v, cache_seqlens, cache_batch_idx, page_table, /*descriptions=*/false, keep);
   args.stream = stream_of(stream);
   args.check_index_contents = check_inputs;
   flashbuf::Backend ran;
@@ -447,6 +457,15 @@ std::string append_kv(nb::handle k_cache, nb::handle v_cache, nb::handle k, nb::
     ran = flashbuf::append_kv(args);
   }
   return flashbuf::backend_name(ran);
+}
+
+// append_kv's checks without the run (metadata_only: the arguments may be descriptions).
+void append_kv_check(nb::handle k_cache, nb::handle v_cache, nb::handle k, nb::handle v, nb::handle cache_seqlens,
+                     nb::handle cache_batch_idx, nb::handle page_table, bool metadata_only) {
+  Arrays keep;
+  const flashbuf::AppendKvArgs args =
+      append_args(k_cache, v_cache, k, v, cache_seqlens, cache_batch_idx, page_table, metadata_only, keep);
+  flashbuf::check_append_kv(args, scope_of(metadata_only));
 }
 
 nb::tuple merge_shapes(nb::handle o_parts, nb::handle lse_parts, bool metadata_only) {
@@ -521,6 +540,10 @@ NB_MODULE(_C, m) {
         nb::arg("v").none(), nb::arg("cache_seqlens").none(), nb::arg("cache_batch_idx").none(),
         nb::arg("page_table").none(), nb::arg("stream"), nb::arg("check_inputs") = false,
         "Runs flashbuf::append_kv: k and v written into k_cache and v_cache in place; returns the backend.");
+  m.def("append_kv_check", &append_kv_check, nb::arg("k_cache").none(), nb::arg("v_cache").none(),
+        nb::arg("k").none(), nb::arg("v").none(), nb::arg("cache_seqlens").none(), nb::arg("cache_batch_idx").none(),
+        nb::arg("page_table").none(), nb::arg("metadata_only") = false,
+        "flashbuf::check_append_kv: append_kv's checks without the copy.");
   m.def("cuda_available", &flashbuf::cuda_available);
   m.def(
       "cuda_device_info",

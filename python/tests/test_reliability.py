@@ -124,6 +124,13 @@ def test_fake_functions_make_the_same_checks():
         assert tuple(o.shape) == (8, 2, D) and tuple(lse.shape) == (2, 8)
         with pytest.raises(ValueError, match=r"^lse_parts: "):
             torch.ops.flashbuf.merge_states(torch.empty(3, 5, 4, D), torch.empty(3, 5, 5), True)
+        kc, lens = torch.empty(2, 16, 2, D, dtype=torch.bfloat16), torch.empty(2, dtype=torch.int32)
+        kn = torch.empty(2, 1, 2, D, dtype=torch.bfloat16)
+        with pytest.raises(ValueError, match=r"^v: expected shape"):
+            torch.ops.flashbuf.append_kv(kc, kc, kn, kn[:, :, :1], lens, None, None)
+        with pytest.raises(ValueError, match=r"^cache_batch_idx: cannot be combined with page_table"):
+            torch.ops.flashbuf.append_kv(kc, kc, kn, kn, lens, lens, torch.empty(2, 1, dtype=torch.int32))
+        torch.ops.flashbuf.append_kv(kc, kc.clone(), kn, kn, lens, None, None)  # valid: no error
 
 
 # ---- CUDA: no hidden synchronisation ---------------------------------------------------------

@@ -147,6 +147,17 @@ def test_opcheck_decode_and_merge(gen):
                           test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_static"))
 
 
+def test_opcheck_append_kv(gen):
+    lens = torch.tensor([3, 0], dtype=torch.int32)
+    k, v = randn(2, 2, 2, 16, generator=gen), randn(2, 2, 2, 16, generator=gen)
+    contiguous = (randn(2, 8, 2, 16, generator=gen), randn(2, 8, 2, 16, generator=gen))
+    paged = (randn(5, 4, 2, 16, generator=gen), randn(5, 4, 2, 16, generator=gen))
+    table = torch.tensor([[4, 1], [0, 2]], dtype=torch.int32)
+    for args in ((*contiguous, k, v, lens, None, None), (*contiguous, k, v, lens, torch.tensor([1, 0], dtype=torch.int32), None),
+                 (*paged, k, v, lens, None, table)):
+        torch.library.opcheck(torch.ops.flashbuf.append_kv.default, args, test_utils=("test_schema", "test_faketensor"))
+
+
 def test_decode_plan_with_torch_cpu_tensors(gen):
     plan = flashbuf.DecodePlan(2, 1, 4, 2, 32, 32, 20, 0, dtype=torch.float16, device="cpu")
     q, k, v = randn(2, 1, 4, 32, dtype=torch.float16, generator=gen), randn(2, 20, 2, 32, dtype=torch.float16, generator=gen), \

@@ -19,4 +19,9 @@ Backend append_kv(const AppendKvArgs& args) {
   return Backend::sm80;
 }
 
+void check_append_kv(const AppendKvArgs& args, CheckScope scope) {
+  if (scope == CheckScope::full) detail::require_usable_gpu(args.k_cache.device, args.k_cache.device_index);
+  detail::validate_append(args, scope);
+}
+
 }  // namespace flashbuf

@@ -32,7 +32,8 @@ MergeProblem validate_merge(const MergeStatesArgs& args, const ValidationOptions
 
 // append_kv: shapes, dtypes, devices, strides; the caches may not overlap each other, k, v or
 // themselves (a write would land on another). Index contents as validate_attention reads them.
-AppendProblem validate_append(const AppendKvArgs& args);
+// CheckScope::metadata: the checks that need no pointer, and an empty problem.
+AppendProblem validate_append(const AppendKvArgs& args, CheckScope scope = CheckScope::full);
 
 // CUDA tensors on a machine or build without a usable GPU: throws the RuntimeError that says
 // why (no GPU, or the build's reason for having no CUDA). The entry points and their output-

@@ -144,4 +144,34 @@ TEST_F(Append, PagedCacheAcrossPages) {
   expect_refused(bad, "cache_batch_idx", "cannot be combined with page_table", k_cache, v_cache);
 }
 
+// The metadata scope (torch.compile's fake rule) checks shapes, dtypes and strides without any
+// pointer; the full scope makes the run's checks, index contents included, and writes nothing.
+TEST_F(Append, ChecksWithoutTheCopy) {
+  Buffer k_cache{{2, 12, 2, 5}, 7}, v_cache{{2, 12, 2, 3}, 8};
+  const std::vector<float> k_before = k_cache.data, v_before = v_cache.data;
+  args.k_cache = k_cache.view, args.v_cache = v_cache.view, args.k = k.view, args.v = v.view;
+  std::vector<std::int32_t> over{4, 10};  // 10 + 3 tokens overrun 12: only the full scope reads it
+  args.cache_seqlens = flashbuf::make_view(over.data(), DType::int32, {2});
+  AppendKvArgs described = args;
+  for (TensorView* t : {&described.k_cache, &described.v_cache, &described.k, &described.v, &described.cache_seqlens}) {
+    t->data = nullptr;
+  }
+  EXPECT_NO_THROW(flashbuf::check_append_kv(described, flashbuf::CheckScope::metadata));
+  described.v.shape[1] = 4;
+  try {
+    flashbuf::check_append_kv(described, flashbuf::CheckScope::metadata);
+    ADD_FAILURE() << "no error for v's shape";
+  } catch (const ArgumentError& e) {
+    EXPECT_EQ(e.argument(), "v") << e.what();
+  }
+  try {
+    flashbuf::check_append_kv(args);
+    ADD_FAILURE() << "no error for cache_seqlens[1]";
+  } catch (const ArgumentError& e) {
+    EXPECT_EQ(e.argument(), "cache_seqlens[1]") << e.what();
+  }
+  EXPECT_EQ(k_cache.data, k_before);
+  EXPECT_EQ(v_cache.data, v_before);
+}
+
 }  // namespace
