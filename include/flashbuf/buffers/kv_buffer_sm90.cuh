@@ -97,13 +97,12 @@ struct KVBufferLDSSm90 {
   }
   // Rows [key0, key0 + kRows) of a paged source through TMA (the map describes the pool: cols,
   // page rows, heads, pages; boxes of box_rows rows, a multiple of 8 dividing both the page and
-  // the tile, so no box straddles pages): one box per box_rows rows per slab, issued by one
-  // thread. Every row must be a key of the sequence (the caller gathers a tile that reaches
-  // past its end). One division per tile (KVSource::paged_rows_within_pages), none per box: this
-  // thread must stay ahead of the consumers; a tile's page-table
-  // entries share a line, so all but the first read hit L1. (Reading the entries a tile ahead by
-  // the lanes of the warp and shuffling them to the issuing lane is slower: bench/NOTES-prefill.md,
-  // "Measurements behind the code's choices".)
+  // the tile, so no box straddles pages), completing on `full` (armed by the caller). Every row
+  // must be a key of the sequence (the caller gathers a tile that reaches past its end).
+  //
+  // A tile of a few large boxes (pages of 64 rows and more) is issued by one thread: one
+  // division per tile (KVSource::paged_rows_within_pages), none per box, and its page-table
+  // entries share a line, so all but the first read hit L1.
   __device__ void load_tile_tma_paged(const CUtensorMap* map, int key0, int head, std::uint64_t* full,
                                       int box_rows) {
     In* tile = stage_ptr(write_stage);
@@ -115,6 +114,23 @@ struct KVBufferLDSSm90 {
         sm90::cp_async_bulk_tensor_4d_g2s(tile + slab * Tile::kSlabElems + r * Tile::kSlabCols, map,
                                           slab * Tile::kSlabCols, box.in_page, head, page, full);
       }
+    }
+    write_stage = (write_stage + 1) % NumSmemStages;
+  }
+  // The same tile of many small boxes (pages of 16 or 32 rows) issued by `lanes` lanes (of a
+  // warp or two), box j by lane j % lanes, each lane reading its own box's page-table entry, so
+  // the reads overlap, and ptxas issues the lanes' copies in one loop over the active lanes (the
+  // copy takes uniform registers) of about ten instructions a box: one thread walking 16 boxes
+  // spent about 48 on each, behind a page-table read, on an SMSP whose consumer warps' softmax
+  // is bound by issue (bench/NOTES-prefill.md, "Paged pages of 16 rows").
+  __device__ void load_tile_tma_paged_by_lanes(const CUtensorMap* map, int key0, int head, std::uint64_t* full,
+                                               int box_rows, int lane, int lanes) {
+    In* tile = stage_ptr(write_stage);
+    for (int j = lane; j / Tile::kSlabs * box_rows < Tile::kRows; j += lanes) {
+      const int r = j / Tile::kSlabs * box_rows, slab = j % Tile::kSlabs;
+      const auto box = src.paged_rows_within_pages(key0 + r, box_rows);
+      sm90::cp_async_bulk_tensor_4d_g2s(tile + slab * Tile::kSlabElems + r * Tile::kSlabCols, map,
+                                        slab * Tile::kSlabCols, box.in_page, head, box.page(), full);
     }
     write_stage = (write_stage + 1) % NumSmemStages;
   }

@@ -474,12 +474,24 @@ struct PrefillSm90 {
     // Tile i goes into stage Ring::stage(i) of each buffer. The stage is set from i rather than
     // left to the buffers' own cycling count (the same stages): a loop-carried modulo spills at
     // 40 registers.
+    // Paged tiles of more than four boxes (pages below 64 rows at D 128) go out over two
+    // producer warps a lane a box; tiles of a few large boxes from one thread, where whole warps
+    // measured 2-3% slower (pages of 128 rows; bench/NOTES-prefill.md, "Paged pages of 16 rows").
+    const bool lane_boxes = Paged && maps.box_rows > 0 && kBN / maps.box_rows * KTile::kSlabs > 4;
     const auto issue_tile_tma = [&](const Ring& ring, auto& buf, const CUtensorMap* map, std::uint32_t bytes, int i) {
       const int key0 = (n_first + i) * kBN;
       buf.write_to_stage(Ring::stage(i));
       ring.acquire(i);
       if constexpr (Paged) {
-        buf.load_tile_tma_paged(map, key0, blk.head_kv, ring.expect_bytes(i, bytes), maps.box_rows);
+        if (lane_boxes) {  // by two warps (K: 0 and 2, V: 1 and 3), a lane a box
+          const int lane = threadIdx.x % 32 * 2 + threadIdx.x / 64;  // the warps take alternate boxes
+          if (lane == 0) ring.expect_bytes(i, bytes);
+          __syncwarp();
+          buf.load_tile_tma_paged_by_lanes(map, key0, blk.head_kv, &ring.full[Ring::stage(i)], maps.box_rows, lane,
+                                           64);
+        } else {
+          buf.load_tile_tma_paged(map, key0, blk.head_kv, ring.expect_bytes(i, bytes), maps.box_rows);
+        }
       } else {
         // Varlen: one packed sequence of rows (batch 0), this sequence from k_begin.
         const int row = blk.k_begin + key0, batch = p.cu_seqlens_k ? 0 : blk.batch;
@@ -503,9 +515,11 @@ struct PrefillSm90 {
         QBuf::load_tile_tma(smem_q, &maps.q, blk.m0, blk.head, blk.batch, q_full);
         FLASHBUF_TRACE_STEP(true, flashbuf_trace_q_issued());
       }
-      for (int i = 0; i < min(kEarlyTiles, tma_tiles); ++i) {
-        issue_tile_tma(kring, kbuf, &maps.k, KTile::kBytes, i);
-        issue_tile_tma(vring, vbuf, &maps.v, VTile::kBytes, i);
+      if constexpr (kEarlyTiles > 0) {
+        for (int i = 0; i < min(kEarlyTiles, tma_tiles); ++i) {
+          issue_tile_tma(kring, kbuf, &maps.k, KTile::kBytes, i);
+          issue_tile_tma(vring, vbuf, &maps.v, VTile::kBytes, i);
+        }
       }
     }
     __syncthreads();  // barriers initialised before anyone else arrives or waits
@@ -519,7 +533,8 @@ struct PrefillSm90 {
       if (!maps.q_enabled) load_q_async(smem_q, blk, p, q_full);
       // TMA: one thread per operand issues whole tiles (K from warp 0, V from warp 1; the early
       // tiles of both came from thread 0 above), so neither operand's boxes wait behind the
-      // other's (paged, page 16 at D 128: 16 boxes a tile each).
+      // other's; paged tiles of many boxes from two whole warps each (page 16 at D 128: 16 boxes
+      // a tile each, a lane each).
       const auto issue_tma = [&](const Ring& ring, auto& buf, const CUtensorMap* map, std::uint32_t bytes) {
         for (int i = kEarlyTiles; i < tma_tiles; ++i) issue_tile_tma(ring, buf, map, bytes, i);
       };
@@ -529,8 +544,9 @@ struct PrefillSm90 {
                       [&] { vring.commit_cp_async(i); });
         }
       } else {
-        if (threadIdx.x == 0) issue_tma(kring, kbuf, &maps.k, KTile::kBytes);
-        if (threadIdx.x == 32) issue_tma(vring, vbuf, &maps.v, VTile::kBytes);
+        const int issuer = lane_boxes ? threadIdx.x / 32 % 2 * 32 : threadIdx.x;  // two warps, or one lane
+        if (issuer == 0) issue_tma(kring, kbuf, &maps.k, KTile::kBytes);
+        if (issuer == 32) issue_tma(vring, vbuf, &maps.v, VTile::kBytes);
         for (int i = tma_tiles; i < num_tiles; ++i) {  // the last tile, past the sequence's end
           gather_tail_tile<false>(kring, vring, kbuf, vbuf, i, n_first + i, blk.seqlen_k);
         }
