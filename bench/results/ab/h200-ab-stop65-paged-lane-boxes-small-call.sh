@@ -5,7 +5,8 @@
 # (without the branch: mkdir .abp and copy prepared-paged-lane-boxes-small.patch there as paged-lane-boxes-small.patch)
 # then run this file with carry [".deps", ".abp", ".commit"] (copy it into .abp/ so that it travels).
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
-O=$OUT/c; mkdir -p $O
+O=$OUT/c; mkdir -p $O; R=$PWD
+[ -d .fa4site ] && bash scripts/gpu/fa4_site.sh stash
 source scripts/gpu/device_deps.sh unpack >/dev/null
 export AB_CMAKE_ARGS="-DFLASHBUF_INSTANTIATIONS=bf16_64_64;bf16_128_128;bf16_256_256 -DFLASHBUF_DECODE_INSTANTIATIONS=bf16_128"
 L=paged-lane-boxes-small
@@ -23,18 +24,22 @@ for tool in memcheck racecheck synccheck; do
   echo "$L $tool exit $?"; done
 timeout 30 compute-sanitizer --tool memcheck --error-exitcode 9 $B --gtest_filter='AppendKvGpu.*' --gtest_brief=1 > $O/san-append.log 2>&1
 echo "AppendKvGpu memcheck exit $?"; el san
+# The mixed lengths (0.957 FA4) against the batch form of their longest: where main's warps
+# wait (ncu's source page, bench/ncu_stalls.py), one launch each.
+for s in varlen:4096,512,2048,37,8000,1500 8192; do
+  n=${s%%:*}
+  (cd /tmp && PYTHONPATH=/tmp/ab-pkg-base timeout 100 ncu --set full --import-source yes -f -o /tmp/st-$n \
+     -k regex:prefill python3 $R/bench/profile_prefill.py 128 $s causal sm90 none 32/8) > $O/ncu-st-$n.log 2>&1
+  ncu --import /tmp/st-$n.ncu-rep --page source --csv --print-source sass > /tmp/st-$n.csv 2>/dev/null
+  ncu --import /tmp/st-$n.ncu-rep --page details --print-units base > $O/ncu-st-$n-details.txt 2>/dev/null
+  python3 bench/ncu_stalls.py /tmp/st-$n.csv 128 > $O/stalls-$n.txt 2>&1
+  echo "== stalls $s"; head -4 $O/stalls-$n.txt; grep -E "Duration|Issue Slots Busy|No Eligible|Active Warps Per|L2 Hit" $O/ncu-st-$n-details.txt | head -8; done; el stalls
+(cd $OUT && tar czf c.tgz c)
 # The torch operators on CUDA, bad inputs included, on main's package (outputs now sized from a
 # metadata check; the run checks the rest).
-R=$PWD
-(cd /tmp && PYTHONPATH=/tmp/ab-pkg-base timeout 150 python3 -X faulthandler -m pytest -q -rs -p no:cacheprovider \
+
+(cd /tmp && PYTHONPATH=/tmp/ab-pkg-base timeout $(( 530 - ($(date +%s) - t0) )) python3 -X faulthandler -m pytest -q -rs -p no:cacheprovider \
    --rootdir $R $R/python/tests/test_gpu.py $R/python/tests/test_reliability.py $R/python/tests/test_catalogue.py \
    $R/python/tests/test_compat_gpu.py) > $O/pytest.log 2>&1
 echo "pytest exit $?: $(tail -1 $O/pytest.log)"; grep -E "^(FAILED|ERROR)" $O/pytest.log | head; el pytest
-# The Python entry points' time per decode step on CUDA: the session-start Python files
-# (.abp/old-py: operators through the dispatcher, the append without its outside-write mask)
-# against the working tree's, on main's package, alternating, twice.
-rm -rf /tmp/ab-pkg-old && cp -r /tmp/ab-pkg-base /tmp/ab-pkg-old && cp .abp/old-py/*.py /tmp/ab-pkg-old/flashbuf/
-for r in 1 2; do for t in old base; do
-  (cd /tmp && PYTHONPATH=/tmp/ab-pkg-$t timeout 40 python3 $R/bench/host_overhead.py --device cuda --calls 500 --rounds 3) > $O/host-$t-$r.log 2>&1
-  echo "== $t $r"; cat $O/host-$t-$r.log | tail -4; done; done; el host
 rm -f $O/*/*.png; cd $OUT && tar czf c.tgz c && rm -rf c && ls -la c.tgz

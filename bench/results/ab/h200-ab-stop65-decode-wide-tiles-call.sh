@@ -7,6 +7,7 @@ t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
 # Logs under /root/call/c, packed into $OUT/c.tgz after every part (a call cut by its time limit
 # still returns one file with every part done).
 O=/root/call/c; rm -rf $O; mkdir -p $O; pack() { tar -C /root/call -czf $OUT/c.tgz c; }
+[ -d .fa4site ] && bash scripts/gpu/fa4_site.sh stash
 source scripts/gpu/device_deps.sh unpack >/dev/null
 W=decode-wide-tiles
 export AB_CMAKE_ARGS="-DFLASHBUF_INSTANTIATIONS=bf16_128_128 -DFLASHBUF_DECODE_INSTANTIATIONS=bf16_64;bf16_128"
