@@ -188,7 +188,10 @@ Backend merge_states(const MergeStatesArgs& args);
 // are checked entry by entry (an ArgumentError names the first bad one, "cache_seqlens[1]",
 // before anything is written); CUDA ones only with check_index_contents (a copy and a stream
 // synchronisation). Unchecked, a token whose position or page lies outside the cache is not
-// written, the others are: one launch, no synchronisation, capturable in a CUDA graph.
+// written, the others are: one launch, no synchronisation, capturable in a CUDA graph. The
+// caches may take turns in one buffer (K and V halves of one pool) but not overlap otherwise;
+// two tokens whose entries name one place (repeated cache_batch_idx rows, a page two sequences
+// share) leave that place unspecified on CUDA, as in FlashAttention.
 struct AppendKvArgs {
   TensorView k_cache, v_cache;  // (Bc, S, Hkv, D), (Bc, S, Hkv, Dv); or paged (P, page, Hkv, D|Dv)
   TensorView k, v;              // (B, S_new, Hkv, D), (B, S_new, Hkv, Dv), the caches' dtype

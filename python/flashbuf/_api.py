@@ -420,7 +420,10 @@ def append_kv(k_cache: Array, v_cache: Array, k: Array, v: Array, cache_seqlens:
     One operation on the caches' device. Host index entries are checked (ValueError naming the
     first bad one, before anything is written); CUDA ones only with check_inputs=True (a copy and
     a synchronisation). Unchecked, a token whose position or page lies outside the cache is not
-    written, and nothing else is: no synchronisation, capturable in a CUDA graph."""
+    written, and nothing else is: no synchronisation, capturable in a CUDA graph. k_cache and
+    v_cache may be the two halves of one pool (pool[:, 0] and pool[:, 1]); tokens whose entries
+    name one place (repeated cache_batch_idx rows, a page two sequences share) leave it
+    unspecified on CUDA, as in FlashAttention."""
     check_inputs = bool(check_inputs)
     if _is_torch(k_cache):
         _check_named(k_cache=k_cache, v_cache=v_cache, k=k, v=v, cache_seqlens=cache_seqlens,

@@ -90,18 +90,24 @@ def _operator(name: str, mutates_args: tuple = ()):
 
 try:
     from torch.utils._python_dispatch import _get_current_dispatch_mode
-except ImportError:  # an older PyTorch: always through the dispatcher
+    _tracing_state = torch._C._get_tracing_state
+    _functorch_active = torch._C._are_functorch_transforms_active
+except (ImportError, AttributeError):  # an older PyTorch: always through the dispatcher
     def _get_current_dispatch_mode():
         return True
 
 
 def _through_dispatcher(args) -> bool:
     """Whether a call must go through PyTorch's dispatcher: under torch.compile (the fake rules
-    give shapes), under a dispatch mode (tracers, fake tensors, FLOP counters see the operator),
-    on tensor subclasses, or where autograd records the call (an input requires grad under grad
-    mode: a backward then raises, since the operators register no formula). Elsewhere, eager
-    inference, the dispatcher's Python layers cost tens of microseconds a call for nothing."""
+    give shapes), torch.jit.trace (which records only what the dispatcher sees) or a functorch
+    transform (vmap, grad: its tensors are wrappers), under a dispatch mode (tracers, fake
+    tensors, FLOP counters see the operator), on tensor subclasses, or where autograd records
+    the call (an input requires grad under grad mode: a backward then raises, since the
+    operators register no formula). Elsewhere, eager inference, the dispatcher's Python layers
+    cost tens of microseconds a call for nothing."""
     if torch.compiler.is_compiling() or _get_current_dispatch_mode() is not None:
+        return True
+    if _tracing_state() is not None or _functorch_active():
         return True
     grad = torch.is_grad_enabled()
     for a in args:

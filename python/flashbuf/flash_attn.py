@@ -389,35 +389,41 @@ def _check_kv_cache_args(q: Any, k_cache: Any, v_cache: Any, k: Any, v: Any,
             raise ValueError(f"{name}: must be on {name}_cache's device")
 
 
-def _append_positions(cache_seqlens: Any, seqlen_new: int) -> Any:
-    """(B, seqlen_new) cache positions of the new tokens, int64."""
-    if _is_torch(cache_seqlens):
-        steps = torch.arange(seqlen_new, device=cache_seqlens.device, dtype=torch.int64)
-        return cache_seqlens.to(torch.int64)[:, None] + steps[None, :]
-    return cache_seqlens.astype(np.int64)[:, None] + np.arange(seqlen_new, dtype=np.int64)[None, :]
+def _host_lengths(lengths: Any, raw: Any, batch: int) -> Optional[np.ndarray]:
+    """cache_seqlens as the host knows it, int64 (B): the lengths passed where they are readable
+    without a synchronisation (an int, an array, a CPU tensor, even when they travel on to q's
+    device), else None."""
+    if isinstance(raw, (int, np.integer)) and not isinstance(raw, bool):
+        return np.full((batch,), int(raw), dtype=np.int64)
+    for x in (lengths, raw):
+        if _host_readable(x):
+            return np.asarray(x.numpy() if _is_torch(x) else x, dtype=np.int64)
+    return None
 
 
-def _check_append_entries(k_cache: Any, k: Any, cache_seqlens: Any, cache_batch_idx: Any, page_table: Any) -> None:
+def _check_append_entries(k_cache: Any, k: Any, host_lengths: Optional[np.ndarray], cache_batch_idx: Any,
+                          page_table: Any) -> None:
     """The entries of cache_seqlens, page_table and cache_batch_idx that place the append's
     tokens, where the host can read them: each error names its argument, before attention's own
     checks (which would name seqlens_k) and before anything is written. Device entries are not
     read here; append_kv writes no token whose position or page lies outside the cache."""
-    if not _host_readable(cache_seqlens):
+    if host_lengths is None or host_lengths.size == 0:
         return
     seqlen_new = k.shape[1]
-    positions = _append_positions(cache_seqlens, seqlen_new)
+    positions = host_lengths[:, None] + np.arange(seqlen_new, dtype=np.int64)[None, :]
     capacity = page_table.shape[1] * k_cache.shape[1] if page_table is not None else k_cache.shape[1]
     if int(positions.max()) >= capacity:
         raise ValueError(f"cache_seqlens: appending {seqlen_new} tokens at cache_seqlens overruns the cache of "
                          f"{capacity} tokens per sequence")
     if page_table is not None:
-        page_size = k_cache.shape[1]
-        if _is_torch(page_table):
-            pages = torch.gather(page_table.to(torch.int64), 1, positions // page_size)
-        else:
-            pages = np.take_along_axis(np.asarray(page_table, dtype=np.int64), positions // page_size, axis=1)
+        if not _host_readable(page_table):
+            return
+        table = np.asarray(page_table.numpy() if _is_torch(page_table) else page_table, dtype=np.int64)
+        pages = np.take_along_axis(table, positions // k_cache.shape[1], axis=1)
         name, count = "page_table", k_cache.shape[0]
     elif cache_batch_idx is not None:
+        if not _host_readable(cache_batch_idx):
+            return
         pages, name, count = cache_batch_idx, "cache_batch_idx", k_cache.shape[0]
     else:
         return
@@ -583,10 +589,11 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
     appending = k is not None and k.shape[0] > 0 and k.shape[1] > 0
     if k is not None and cache_seqlens is None:
         raise ValueError("cache_seqlens: required with k and v (the positions to append them at)")
-    lengths = _int32_lengths("cache_seqlens", capacity if cache_seqlens is None else cache_seqlens, batch, q)
+    raw_lengths = capacity if cache_seqlens is None else cache_seqlens
+    lengths = _int32_lengths("cache_seqlens", raw_lengths, batch, q)
     append_at = lengths
     if appending:  # (cache_batch_idx's rows included)
-        _check_append_entries(k_cache, k, append_at, cache_batch_idx, page_table)
+        _check_append_entries(k_cache, k, _host_lengths(lengths, raw_lengths, batch), cache_batch_idx, page_table)
     elif cache_batch_idx is not None:
         _check_cache_rows(k_cache, cache_batch_idx)
     if k is not None:

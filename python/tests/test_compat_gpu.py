@@ -226,6 +226,36 @@ def test_with_kvcache_device_entries_outside_the_cache_drop_their_writes(layout)
     assert bool(torch.isfinite(out).all())
 
 
+@pytest.mark.parametrize("lengths", ["int", "cpu tensor"])
+def test_with_kvcache_host_lengths_are_checked_before_they_move_to_the_device(lengths):
+    """cache_seqlens the host holds (an int, a CPU tensor) are checked on the host even though
+    they travel on to the device: an append past the cache's end is refused by name, with
+    nothing written, not dropped on the device."""
+    k_cache, v_cache = randn(2, 64, 2, 128), randn(2, 64, 2, 128)
+    q, k, v = randn(2, 1, 8, 128), randn(2, 8, 2, 128), randn(2, 8, 2, 128)
+    seqlens = 60 if lengths == "int" else torch.tensor([3, 60], dtype=torch.int32)
+    before = (k_cache.clone(), v_cache.clone())
+    with pytest.raises(ValueError, match=r"^cache_seqlens: appending 8 tokens"):
+        flash_attn.flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=seqlens)
+    assert torch.equal(k_cache, before[0]) and torch.equal(v_cache, before[1])
+
+
+def test_with_kvcache_appends_into_k_and_v_taking_turns_in_one_buffer():
+    """A (pages, 2, page, heads, D) pool split into K and V at dimension 1 (the caches' byte
+    ranges interleave, their elements do not) appends and attends as two separate caches."""
+    pool = randn(6, 2, 16, 2, 128)
+    separate = pool.clone()
+    table = torch.tensor([[4, 1], [0, 5]], dtype=torch.int32, device=DEV)
+    lens = torch.tensor([14, 3], dtype=torch.int32, device=DEV)
+    q, k, v = randn(2, 3, 8, 128), randn(2, 3, 2, 128), randn(2, 3, 2, 128)
+    k_sep, v_sep = separate[:, 0].contiguous(), separate[:, 1].contiguous()
+    want = flash_attn.flash_attn_with_kvcache(q, k_sep, v_sep, k, v, cache_seqlens=lens, page_table=table, causal=True)
+    got = flash_attn.flash_attn_with_kvcache(q, pool[:, 0], pool[:, 1], k, v, cache_seqlens=lens, page_table=table,
+                                             causal=True)
+    assert torch.equal(pool[:, 0], k_sep) and torch.equal(pool[:, 1], v_sep)
+    assert torch.equal(got, want)
+
+
 def test_with_kvcache_decode_step_captured_in_a_cuda_graph():
     b, hq, hkv, d, smax, page = 3, 16, 4, 128, 512, 16
     pages = smax // page

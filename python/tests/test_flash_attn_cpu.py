@@ -594,6 +594,25 @@ def test_append_kv_writes_each_token_where_its_entries_say(kind, layout):
     assert np.array_equal(f64(k_cache), written[0]) and np.array_equal(f64(v_cache), written[1])
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_append_kv_takes_k_and_v_taking_turns_in_one_buffer(kind):
+    """A (B, S, 2, heads, D) cache split into K and V at dimension 2: the two views' byte ranges
+    interleave, their elements do not, so the append writes both; more sequences than cache rows
+    (without cache_batch_idx) and one cache for both are refused by name."""
+    x = arrays(kind, seed=29)
+    pool = x.randn(2, 8, 2, 2, 4)
+    k_cache, v_cache = pool[:, :, 0], pool[:, :, 1]
+    k, v, lens = x.randn(2, 3, 2, 4), x.randn(2, 3, 2, 4), x.int32([5, 0])
+    want_k = ref.appended_cache(k_cache, k, lens)
+    want_v = ref.appended_cache(v_cache, v, lens)
+    flashbuf.append_kv(k_cache, v_cache, k, v, lens)
+    assert np.array_equal(f64(k_cache), want_k) and np.array_equal(f64(v_cache), want_v)
+    with pytest.raises(ValueError, match=r"^k: batch 2 exceeds k_cache's 1 sequences"):
+        flashbuf.append_kv(k_cache[:1], v_cache[:1], k, v, lens)
+    with pytest.raises(ValueError, match=r"^k_cache: shares memory with v_cache"):
+        flashbuf.append_kv(k_cache, k_cache, k, v, lens)
+
+
 @pytest.mark.skipif(torch is None, reason="needs PyTorch")
 def test_index_entries_the_host_cannot_read_are_pinned_not_wrapped_to_int32():
     """Device (or traced) int64 index tensors reach int32 without a host read: an entry beyond

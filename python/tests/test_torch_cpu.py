@@ -95,6 +95,26 @@ def test_eager_calls_skip_the_dispatcher_only_where_it_adds_nothing(gen):
     assert torch.equal(out, want)
 
 
+def test_jit_trace_and_vmap_see_the_operators(gen):
+    """torch.jit.trace records only what reaches the dispatcher, and vmap's tensors are
+    wrappers: both go through torch.ops, so a traced function replays the attention and vmap
+    runs it once a batch entry."""
+    q, k, v = (randn(1, 6, 2, 16, dtype=torch.float32, generator=gen) for _ in range(3))
+    want = flashbuf.attention(q, k, v, causal=True)
+    traced = torch.jit.trace(lambda q, k, v: flashbuf.attention(q, k, v, causal=True), (q, k, v))
+    assert "flashbuf::attention" in str(traced.graph)
+    q2 = randn(1, 6, 2, 16, dtype=torch.float32, generator=gen)
+    assert torch.equal(traced(q, k, v), want)
+    assert torch.equal(traced(q2, k, v), flashbuf.attention(q2, k, v, causal=True))
+    qs = torch.stack([q, q2])
+    try:
+        got = torch.func.vmap(lambda q: flashbuf.attention(q, k, v, causal=True))(qs)
+    except RuntimeError as e:  # a PyTorch whose custom operators take no vmap without a rule
+        assert "vmap" in str(e) or "Batching rule" in str(e), e
+    else:
+        assert torch.equal(got[0], want) and torch.equal(got[1], flashbuf.attention(q2, k, v, causal=True))
+
+
 def test_out_variant(gen):
     q, k, v = (randn(1, 6, 2, 16, dtype=torch.float32, generator=gen) for _ in range(3))
     out = torch.full((1, 6, 2, 16), float("nan"))

@@ -15,7 +15,9 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdint>
+#include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <optional>
@@ -272,26 +274,32 @@ void expect_index_tensor(const char* arg, const TensorView& t, std::initializer_
   expect_unit_last_stride(arg, t);
 }
 
-// An output must hold one element per address: a broadcast (stride-0) or otherwise
-// self-overlapping view would have several rows written to one place. Sufficient test: with
-// the dimensions sorted by stride, each stride exceeds the reach of the smaller ones.
-void expect_no_internal_overlap(const char* arg, const TensorView& t) {
-  if (!t.present() || empty(t)) return;
-  int order[kMaxRank];
+// Whether the dimensions (extents, strides in elements) address every element once. Sufficient
+// test: with the dimensions sorted by stride, each stride exceeds the reach of the smaller ones.
+bool addresses_each_element_once(int rank, const std::int64_t* shape, const std::int64_t* stride) {
+  int order[kMaxRank + 1];
   int n = 0;
-  for (int i = 0; i < t.rank; ++i) {
-    if (t.shape[i] > 1) order[n++] = i;
+  for (int i = 0; i < rank; ++i) {
+    if (shape[i] > 1) order[n++] = i;
   }
-  std::sort(order, order + n, [&](int a, int b) { return t.stride[a] < t.stride[b]; });
+  std::sort(order, order + n, [&](int a, int b) { return stride[a] < stride[b]; });
   std::int64_t reach = 0;  // largest offset reachable through the dimensions so far
   for (int j = 0; j < n; ++j) {
     const int i = order[j];
-    if (t.stride[i] <= reach) {
-      fail(arg, "shape " + shape_string(t) + " with strides " + strides_string(t) +
-                    " addresses some elements more than once (a broadcast or stride-0 view); an output needs "
-                    "one element per address");
-    }
-    reach += (t.shape[i] - 1) * t.stride[i];
+    if (stride[i] <= reach) return false;
+    reach += (shape[i] - 1) * stride[i];
+  }
+  return true;
+}
+
+// An output must hold one element per address: a broadcast (stride-0) or otherwise
+// self-overlapping view would have several rows written to one place.
+void expect_no_internal_overlap(const char* arg, const TensorView& t) {
+  if (!t.present() || empty(t)) return;
+  if (!addresses_each_element_once(t.rank, t.shape, t.stride)) {
+    fail(arg, "shape " + shape_string(t) + " with strides " + strides_string(t) +
+                  " addresses some elements more than once (a broadcast or stride-0 view); an output needs "
+                  "one element per address");
   }
 }
 
@@ -319,6 +327,31 @@ void expect_disjoint(const Named& out, std::initializer_list<Named> others) {
                          " while " + out.name + " is written)");
     }
   }
+}
+
+// Two outputs of one shape but the last extent, taking turns in one buffer: a KV pool of
+// (pages, 2, page, heads, D) split into K and V at dimension 1, or (B, S, 2, heads, D) at
+// dimension 2. Their byte ranges overlap while their elements do not, so expect_disjoint would
+// refuse them. Exact for that layout: the two views as one with a leading dimension of extent 2
+// whose stride is the distance between their first elements (same dtype, same strides outside
+// the last dimension), over the longer last extent, must address every element once.
+bool interleaved_apart(const TensorView& a, const TensorView& b) {
+  if (a.dtype != b.dtype || a.rank != b.rank || a.rank > kMaxRank || a.data == nullptr || b.data == nullptr) {
+    return false;
+  }
+  const std::ptrdiff_t bytes = static_cast<const char*>(b.data) - static_cast<const char*>(a.data);
+  const std::ptrdiff_t size = static_cast<std::ptrdiff_t>(dtype_size(a.dtype));
+  if (bytes % size != 0) return false;
+  std::int64_t shape[kMaxRank + 1], stride[kMaxRank + 1];
+  shape[0] = 2, stride[0] = std::abs(bytes / size);
+  for (int i = 0; i < a.rank; ++i) {
+    const bool last = i == a.rank - 1;
+    if (!last && (a.shape[i] != b.shape[i] || a.stride[i] != b.stride[i])) return false;
+    if (last && a.stride[i] != b.stride[i]) return false;
+    shape[i + 1] = last ? std::max(a.shape[i], b.shape[i]) : a.shape[i];
+    stride[i + 1] = a.stride[i];
+  }
+  return addresses_each_element_once(a.rank + 1, shape, stride);
 }
 
 // ---- reading index tensors -------------------------------------------------------------
@@ -1072,6 +1105,10 @@ AppendProblem validate_append(const AppendKvArgs& a, CheckScope scope) {
   expect_shape("v", a.v, {{batch, "batch"}, {seqlen_new, "seqlen_new"}, {heads, "heads_kv"}, {dv, "head_dim_v"}});
   expect_index_tensor("cache_seqlens", a.cache_seqlens, {{batch, "batch"}});
   if (a.cache_batch_idx.present()) expect_index_tensor("cache_batch_idx", a.cache_batch_idx, {{batch, "batch"}});
+  if (!paged && !a.cache_batch_idx.present() && batch > rows) {
+    fail("k", "batch " + std::to_string(batch) + " exceeds k_cache's " + std::to_string(rows) +
+                  " sequences (sequence b is appended to row b; cache_batch_idx picks other rows)");
+  }
   std::int64_t max_pages = 0;
   if (paged) {
     expect_index_tensor("page_table", a.page_table, {{batch, "batch"}, {kAny, "max_pages"}});
@@ -1084,9 +1121,10 @@ AppendProblem validate_append(const AppendKvArgs& a, CheckScope scope) {
   expect_no_internal_overlap("v_cache", a.v_cache);
   if (meta) return {};  // what follows compares pointers and reads index contents
 
-  expect_disjoint({"k_cache", &a.k_cache}, {{"v_cache", &a.v_cache}, {"k", &a.k}, {"v", &a.v},
-                                           {"cache_seqlens", &a.cache_seqlens}, {"cache_batch_idx", &a.cache_batch_idx},
-                                           {"page_table", &a.page_table}});
+  // The caches may take turns in one buffer (interleaved_apart); nothing else may overlap them.
+  if (!interleaved_apart(a.k_cache, a.v_cache)) expect_disjoint({"k_cache", &a.k_cache}, {{"v_cache", &a.v_cache}});
+  expect_disjoint({"k_cache", &a.k_cache}, {{"k", &a.k}, {"v", &a.v}, {"cache_seqlens", &a.cache_seqlens},
+                                           {"cache_batch_idx", &a.cache_batch_idx}, {"page_table", &a.page_table}});
   expect_disjoint({"v_cache", &a.v_cache}, {{"k", &a.k}, {"v", &a.v}, {"cache_seqlens", &a.cache_seqlens},
                                            {"cache_batch_idx", &a.cache_batch_idx}, {"page_table", &a.page_table}});
   const bool cuda = a.k_cache.device == DeviceKind::cuda;

@@ -144,6 +144,43 @@ TEST_F(Append, PagedCacheAcrossPages) {
   expect_refused(bad, "cache_batch_idx", "cannot be combined with page_table", k_cache, v_cache);
 }
 
+// K and V taking turns in one buffer, as a (B, S, 2, H, D) pool split at dimension 2: their
+// byte ranges overlap, their elements do not, so the append takes them; a sequence without a
+// row, and one cache inside the other, are refused.
+TEST_F(Append, CachesTakingTurnsInOneBuffer) {
+  Buffer pool{{3, 12, 4, 5}, 9};  // heads 0-1 are K's, 2-3 V's
+  const std::vector<float> before = pool.data;
+  TensorView k_cache = pool.view, v_cache = pool.view;
+  k_cache.shape[2] = v_cache.shape[2] = 2;
+  v_cache.data = pool.data.data() + 2 * pool.view.stride[2];
+  v_cache.shape[3] = 3;  // Dv 3 inside D 5's row
+  args.k_cache = k_cache, args.v_cache = v_cache, args.k = k.view, args.v = v.view;
+  args.cache_seqlens = flashbuf::make_view(lens.data(), DType::int32, {2});
+  flashbuf::append_kv(args);
+  Buffer want = pool;
+  want.data = before;
+  for (int b = 0; b < 2; ++b) {
+    for (int i = 0; i < 3; ++i) {
+      for (int h = 0; h < 2; ++h) {
+        for (int e = 0; e < 5; ++e) want.at(b, lens[b] + i, h, e) = k.at(b, i, h, e);
+        for (int e = 0; e < 3; ++e) want.at(b, lens[b] + i, 2 + h, e) = v.at(b, i, h, e);
+      }
+    }
+  }
+  EXPECT_EQ(pool.data, want.data);
+
+  Buffer dummy{{1, 1, 1, 1}, 0};
+  AppendKvArgs bad = args;
+  bad.v_cache.data = pool.data.data() + 1;  // V's rows start inside K's
+  expect_refused(bad, "k_cache", "shares memory with v_cache", pool, dummy);
+  bad = args;
+  bad.v_cache.data = bad.k_cache.data;  // one cache for both
+  expect_refused(bad, "k_cache", "shares memory with v_cache", pool, dummy);
+  bad = args;
+  bad.k_cache.shape[0] = bad.v_cache.shape[0] = 1;  // two sequences, one cache row
+  expect_refused(bad, "k", "batch 2 exceeds k_cache's 1 sequences", pool, dummy);
+}
+
 // The metadata scope (torch.compile's fake rule) checks shapes, dtypes and strides without any
 // pointer; the full scope makes the run's checks, index contents included, and writes nothing.
 TEST_F(Append, ChecksWithoutTheCopy) {
