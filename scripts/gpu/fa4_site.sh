@@ -3,8 +3,9 @@
 # machine, in as few carried bytes as the 64 MiB limit allows. The recipe is
 # ../shared/anchors/fa4/ (which wheels, and that they are unzipped, not pip-installed); this
 # script ships them unzipped and xz-compressed instead of as wheels: 72 MB in two parts where
-# the wheels take 102 MB in three (each part travels beside the 19 MB working tree and the
-# 7 MB of .deps).
+# the wheels take 102 MB in three (each part travels beside the working tree, 17 MB, and the
+# 7 MB of .deps: the carry's limit leaves the tree about 20 MB, so plots that no document names
+# are not kept in bench/results; their runs' JSON files are).
 #
 #   here:    bash scripts/gpu/fa4_site.sh pack        # fetches the wheels, writes .fa4site/part.*
 #   device:  eval "$(bash scripts/gpu/fa4_site.sh env)"
