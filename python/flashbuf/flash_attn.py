@@ -468,10 +468,19 @@ def _rows_as_pages(cache: Any, page_size: int) -> Any:
     return view
 
 
-def _cache_rows_by_index(k_cache: Any, v_cache: Any, cache_batch_idx: Any) -> tuple[Any, Any, Any]:
+def _rows_stand_in(cache: Any, batch: int) -> Any:
+    """An uninitialised (batch, S, Hkv, D) array of cache's dtype and device, like a gathered
+    copy of `batch` of its rows."""
+    shape = (batch,) + tuple(cache.shape[1:])
+    return cache.new_empty(shape) if _is_torch(cache) else np.empty(shape, dtype=cache.dtype)
+
+
+def _cache_rows_by_index(k_cache: Any, v_cache: Any, cache_batch_idx: Any,
+                         gather: bool = True) -> tuple[Any, Any, Any]:
     """The cache rows cache_batch_idx (int32) picks, as paged K/V and a page table: the
     contiguous cache read in place through page-sized views (a gathered copy where its strides
-    forbid a view)."""
+    forbid a view; gather=False: uninitialised stand-ins of the copy's shape, dtype and device,
+    for checks that read no keys)."""
     batch, seqlen_cache = cache_batch_idx.shape[0], k_cache.shape[1]
     if batch > 0 and k_cache.shape[0] == 0:
         raise ValueError(f"cache_batch_idx: picks rows of a cache of none, shape {tuple(k_cache.shape)}")
@@ -481,6 +490,8 @@ def _cache_rows_by_index(k_cache: Any, v_cache: Any, cache_batch_idx: Any) -> tu
         page_size = _largest_page(seqlen_cache)
         pages_k, pages_v = _rows_as_pages(k_cache, page_size), _rows_as_pages(v_cache, page_size)
     if pages_k is None or pages_v is None:
+        if not gather:
+            return _rows_stand_in(k_cache, batch), _rows_stand_in(v_cache, batch), None
         if _is_torch(k_cache):
             # Entries the host did not read are clamped, as the kernels clamp a page table's.
             idx = cache_batch_idx.to(torch.int64).clamp(0, max(k_cache.shape[0] - 1, 0))
@@ -600,8 +611,8 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
         lengths = lengths + k.shape[1]
 
     keys, values, table = k_cache, v_cache, page_table
-    if cache_batch_idx is not None:
-        keys, values, table = _cache_rows_by_index(k_cache, v_cache, cache_batch_idx)
+    if cache_batch_idx is not None:  # (rows to be copied: after the append, stand-ins for its checks)
+        keys, values, table = _cache_rows_by_index(k_cache, v_cache, cache_batch_idx, gather=not appending)
     masks: dict[str, Any] = dict(causal=bool(causal), window=_window(window_size), softcap=_softcap(softcap),
                                  scale=softmax_scale)
     return_lse = bool(return_softmax_lse)
@@ -621,7 +632,7 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
             _check_attention(q, keys, values, seqlens_k=lengths, page_table=table, **masks, **sinks)
     if appending:
         append_kv(k_cache, v_cache, k, v, append_at, cache_batch_idx=cache_batch_idx, page_table=page_table)
-        if cache_batch_idx is not None and table is None:  # rows copied before the append: again
+        if cache_batch_idx is not None and table is None:  # the rows, copied now that they hold k and v
             keys, values, table = _cache_rows_by_index(k_cache, v_cache, cache_batch_idx)
     if plan is not None:
         # A workspace of this run's own: the cached plan is shared by every caller, thread and
