@@ -392,7 +392,10 @@ def _check_kv_cache_args(q: Any, k_cache: Any, v_cache: Any, k: Any, v: Any,
 def _host_lengths(lengths: Any, raw: Any, batch: int) -> Optional[np.ndarray]:
     """cache_seqlens as the host knows it, int64 (B): the lengths passed where they are readable
     without a synchronisation (an int, an array, a CPU tensor, even when they travel on to q's
-    device), else None."""
+    device), else None (and while torch.compile traces: NumPy on the lengths would become
+    data-dependent guards there)."""
+    if _compiling():
+        return None
     if isinstance(raw, (int, np.integer)) and not isinstance(raw, bool):
         return np.full((batch,), int(raw), dtype=np.int64)
     for x in (lengths, raw):
