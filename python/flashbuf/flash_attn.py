@@ -389,18 +389,16 @@ def _check_kv_cache_args(q: Any, k_cache: Any, v_cache: Any, k: Any, v: Any,
             raise ValueError(f"{name}: must be on {name}_cache's device")
 
 
-def _host_lengths(lengths: Any, raw: Any, batch: int) -> Optional[np.ndarray]:
-    """cache_seqlens as the host knows it, int64 (B): the lengths passed where they are readable
-    without a synchronisation (an int, an array, a CPU tensor, even when they travel on to q's
-    device), else None (and while torch.compile traces: NumPy on the lengths would become
-    data-dependent guards there)."""
+def _host_lengths(raw: Any, batch: int) -> Optional[np.ndarray]:
+    """cache_seqlens as passed, int64 (B), where the host can read it without a synchronisation
+    (an int, an array, a CPU tensor, even when it travels on to q's device), else None (and
+    while torch.compile traces: NumPy on the lengths would become data-dependent guards there)."""
     if _compiling():
         return None
-    if isinstance(raw, (int, np.integer)) and not isinstance(raw, bool):
+    if isinstance(raw, (int, np.integer)):  # (a bool was refused by _int32_lengths)
         return np.full((batch,), int(raw), dtype=np.int64)
-    for x in (lengths, raw):
-        if _host_readable(x):
-            return np.asarray(x.numpy() if _is_torch(x) else x, dtype=np.int64)
+    if _host_readable(raw):
+        return np.asarray(raw.numpy() if _is_torch(raw) else raw, dtype=np.int64)
     return None
 
 
@@ -607,7 +605,7 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
     lengths = _int32_lengths("cache_seqlens", raw_lengths, batch, q)
     append_at = lengths
     if appending:  # (cache_batch_idx's rows included)
-        _check_append_entries(k_cache, k, _host_lengths(lengths, raw_lengths, batch), cache_batch_idx, page_table)
+        _check_append_entries(k_cache, k, _host_lengths(raw_lengths, batch), cache_batch_idx, page_table)
     elif cache_batch_idx is not None:
         _check_cache_rows(k_cache, cache_batch_idx)
     if k is not None:
