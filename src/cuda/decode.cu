@@ -343,7 +343,8 @@ void cuda_decode(const DecodePlan& plan, const AttentionProblem& p, void* worksp
   const int clusters_resident = num_splits <= dk::kMaxClusterSplits ? info.deep_active_clusters[num_splits] : 0;
   params.deep_ring = info.deep_ring && deep_ring_allowed() &&
                      dk::choose_deep_ring(p.page_size > 0, static_cast<std::int64_t>(grid.y) * grid.z, num_splits,
-                                          merge, info.sm_count, clusters_resident);
+                                          ceil_div(params.keys_per_split_static, shape.block_n), merge, info.sm_count,
+                                          clusters_resident);
   const cudaError_t launched = launch_kernel(pr, shape.mtiles, params, grid, stream);
   if (launched != cudaSuccess) {
     throw RuntimeError(std::string("flashbuf decode: launching the kernel failed: ") + cudaGetErrorName(launched) +

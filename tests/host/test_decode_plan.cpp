@@ -81,14 +81,20 @@ TEST(DecodeHost, SplitHeuristicAndWorkspace) {
   EXPECT_EQ(dk::mtiles_for_rows(1000), 8);
 }
 
-TEST(DecodeHost, DeepRingForPagedGridsOfOneBlockPerSm) {
+TEST(DecodeHost, DeepRingForShortPagedSplitsAtOneBlockPerSm) {
   // H200: 132 SMs.
-  EXPECT_TRUE(dk::choose_deep_ring(true, 8, 16, Merge::workspace, 132, 0)) << "B=1 Hkv=8 paged, 128 blocks";
-  EXPECT_FALSE(dk::choose_deep_ring(false, 8, 16, Merge::workspace, 132, 0)) << "contiguous keeps the shared ring";
-  EXPECT_FALSE(dk::choose_deep_ring(true, 64, 4, Merge::workspace, 132, 0)) << "256 blocks: two per SM";
-  EXPECT_TRUE(dk::choose_deep_ring(true, 8, 8, Merge::cluster, 132, 16)) << "8 clusters of 8, 16 resident";
-  EXPECT_FALSE(dk::choose_deep_ring(true, 64, 2, Merge::cluster, 132, 60)) << "64 pairs, 60 resident";
-  EXPECT_TRUE(dk::choose_deep_ring(true, 1, 1, Merge::none, 132, 0));
+  EXPECT_TRUE(dk::choose_deep_ring(true, 8, 8, 4, Merge::workspace, 132, 0)) << "B=1 Hkv=8 paged L 2k, 64 blocks";
+  EXPECT_FALSE(dk::choose_deep_ring(false, 8, 8, 4, Merge::workspace, 132, 0)) << "contiguous keeps the shared ring";
+  EXPECT_FALSE(dk::choose_deep_ring(true, 64, 4, 2, Merge::workspace, 132, 0)) << "256 blocks: two per SM";
+  EXPECT_TRUE(dk::choose_deep_ring(true, 8, 16, 8, Merge::cluster, 132, 16)) << "L 8k: 8 clusters of 16, 16 resident";
+  EXPECT_FALSE(dk::choose_deep_ring(true, 64, 2, 4, Merge::cluster, 132, 60)) << "64 pairs, 60 resident";
+  EXPECT_TRUE(dk::choose_deep_ring(true, 1, 1, 2, Merge::none, 132, 0));
+  // Longer splits keep the shared ring: B=8 Hkv=8 L 2k (2 splits of 16 tiles), B=1 Hkv=32 L 8k
+  // (4 of 32), B=1 Hkv=8 L 32k (16 of 32).
+  EXPECT_TRUE(dk::choose_deep_ring(true, 64, 2, flashbuf::split_kv::kDeepRingMaxTilesPerSplit, Merge::workspace, 132, 0));
+  EXPECT_FALSE(dk::choose_deep_ring(true, 64, 2, 16, Merge::workspace, 132, 0));
+  EXPECT_FALSE(dk::choose_deep_ring(true, 32, 4, 32, Merge::workspace, 132, 0));
+  EXPECT_FALSE(dk::choose_deep_ring(true, 8, 16, 32, Merge::workspace, 132, 0));
 }
 
 // The rings' shared memory: the shared ring keeps the block counts per SM the split heuristic

@@ -111,16 +111,22 @@ constexpr SplitChoice choose_decode_splits(int sms, int blocks_per_sm, std::int6
   return {balanced(splits), SplitMerge::workspace};
 }
 
-// Whether a launch of `items` (sequence, kv head, row chunk) x `num_splits` blocks runs the deep
-// ring (kernels/decode_config.cuh's DecodeTile::kDeepStages): paged caches in grids of at most one block per SM, whose
-// clusters (cluster merge) all stay resident with the deep ring's shared memory
-// (`clusters_resident` of num_splits blocks at once). It pays for paged caches, where each
-// tile's copies wait on its page entries; contiguous caches run slower with it, so they keep
-// the shared ring (the measurements: bench/NOTES-decode.md, "Measurements behind the code's
-// choices").
-constexpr bool choose_deep_ring(bool paged, std::int64_t items, int num_splits, SplitMerge merge, int sms,
-                                int clusters_resident) {
-  if (!paged || items * num_splits > sms) return false;
+// Whether a launch of `items` (sequence, kv head, row chunk) x `num_splits` blocks, each split of
+// at most `tiles_per_split` key tiles, runs the deep ring (kernels/decode_config.cuh's
+// DecodeTile::kDeepStages): paged caches in grids of at most one block per SM, whose clusters
+// (cluster merge) all stay resident with the deep ring's shared memory (`clusters_resident` of
+// num_splits blocks at once), and whose splits are short enough that the ring holds most of one
+// in flight. It pays for the short paged splits, where each tile's copies wait on its page
+// entries; contiguous caches run slower with it, so they keep the shared ring, and so do paged
+// splits of more than 8 tiles, which ran level or slower with it (the measurements:
+// bench/NOTES-decode.md, "Measurements behind the code's choices").
+namespace split_kv {
+inline constexpr int kDeepRingMaxTilesPerSplit = 8;
+}  // namespace split_kv
+
+constexpr bool choose_deep_ring(bool paged, std::int64_t items, int num_splits, int tiles_per_split, SplitMerge merge,
+                                int sms, int clusters_resident) {
+  if (!paged || items * num_splits > sms || tiles_per_split > split_kv::kDeepRingMaxTilesPerSplit) return false;
   return merge != SplitMerge::cluster || items <= clusters_resident;
 }
 
