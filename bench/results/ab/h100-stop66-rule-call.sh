@@ -1,4 +1,4 @@
-# Stop 66 on the H200: where paged decode's lead over contiguous goes at the long rows
+# Stop 66 (ran on an H100: the H200s did not start): where paged decode's lead over contiguous goes at the long rows
 # (bench/paged_locality.py: pages in order, shuffled in windows, over the pool; main's package),
 # then main (the deep ring for splits of at most 8 tiles) against the rule before it (f13c534:
 # every paged grid of at most one block per SM), the decode rows interleaved, two rounds.
