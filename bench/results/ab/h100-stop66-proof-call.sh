@@ -1,4 +1,4 @@
-# Stop 66's proof of main on CUDA and bench/paged_locality.py on the H200 (the H100 calls measured
+# Stop 66's proof of main on CUDA and bench/paged_locality.py (written for the H200, ran on an H100; the H100 calls measured
 # it first): main's package and GPU tests (bf16 D 128 only), the decode and merge GPU tests, the
 # CUDA Python tests, then four paged_locality rows. Here: carry [".deps"]. About 200 s.
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
