@@ -42,6 +42,7 @@ def _is_torch(x) -> bool:
 
 
 def _compiling() -> bool:
+    """Whether torch.compile is tracing this call (False without PyTorch)."""
     compiler = getattr(torch, "compiler", None)
     return bool(compiler is not None and hasattr(compiler, "is_compiling") and compiler.is_compiling())
 

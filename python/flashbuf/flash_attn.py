@@ -36,7 +36,7 @@ from typing import Any, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ._api import DecodePlan, _check_attention, append_kv, attention, torch
+from ._api import DecodePlan, _check_attention, _compiling, append_kv, attention, torch
 from ._common import Array, real, window_side
 
 __all__ = ["flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache", "flash_attn_qkvpacked_func",
@@ -54,12 +54,6 @@ _MAX_PAGE_SIZE = 256
 
 def _is_torch(x: Any) -> bool:
     return torch is not None and isinstance(x, torch.Tensor)
-
-
-def _compiling() -> bool:
-    """Whether torch.compile is tracing this call (False without PyTorch)."""
-    compiler = getattr(torch, "compiler", None)
-    return bool(compiler is not None and hasattr(compiler, "is_compiling") and compiler.is_compiling())
 
 
 # ---- argument conversion --------------------------------------------------------------------
@@ -389,6 +383,11 @@ def _check_kv_cache_args(q: Any, k_cache: Any, v_cache: Any, k: Any, v: Any,
             raise ValueError(f"{name}: must be on {name}_cache's device")
 
 
+def _host_int64(x: Any) -> np.ndarray:
+    """A host-readable index array or tensor (_host_readable) as an int64 NumPy array."""
+    return np.asarray(x.numpy() if _is_torch(x) else x, dtype=np.int64)
+
+
 def _host_lengths(raw: Any, batch: int) -> Optional[np.ndarray]:
     """cache_seqlens as passed, int64 (B), where the host can read it without a synchronisation
     (an int, an array, a CPU tensor, even when it travels on to q's device), else None (and
@@ -398,7 +397,7 @@ def _host_lengths(raw: Any, batch: int) -> Optional[np.ndarray]:
     if isinstance(raw, (int, np.integer)):  # (a bool was refused by _int32_lengths)
         return np.full((batch,), int(raw), dtype=np.int64)
     if _host_readable(raw):
-        return np.asarray(raw.numpy() if _is_torch(raw) else raw, dtype=np.int64)
+        return _host_int64(raw)
     return None
 
 
@@ -419,8 +418,7 @@ def _check_append_entries(k_cache: Any, k: Any, host_lengths: Optional[np.ndarra
     if page_table is not None:
         if not _host_readable(page_table):
             return
-        table = np.asarray(page_table.numpy() if _is_torch(page_table) else page_table, dtype=np.int64)
-        pages = np.take_along_axis(table, positions // k_cache.shape[1], axis=1)
+        pages = np.take_along_axis(_host_int64(page_table), positions // k_cache.shape[1], axis=1)
         name, count = "page_table", k_cache.shape[0]
     elif cache_batch_idx is not None:
         if not _host_readable(cache_batch_idx):
