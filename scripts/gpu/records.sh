@@ -2,7 +2,7 @@
 # The files of record on the GPU machine, FlashAttention-4 in the same run: each named entry of
 # bench/results/RECORD.json has its `command` run against a package of this tree, from /tmp (so
 # that the package, not the checkout's python/ folder, is imported), with --out and --plot added:
-# $OUT/h200-<name>-<commit>-<date>.json and .png, ready to commit and to name in RECORD.json.
+# $OUT/<card>-<name>-<commit>-<date>.json and .png (card: h200, h100), ready to commit and to name in RECORD.json.
 #
 #   scripts/gpu/records.sh prefill-sm90 prefill-sm90-d192-128 prefill-serving
 #
@@ -44,8 +44,11 @@ fi
 eval "$fa4_env"
 export PYTHONPATH=$pkg${PYTHONPATH:+:$PYTHONPATH}
 date=$(date +%Y%m%d)
+# The file names the card it ran on (h200, h100): ratios hold within a file, times only per card.
+card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE 'h[0-9]{3}' | tr 'A-Z' 'a-z')
+card=${card:-gpu}
 for name in "$@"; do
-  base="$OUT/h200-$name-$commit-$date"
+  base="$OUT/$card-$name-$commit-$date"
   start=$(date +%s)
   # shellcheck disable=SC2086  # the command's arguments, split as RECORD.json writes them
   (cd /tmp && PYTHONUNBUFFERED=1 python3 "$root/bench/bench.py" ${command[$name]} --out "$base.json" --plot "$base.png" \
