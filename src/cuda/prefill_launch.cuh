@@ -130,10 +130,11 @@ bool launch_prefill_longest_first(void (*kernel)(PrefillParams, Extra...), Prefi
   return true;
 }
 
-// The persistent Hopper kernel takes batch-form problems whose every query block has keys
-// (seqlen_q <= seqlen_k: bottom-right masks leave each query row at least its diagonal key),
-// where it beats BlockPerItem (core/work_items.hpp), and whose every operand has its TMA form
-// (persistent_maps_usable); the rest keep a block per query block. Asked before any tensor map
+// The persistent Hopper kernel takes batch-form queries, over batch-form or paged K/V, whose
+// every query block has keys (seqlen_q <= seqlen_k: bottom-right masks leave each query row at
+// least its diagonal key), where it beats BlockPerItem (core/work_items.hpp), and whose every
+// operand has its TMA form (persistent_maps_usable; pages: their maps, the tail gathered); the
+// rest keep a block per query block. Asked before any tensor map
 // is encoded, so a problem that keeps a block per item encodes only its own maps.
 // `mean_tiles`: the mean key tiles of Kernel's items (mean_key_tiles).
 template <class Kernel, class BlockPerItem>
@@ -349,7 +350,19 @@ void launch_prefill_variant(const PrefillParams& params, const AttentionProblem&
     launch_prefill_kernel<PrefillSm80<In, D, Dv, Paged>>(&prefill_sm80_kernel<In, D, Dv, Paged>, params, pr);
   } else {
     using Kernel = PrefillSm90<In, D, Dv, Paged>;
-    if constexpr (!Paged) {
+    if constexpr (Paged) {
+      // Pages: the walk where items are short, by the batch-form rule; its producers gather the
+      // tile that reaches past a sequence's end, as the block per item's do.
+      using Walk = PrefillSm90Persistent<In, D, Dv, false, true>;
+      const MaskParams mask{pr.seqlen_q, pr.seqlen_k, pr.window_left, pr.window_right};
+      if (persistent_prefill_wanted<Walk, Kernel>(pr, mean_key_tiles(mask, Walk::kBM, Walk::kBN))) {
+        const PrefillTmaMaps maps = make_prefill_tma_maps<Walk::kBN, Walk::kBM>(pr);
+        if (maps.enabled && maps.q_enabled && maps.o_enabled) {
+          launch_prefill_persistent<Walk>(&prefill_sm90_persistent_kernel<In, D, Dv, false, true>, params, pr, maps);
+          return;
+        }
+      }
+    } else {
       using Persistent = PrefillSm90Persistent<In, D, Dv>;
       if constexpr (Persistent::kQSlots == 2 && Persistent::kBM == Kernel::kBM) {
         using Walk = PrefillSm90Persistent<In, D, Dv, true>;

@@ -1,5 +1,5 @@
 // Shared helpers of the GPU tests: skip visibly where no GPU is present, check CUDA calls,
-// and a small owning device buffer.
+// a small owning device buffer, and tuning overrides for a scope.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -7,6 +7,8 @@
 
 #include <cstddef>
 #include <vector>
+
+#include "flashbuf/tuning.hpp"
 
 #define FLASHBUF_REQUIRE_GPU()                                                  \
   do {                                                                          \
@@ -43,4 +45,18 @@ struct DeviceBuffer {
     cudaMemcpy(host.data(), ptr, count * sizeof(T), cudaMemcpyDeviceToHost);
     return host;
   }
+};
+
+// Sets tuning overrides (flashbuf/tuning.hpp) for a scope and restores the previous ones.
+class ScopedTuning {
+ public:
+  explicit ScopedTuning(const flashbuf::TuningOverrides& overrides) : old_(flashbuf::tuning_overrides()) {
+    flashbuf::set_tuning_overrides(overrides);
+  }
+  ~ScopedTuning() { flashbuf::set_tuning_overrides(old_); }
+  ScopedTuning(const ScopedTuning&) = delete;
+  ScopedTuning& operator=(const ScopedTuning&) = delete;
+
+ private:
+  flashbuf::TuningOverrides old_;
 };

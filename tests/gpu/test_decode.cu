@@ -327,20 +327,6 @@ DecodePlan with_splits(DecodePlan plan, int splits, Merge merge) {
   return plan;
 }
 
-// Sets tuning overrides (flashbuf/tuning.hpp) for a scope and restores the previous ones.
-class ScopedTuning {
- public:
-  explicit ScopedTuning(const TuningOverrides& overrides) : old_(tuning_overrides()) {
-    set_tuning_overrides(overrides);
-  }
-  ~ScopedTuning() { set_tuning_overrides(old_); }
-  ScopedTuning(const ScopedTuning&) = delete;
-  ScopedTuning& operator=(const ScopedTuning&) = delete;
-
- private:
-  TuningOverrides old_;
-};
-
 // The most splits the cluster merge takes for this problem's kernel on this device (16, 8 or
 // 0: before sm_90, or an sm_80 build), asked through plan_decode: a forced split count the
 // cluster can take gets a plan without workspace.

@@ -234,21 +234,40 @@ void poison_kv_row(AttentionTensors& t, const ProblemSpec& s, std::int64_t outer
   }
 }
 
+// Every pool row of a paged spec that holds no key set to NaN (past each sequence's end in its
+// last page, unused and spare pages), and the table's padding entries pointed at a page of no
+// key: no kernel may multiply such a row in, not even by P = 0 (a V row read past the end turns
+// O into NaN; a K row is masked to -inf before it matters, so V is what catches an over-read).
+void poison_pool_rows_without_keys(AttentionTensors& t, const ProblemSpec& s) {
+  const int page = s.page_size;
+  const std::int64_t pool = t.k.shape()[0];
+  std::int32_t* table = t.page_table.i32();
+  std::vector<char> is_key(pool * page, 0);
+  for (int b = 0; b < s.batch; ++b)
+    for (int j = 0; j < s.k_len(b); ++j) is_key[table[b * s.max_pages() + j / page] * page + j % page] = 1;
+  std::int64_t keyless_page = -1;  // a spare page: the padding entries point here
+  for (std::int64_t pg = 0; pg < pool && keyless_page < 0; ++pg)
+    if (std::none_of(&is_key[pg * page], &is_key[pg * page] + page, [](char k) { return k != 0; })) keyless_page = pg;
+  ASSERT_GE(keyless_page, 0) << "the spec has spare pages";
+  for (int b = 0; b < s.batch; ++b)
+    for (int j = s.pages_per_seq(b); j < s.max_pages(); ++j) table[b * s.max_pages() + j] = keyless_page;
+  for (std::int64_t pg = 0; pg < pool; ++pg)
+    for (int r = 0; r < page; ++r)
+      if (!is_key[pg * page + r]) poison_kv_row(t, s, pg, r);
+}
+
 // No mask, causal, a window: the i-th of them, so consecutive cases rotate through all three.
 Mask rotating_mask(int i) {
   const Mask masks[] = {Mask::none(), Mask::causal(), Mask::window(100, 20)};
   return masks[i % 3];
 }
 
-// Pool rows that hold no key (past each sequence's end in its last page, unused and spare
-// pages, and the page padding entries of the table point at such a page) are NaN: no kernel
-// may multiply them in, not even by P = 0 (a V row read past the end turns O into NaN; a K
-// row is masked to -inf before it matters, so V is what catches an over-read). The Hopper
-// kernel's TMA path reads whole boxes of pages and gathers the tile that reaches past the
-// end; the gathers zero-fill. Page sizes on both sides
-// of the TMA rule (boxes of gcd(page, key tile) rows, a multiple of 8 holding >= 2 KB: pages
-// 24 and 40 give 8-row boxes whose tiles cross page ends, TMA from D 128, the gather at D 64),
-// every head dim, lengths that end mid-page, on a tile, inside the first tile.
+// Pool rows that hold no key are NaN (poison_pool_rows_without_keys). The Hopper kernel's TMA
+// path reads whole boxes of pages and gathers the tile that reaches past the end; the gathers
+// zero-fill. Page sizes on both sides of the TMA rule (boxes of gcd(page, key tile) rows, a
+// multiple of 8 holding >= 2 KB: pages 24 and 40 give 8-row boxes whose tiles cross page ends,
+// TMA from D 128, the gather at D 64), every head dim, lengths that end mid-page, on a tile,
+// inside the first tile.
 TEST_P(PrefillGpu, PagedRowsWithoutKeysAreNeverRead) {
   // Every head dim (key tiles 128 and 64) at a page dividing the tile, one sharing only 8 rows
   // with it, one not a multiple of 8 (the gather) and one of several tiles; the first head dim
@@ -268,24 +287,48 @@ TEST_P(PrefillGpu, PagedRowsWithoutKeysAreNeverRead) {
       s.batch = 3;
       s.k_lens = {5, 256, 555};
       s.mask = rotating_mask(run++);
-      check_spec(s, backend(), 1500, [&](AttentionTensors& t) {
-        const std::int64_t pool = t.k.shape()[0];
-        std::int32_t* table = t.page_table.i32();
-        std::vector<char> is_key(pool * page, 0);
-        for (int b = 0; b < s.batch; ++b)
-          for (int j = 0; j < s.k_len(b); ++j) is_key[table[b * s.max_pages() + j / page] * page + j % page] = 1;
-        std::int64_t keyless_page = -1;  // a spare page: the padding entries point here
-        for (std::int64_t pg = 0; pg < pool && keyless_page < 0; ++pg)
-          if (std::none_of(&is_key[pg * page], &is_key[pg * page] + page, [](char k) { return k != 0; })) keyless_page = pg;
-        ASSERT_GE(keyless_page, 0) << "the spec has spare pages";
-        for (int b = 0; b < s.batch; ++b)
-          for (int j = s.pages_per_seq(b); j < s.max_pages(); ++j) table[b * s.max_pages() + j] = keyless_page;
-        for (std::int64_t pg = 0; pg < pool; ++pg)
-          for (int r = 0; r < page; ++r)
-            if (!is_key[pg * page + r]) poison_kv_row(t, s, pg, r);
-      });
+      check_spec(s, backend(), 1500, [&](AttentionTensors& t) { poison_pool_rows_without_keys(t, s); });
     }
   }
+}
+
+// Paged K/V over short items take Hopper's persistent grid (prefill_sm90_persistent.cuh), whose
+// walk may meet items that see no key at all under the device's lengths: a sequence without
+// keys, and causal or windowed rows before a short sequence's first key, whole 128-row items of
+// them (300 queries over 40 keys). Each walks one tile the mask hides whole and writes O = 0 and
+// its LSE as a block per item does. Against the float64 reference with every pool row that holds
+// no key NaN, pages read in boxes (16, 64; 24 crosses a page end inside a tile: 8-row boxes at
+// D 128, the gather at D 64), and on Hopper bit for bit (O and LSE) against the same inputs run
+// a block per item (the grid knob's per_block), where both take the same key tile (D 64, 128).
+TEST_P(PrefillGpu, PagedItemsWithoutKeysOnThePersistentGrid) {
+  int run = 0;
+  for_each_built_head_dims({HeadDims{64, 64}, HeadDims{128, 128}, HeadDims{256, 256}}, [&](HeadDims hd, Rng& rng) {
+    for (const int page : {16, 24, 64}) {
+      ProblemSpec s = base_spec(DType::bf16, hd.d, hd.dv, 300, 0);
+      s.kv = KvLayout::paged;
+      s.page_size = page;
+      s.batch = 3;
+      s.k_lens = {0, 40, 555};
+      s.mask = run++ % 2 ? Mask::window(50, 0) : Mask::causal();
+      check_spec(s, backend(), 1500, [&](AttentionTensors& t) { poison_pool_rows_without_keys(t, s); });
+      if (::testing::Test::HasFatalFailure() || backend() != Backend::sm90 || hd.d > 128) continue;
+      const std::uint64_t seed = rng.seed() + page;
+      Rng r1(seed), r2(seed);
+      AttentionTensors walk = make_tensors(s, r1), blocks = make_tensors(s, r2);
+      ASSERT_EQ(run_on_gpu(s, walk, backend()), "");
+      {
+        TuningOverrides per_block = tuning_overrides();
+        per_block.prefill_grid = PrefillGridOverride::per_block;
+        per_block.prefill_grid_blocks = 0;
+        const ScopedTuning scope(per_block);
+        ASSERT_EQ(run_on_gpu(s, blocks, backend()), "");
+      }
+      for (const auto& [x, y, name] : {std::tuple{&walk.o, &blocks.o, "O"}, std::tuple{&walk.lse, &blocks.lse, "LSE"}})
+        for (std::int64_t i = 0; i < x->numel(); ++i)
+          ASSERT_EQ(x->get(x->logical_to_storage(i)), y->get(y->logical_to_storage(i)))
+              << "page " << page << ": " << name << " element " << i;
+    }
+  });
 }
 
 // Batch-form K/V with per-sequence lengths (a cache of capacity seqlen_k): the rows past each
@@ -309,9 +352,9 @@ TEST_P(PrefillGpu, SeqlensKRowsPastTheEndAreNeverRead) {
 
 // Paged and contiguous K/V hold the same keys: the kernel walks the same tiles in the same
 // order, so the outputs must be bit-identical. Hopper at D 256: keys enough (2400: 37 tiles of
-// 64 a query block) that the contiguous run also takes a block per item, whose 80-key tiles
-// paged K/V always take (the persistent grid's 64-key tiles would round differently); pages
-// of 16 and 64 are then read in 16-row boxes, pages of 1 gathered. With the persistent grid
+// 64 a query block) that both runs take a block per item and its 80-key tiles (the persistent
+// grid's 64-key tiles would round differently, and pages it cannot box keep a block per item);
+// pages of 16 and 64 are then read in 16-row boxes, pages of 1 gathered. With the persistent grid
 // forced (FLASHBUF_PREFILL_GRID=on or a block count) D 256's contiguous run takes 64-key tiles
 // after all, so only D 64 is compared there.
 TEST_P(PrefillGpu, PagedMatchesContiguousBitExactly) {

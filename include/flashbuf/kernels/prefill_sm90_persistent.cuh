@@ -1,5 +1,6 @@
 // kernels: the Hopper prefill kernel on a persistent grid, for batch-form Q, K, V and O (the
-// TMA forms of every buffer), or (Varlen) a self-attention varlen batch. The same buffers,
+// TMA forms of every buffer), (Varlen) a self-attention varlen batch, or (Paged) batch-form Q
+// and O over a paged K/V cache. The same buffers,
 // warpgroups and issue turns as PrefillSm90 (prefill_sm90.cuh, whose header describes them);
 // what differs is the schedule.
 // Short sequences spend most of a block's time outside the steady tiles (kernel entry, waiting
@@ -35,6 +36,12 @@
 // sequence), and a key tile that reaches past its sequence's end is gathered by every producer
 // thread, as the block per item gathers it. The launcher takes this walk for batches of short
 // sequences whose queries are their keys (one cu_seqlens), so that every item has keys.
+// Paged: each item's tiles come by TMA boxes inside its sequence's pages (a tile of many small
+// boxes from two producer warps an operand, a lane a box, as the block per item issues them),
+// the tile that reaches past a sequence's end gathered by every producer thread. Lengths may be
+// the device's (seqlens_k), so an item may hold rows that see no key at all: such an item walks
+// one tile of its sequence (its keys past the end gathered as zeros) that the mask hides from
+// every row, and so writes O = 0 and its LSE as a block per item does.
 #pragma once
 
 #include "flashbuf/core/work_items.hpp"
@@ -44,10 +51,11 @@ namespace flashbuf {
 
 // Consumers and the key tile: the tile table's (prefill_sm90_tile(D, Dv, true),
 // kernels/prefill_tiles.hpp).
-template <class In, int D, int Dv, bool Varlen = false>
+template <class In, int D, int Dv, bool Varlen = false, bool Paged = false>
 struct PrefillSm90Persistent {
+  static_assert(!(Varlen && Paged), "prefill_sm90_persistent: a varlen batch over pages keeps a block per item");
   static constexpr PrefillSm90Tile kTile = prefill_sm90_tile(D, Dv, true);
-  using Base = PrefillSm90<In, D, Dv, false, kTile.consumers, kTile.block_n>;
+  using Base = PrefillSm90<In, D, Dv, Paged, kTile.consumers, kTile.block_n>;
   static constexpr int kConsumers = Base::kConsumers;
   static constexpr int kCtasPerSm = Base::kCtasPerSm;
   static constexpr int kBM = Base::kBM;
@@ -100,6 +108,16 @@ struct PrefillSm90Persistent {
     }
     return PrefillBlock::make_item(p, kBM, item);
   }
+  // An item's key tiles, [first, first + count): a paged item whose rows see no key walks tile 0
+  // (see above), which the mask hides whole. Producer and consumers count alike.
+  struct ItemTiles {
+    int first, count;
+  };
+  __device__ static ItemTiles item_tiles(const PrefillBlock& b) {
+    const int count = b.keys.tiles(kBN);
+    if (Paged && count == 0) return {0, 1};
+    return {b.keys.first_tile(kBN), count};
+  }
   // The walk's next item with keys from position w on (w moved to it); false where the block's
   // walk ends. The producer and the consumers skip alike. Batch-form items are never empty and
   // the launcher's rules give every item keys (batch form: seqlen_q <= seqlen_k; varlen: one
@@ -142,7 +160,7 @@ struct PrefillSm90Persistent {
     // next one or arrive as zeros: masked either way, and never stored; GQA-packed rows through
     // the launcher's packed view), or by cp.async from every producer thread where TMA cannot
     // describe it.
-    constexpr bool gather = Varlen;
+    constexpr bool gather = Varlen || Paged;
     const bool q_async = Varlen && !maps.q_enabled;
     if (threadIdx.x == 0) {
       for (int s = 0; s < kQSlots; ++s) {
@@ -161,10 +179,28 @@ struct PrefillSm90Persistent {
       // Thread 0: each item's Q (into its slot once the slot's last O was stored), then its K
       // tiles by TMA; thread 32: the V tiles. A varlen batch's Q comes from every producer
       // thread, and so does a tile that reaches past a sequence's end (gathered as the block per
-      // item gathers it: prefill_sm90.cuh). Every thread counts tiles over all items, as the
+      // item gathers it: prefill_sm90.cuh); a paged tile of many boxes goes out from warps 0 and
+      // 2 (K) and 1 and 3 (V), a lane a box. Every thread counts tiles over all items, as the
       // consumers do, and r over the items with keys (the slots' order).
-      if (!Varlen && threadIdx.x != 0 && threadIdx.x != 32) return;
-      const bool k_thread = threadIdx.x == 0, v_thread = threadIdx.x == 32;
+      if (!gather && threadIdx.x != 0 && threadIdx.x != 32) return;
+      const bool lane_boxes = Paged && maps.box_rows > 0 && kBN / maps.box_rows * KTile::kSlabs > 4;
+      const int issuer = lane_boxes ? static_cast<int>(threadIdx.x) / 32 % 2 * 32 : static_cast<int>(threadIdx.x);
+      const bool k_thread = issuer == 0, v_thread = issuer == 32;
+      // Paged: tile `tile` of the walk (key0 of its item's sequence) into its stage once that is
+      // free, a lane a box or from one thread (prefill_sm90.cuh's rule).
+      const auto issue_paged_tile = [&](const Ring& ring, auto& buf, const CUtensorMap* map, std::uint32_t bytes,
+                                        int tile, int head_kv, int key0) {
+        buf.write_to_stage(Ring::stage(tile));
+        ring.acquire(tile);
+        if (lane_boxes) {
+          const int lane = static_cast<int>(threadIdx.x) % 32 * 2 + static_cast<int>(threadIdx.x) / 64;
+          if (lane == 0) ring.expect_bytes(tile, bytes);
+          __syncwarp();
+          buf.load_tile_tma_paged_by_lanes(map, key0, head_kv, &ring.full[Ring::stage(tile)], maps.box_rows, lane, 64);
+        } else {
+          buf.load_tile_tma_paged(map, key0, head_kv, ring.expect_bytes(tile, bytes), maps.box_rows);
+        }
+      };
       int t = 0;
       for (int w = 0, r = 0; next_item(p, items, w); ++w, ++r) {
         const PrefillBlock blk = walk_item(p, items.at(w));
@@ -172,7 +208,7 @@ struct PrefillSm90Persistent {
         if (q_async) {
           if (use > 0) sm90::mbarrier_wait_parity(&q_empty[slot], (use - 1) & 1);
           Base::load_q_async(q_slot(slot), blk, p, &q_full[slot]);
-        } else if (k_thread) {
+        } else if (threadIdx.x == 0) {
           if (use > 0) sm90::mbarrier_wait_parity(&q_empty[slot], (use - 1) & 1);
           // Varlen: one packed sequence of rows (batch 0), this sequence from q_begin; with packed
           // GQA rows the map's (group head, token, K/V head) view.
@@ -184,23 +220,36 @@ struct PrefillSm90Persistent {
                                 &q_full[slot]);
           }
         }
-        const int n_first = blk.keys.first_tile(kBN), num_tiles = blk.keys.tiles(kBN);
+        const ItemTiles tiles = item_tiles(blk);
+        const int n_first = tiles.first, num_tiles = tiles.count;
         const int tma_tiles = Base::tiles_by_tma(blk, n_first, num_tiles, gather);
-        // Varlen K/V: one packed sequence of rows (batch 0), this sequence from k_begin.
-        const int kv_batch = p.cu_seqlens_k ? 0 : blk.batch;
-        for (int i = 0; (k_thread || v_thread) && i < tma_tiles; ++i) {
-          const int row = blk.k_begin + (n_first + i) * kBN;
-          if (k_thread) {
-            kbuf.write_to_stage(Ring::stage(t + i));
-            kring.acquire(t + i);
-            kbuf.load_tile_tma(&maps.k, row, blk.head_kv, kv_batch, kring.expect_bytes(t + i, KTile::kBytes));
-          } else {
-            vbuf.write_to_stage(Ring::stage(t + i));
-            vring.acquire(t + i);
-            vbuf.load_tile_tma(&maps.v, row, blk.head_kv, kv_batch, vring.expect_bytes(t + i, VTile::kBytes));
+        if constexpr (Paged) {
+          blk.bind_kv<In, true>(kbuf, vbuf, p);  // the boxes find their pages through it
+          for (int i = 0; (k_thread || v_thread) && i < tma_tiles; ++i) {
+            const int key0 = (n_first + i) * kBN;
+            if (k_thread) {
+              issue_paged_tile(kring, kbuf, &maps.k, KTile::kBytes, t + i, blk.head_kv, key0);
+            } else {
+              issue_paged_tile(vring, vbuf, &maps.v, VTile::kBytes, t + i, blk.head_kv, key0);
+            }
           }
+        } else {
+          // Varlen K/V: one packed sequence of rows (batch 0), this sequence from k_begin.
+          const int kv_batch = p.cu_seqlens_k ? 0 : blk.batch;
+          for (int i = 0; (k_thread || v_thread) && i < tma_tiles; ++i) {
+            const int row = blk.k_begin + (n_first + i) * kBN;
+            if (k_thread) {
+              kbuf.write_to_stage(Ring::stage(t + i));
+              kring.acquire(t + i);
+              kbuf.load_tile_tma(&maps.k, row, blk.head_kv, kv_batch, kring.expect_bytes(t + i, KTile::kBytes));
+            } else {
+              vbuf.write_to_stage(Ring::stage(t + i));
+              vring.acquire(t + i);
+              vbuf.load_tile_tma(&maps.v, row, blk.head_kv, kv_batch, vring.expect_bytes(t + i, VTile::kBytes));
+            }
+          }
+          if (gather && tma_tiles < num_tiles) blk.bind_kv<In, false>(kbuf, vbuf, p);
         }
-        if (gather && tma_tiles < num_tiles) blk.bind_kv<In, false>(kbuf, vbuf, p);
         for (int i = tma_tiles; gather && i < num_tiles; ++i) {
           Base::template gather_tail_tile<true>(kring, vring, kbuf, vbuf, t + i, n_first + i, blk.seqlen_k);
         }
@@ -310,7 +359,8 @@ struct PrefillSm90Persistent {
     // them; gathered K/V tiles it fences itself).
     int r = 0, t = 0;
     PrefillBlock blk = walk_item(p, items.at(w));
-    int n_first = blk.keys.first_tile(kBN), num_tiles = blk.keys.tiles(kBN), i = 1;
+    const ItemTiles first_tiles = item_tiles(blk);
+    int n_first = first_tiles.first, num_tiles = first_tiles.count, i = 1;
     const auto fence_q = [] {  // (a TMA Q needs none; one fence an item is cheaper than a flag held through it)
       if constexpr (Varlen) sm90::fence_proxy_async_shared();
     };
@@ -363,8 +413,9 @@ struct PrefillSm90Persistent {
       ++r;
       w = w_next;
       blk = walk_item(p, items.at(w));
-      n_first = blk.keys.first_tile(kBN);
-      num_tiles = blk.keys.tiles(kBN);
+      const ItemTiles next_tiles = item_tiles(blk);
+      n_first = next_tiles.first;
+      num_tiles = next_tiles.count;
       unmasked = Base::unmasked_tiles(blk.mask, blk.m0 + warp_row0);
       Base::first_scores_finish(kring, t + 1, pbuf, packed, [&] { q_read(0, num_tiles, r % kQSlots); },
                                 [&](auto between) { softmax_scores(blk, n_first, between); });  // O is zero: no rescale
@@ -378,13 +429,13 @@ struct PrefillSm90Persistent {
   }
 };
 
-template <class In, int D, int Dv, bool Varlen = false>
-__global__ void __launch_bounds__(PrefillSm90Persistent<In, D, Dv, Varlen>::kThreads,
-                                  PrefillSm90Persistent<In, D, Dv, Varlen>::kCtasPerSm)
+template <class In, int D, int Dv, bool Varlen = false, bool Paged = false>
+__global__ void __launch_bounds__(PrefillSm90Persistent<In, D, Dv, Varlen, Paged>::kThreads,
+                                  PrefillSm90Persistent<In, D, Dv, Varlen, Paged>::kCtasPerSm)
     prefill_sm90_persistent_kernel(const __grid_constant__ PrefillParams params,
                                    const __grid_constant__ PrefillTmaMaps maps) {
   extern __shared__ __align__(128) char smem[];
-  PrefillSm90Persistent<In, D, Dv, Varlen>::run(params, maps, smem);
+  PrefillSm90Persistent<In, D, Dv, Varlen, Paged>::run(params, maps, smem);
 }
 
 }  // namespace flashbuf
