@@ -132,10 +132,11 @@ bool launch_prefill_longest_first(void (*kernel)(PrefillParams, Extra...), Prefi
 
 // The persistent Hopper kernel takes batch-form queries, over batch-form or paged K/V, whose
 // every query block has keys (seqlen_q <= seqlen_k: bottom-right masks leave each query row at
-// least its diagonal key), where it beats BlockPerItem (core/work_items.hpp), and whose every
-// operand has its TMA form (persistent_maps_usable; pages: their maps, the tail gathered); the
-// rest keep a block per query block. Asked before any tensor map
-// is encoded, so a problem that keeps a block per item encodes only its own maps.
+// least its diagonal key; a paged cache's device lengths may still leave an item none, which
+// the walk gives a masked tile), where it beats BlockPerItem (core/work_items.hpp), and whose
+// every operand has its TMA form (persistent_maps_usable; pages: their maps, the tail
+// gathered); the rest keep a block per query block. Asked before any tensor map is encoded, so
+// a problem that keeps a block per item encodes only its own maps.
 // `mean_tiles`: the mean key tiles of Kernel's items (mean_key_tiles).
 template <class Kernel, class BlockPerItem>
 bool persistent_prefill_wanted(const AttentionProblem& pr, double mean_tiles) {

@@ -1,8 +1,7 @@
 // kernels: the Hopper prefill kernel on a persistent grid, for batch-form Q, K, V and O (the
 // TMA forms of every buffer), (Varlen) a self-attention varlen batch, or (Paged) batch-form Q
-// and O over a paged K/V cache. The same buffers,
-// warpgroups and issue turns as PrefillSm90 (prefill_sm90.cuh, whose header describes them);
-// what differs is the schedule.
+// and O over a paged K/V cache. The same buffers, warpgroups and issue turns as PrefillSm90
+// (prefill_sm90.cuh, whose header describes them); what differs is the schedule.
 // Short sequences spend most of a block's time outside the steady tiles (kernel entry, waiting
 // for Q and K(0), the first S and softmax alone, the epilogue; bench/NOTES-prefill.md,
 // "Measurements behind the code's choices"); here a grid of one wave of blocks walks the items
@@ -121,7 +120,8 @@ struct PrefillSm90Persistent {
   // The walk's next item with keys from position w on (w moved to it); false where the block's
   // walk ends. The producer and the consumers skip alike. Batch-form items are never empty and
   // the launcher's rules give every item keys (batch form: seqlen_q <= seqlen_k; varlen: one
-  // cu_seqlens for Q and K/V). A varlen batch's walk numbering (max_seqlen_q's query blocks for
+  // cu_seqlens for Q and K/V) but under the device's lengths of a paged cache, where
+  // item_tiles gives a keyless item its masked tile. A varlen batch's walk numbering (max_seqlen_q's query blocks for
   // every sequence) holds empty items past its shorter sequences' ends, skipped here; past an
   // order table's count every later item of the walk is past it too.
   __device__ static bool next_item(const PrefillParams& p, const WorkItems& items, int& w) {
