@@ -89,7 +89,8 @@ def attention(q: Array, k: Array, v: Array, *, causal: bool = False, window: Win
     """Exact softmax attention, softmax(scale * q k^T + mask) v, in FlashAttention's layout.
 
     Batch:  q (B, Sq, Hq, D), k (B, Sk, Hkv, D), v (B, Sk, Hkv, Dv) -> o (B, Sq, Hq, Dv),
-            lse (B, Hq, Sq) float32.
+            lse (B, Hq, Sq) float32; with int32 seqlens_k (B), k and v are a cache of Sk rows
+            of which sequence b uses its first seqlens_k[b].
     Varlen: q (Tq, Hq, D), k (Tk, Hkv, D), v (Tk, Hkv, Dv) packed, with int32 cu_seqlens_q and
             cu_seqlens_k (B + 1 offsets) -> o (Tq, Hq, Dv), lse (Hq, Tq).
     Paged:  k (pages, page_size, Hkv, D), v (pages, page_size, Hkv, Dv), int32 page_table
