@@ -147,8 +147,10 @@ bool persistent_prefill_wanted(const AttentionProblem& pr, double mean_tiles) {
   return knob.forced || persistent_grid_pays(mean_tiles, BlockPerItem::kConsumers,
                                              widest_head_dim(pr.head_dim, pr.head_dim_v));
 }
-inline bool persistent_maps_usable(const PrefillTmaMaps& maps) {
-  return maps.enabled && !maps.gather_tail && maps.q_enabled && maps.o_enabled;
+// `gathers_tail`: the walk gathers a sequence's last tile itself (the paged walk), so maps whose
+// rows run on past a sequence serve it too.
+inline bool persistent_maps_usable(const PrefillTmaMaps& maps, bool gathers_tail = false) {
+  return maps.enabled && (gathers_tail || !maps.gather_tail) && maps.q_enabled && maps.o_enabled;
 }
 
 // The blocks of a persistent grid of Kernel: one wave, or the knob's cap.
@@ -351,20 +353,20 @@ void launch_prefill_variant(const PrefillParams& params, const AttentionProblem&
     launch_prefill_kernel<PrefillSm80<In, D, Dv, Paged>>(&prefill_sm80_kernel<In, D, Dv, Paged>, params, pr);
   } else {
     using Kernel = PrefillSm90<In, D, Dv, Paged>;
+    using Persistent = PrefillSm90Persistent<In, D, Dv, false, Paged>;  // the walk over these K/V
+    const MaskParams mask{pr.seqlen_q, pr.seqlen_k, pr.window_left, pr.window_right};  // once a launch
     if constexpr (Paged) {
       // Pages: the walk where items are short, by the batch-form rule; its producers gather the
       // tile that reaches past a sequence's end, as the block per item's do.
-      using Walk = PrefillSm90Persistent<In, D, Dv, false, true>;
-      const MaskParams mask{pr.seqlen_q, pr.seqlen_k, pr.window_left, pr.window_right};
-      if (persistent_prefill_wanted<Walk, Kernel>(pr, mean_key_tiles(mask, Walk::kBM, Walk::kBN))) {
-        const PrefillTmaMaps maps = make_prefill_tma_maps<Walk::kBN, Walk::kBM>(pr);
-        if (maps.enabled && maps.q_enabled && maps.o_enabled) {
-          launch_prefill_persistent<Walk>(&prefill_sm90_persistent_kernel<In, D, Dv, false, true>, params, pr, maps);
+      if (persistent_prefill_wanted<Persistent, Kernel>(pr, mean_key_tiles(mask, Persistent::kBM, Persistent::kBN))) {
+        const PrefillTmaMaps maps = make_prefill_tma_maps<Persistent::kBN, Persistent::kBM>(pr);
+        if (persistent_maps_usable(maps, true)) {
+          launch_prefill_persistent<Persistent>(&prefill_sm90_persistent_kernel<In, D, Dv, false, Paged>, params, pr,
+                                                maps);
           return;
         }
       }
     } else {
-      using Persistent = PrefillSm90Persistent<In, D, Dv>;
       if constexpr (Persistent::kQSlots == 2 && Persistent::kBM == Kernel::kBM) {
         using Walk = PrefillSm90Persistent<In, D, Dv, true>;
         if (persistent_varlen_wanted<Walk, Kernel>(pr, params)) {
@@ -378,7 +380,6 @@ void launch_prefill_variant(const PrefillParams& params, const AttentionProblem&
         }
       }
       // A packed batch-form launch keeps a block per item: the walk counts query heads.
-      const MaskParams mask{pr.seqlen_q, pr.seqlen_k, pr.window_left, pr.window_right};  // once a launch
       const double mean_tiles = mean_key_tiles(mask, Persistent::kBM, Persistent::kBN);
       if (params.pack_shift == 0 && persistent_prefill_wanted<Persistent, Kernel>(pr, mean_tiles)) {
         if constexpr (D <= 64 && Dv <= 64) {  // three consumers over 192-row items, a block each, where they pay
