@@ -16,6 +16,12 @@ NAME=PACKAGE_DIR[:COMMIT] puts PACKAGE_DIR first on the server's PYTHONPATH and 
 results DIR/NAME.json (round 1) and DIR/NAME-r<r>.json (rounds 2 on), in bench.py's schema:
 the files scripts/gpu_ab.sh writes and tabulates, each written as its round ends. The arguments
 after `--` are bench.py's.
+
+One package under two of the library's tuning overrides (bench.py's TUNING_VARIABLES) is an A/B
+of a choice the library makes, timed the same way: list it twice and give one name the variable,
+
+    python3 bench/ab_interleaved.py --out DIR --tuning per-block:FLASHBUF_PREFILL_GRID=off \
+        auto=/tmp/pkg per-block=/tmp/pkg -- --prefill --d 128 --target-ms 5 --anchors none
 """
 from __future__ import annotations
 
@@ -33,8 +39,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 class Server:
     """One build's bench.py --serve process."""
 
-    def __init__(self, server: str, name: str, package: str, commit: str, bench_args: list[str], log):
-        env = dict(os.environ)
+    def __init__(self, server: str, name: str, package: str, commit: str, bench_args: list[str], log,
+                 tuning: dict[str, str], compared: set[str]):
+        # The variables an A/B compares are the server's own: none comes from this environment.
+        env = {k: v for k, v in os.environ.items() if k not in compared}
+        env.update(tuning)
         env["PYTHONPATH"] = package + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env["PYTHONUNBUFFERED"] = "1"
         if commit:
@@ -70,6 +79,14 @@ def parse_build(text: str) -> tuple[str, str, str]:
     return name, package, commit
 
 
+def parse_tuning(text: str) -> tuple[str, str, str]:
+    name, sep, assignment = text.partition(":")
+    variable, eq, value = assignment.partition("=")
+    if not sep or not name or not eq or not value or not variable.startswith("FLASHBUF_"):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME:FLASHBUF_VARIABLE=VALUE")
+    return name, variable, value
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     bench_args = argv[argv.index("--") + 1:] if "--" in argv else []
@@ -78,6 +95,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", required=True, help="folder for NAME.json, NAME-r<r>.json and the servers' logs")
     p.add_argument("--rounds", type=int, default=3, help="times each point is timed per build (default 3)")
     p.add_argument("--server", default=os.path.join(HERE, "bench.py"), help="the timing server (default: bench.py)")
+    p.add_argument("--tuning", action="append", default=[], type=parse_tuning, metavar="NAME:VARIABLE=VALUE",
+                   help="start build NAME's server with this tuning override in its environment (repeatable)")
     p.add_argument("builds", nargs="+", type=parse_build, help="NAME=PACKAGE_DIR[:COMMIT], two or more")
     args = p.parse_args(own)
     if len(args.builds) < 2:
@@ -86,13 +105,21 @@ def main(argv=None) -> int:
         p.error(f"--rounds {args.rounds}: must be >= 1")
     if len({b[0] for b in args.builds}) != len(args.builds):
         p.error("build names must differ")
+    tuning = {b[0]: {} for b in args.builds}
+    for name, variable, value in args.tuning:
+        if name not in tuning:
+            p.error(f"--tuning {name}:{variable}={value}: no build named {name!r}")
+        tuning[name][variable] = value
+    if len({(package, tuple(sorted(tuning[name].items()))) for name, package, _ in args.builds}) != len(args.builds):
+        p.error("two builds would run the same package under the same tuning: give one of them --tuning")
     os.makedirs(args.out, exist_ok=True)
 
     servers = []
     try:
         for name, package, commit in args.builds:
             log = open(os.path.join(args.out, f"serve-{name}.log"), "w")
-            servers.append(Server(args.server, name, package, commit, bench_args, log))
+            servers.append(Server(args.server, name, package, commit, bench_args, log, tuning[name],
+                                  {variable for _, variable, _ in args.tuning}))
         points = {s.points for s in servers}
         if len(points) != 1:
             sys.exit(f"the builds list different numbers of points: {[(s.name, s.points) for s in servers]}")

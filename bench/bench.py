@@ -61,12 +61,14 @@ except Exception as e:  # the anchors still run; every flashbuf cell is null
 # The library's tuning overrides (tools/tuning_env.hpp) for A/B and tuning runs: this script reads
 # them from its environment and passes them on; flashbuf itself reads no environment.
 TUNING_VARIABLES = ("FLASHBUF_DECODE_SPLITS", "FLASHBUF_DECODE_MERGE", "FLASHBUF_DECODE_RING", "FLASHBUF_PREFILL_GRID")
+TUNING_GIVEN: dict[str, str] = {}  # what apply_tuning_environment passed on, for the results' meta
 
 
 def apply_tuning_environment():
     given = {name: os.environ[name] for name in TUNING_VARIABLES if os.environ.get(name)}
     if flashbuf is None or not given:
         return
+    TUNING_GIVEN.update(given)
     if hasattr(flashbuf._C, "set_tuning_overrides"):  # builds before it read the variables themselves
         flashbuf._C.set_tuning_overrides(given)
 
@@ -910,6 +912,7 @@ def run_meta() -> dict:
         "l2_bytes": l2_bytes(),
         "warm_ms": WARM_S * 1e3,
         "failures": failures,
+        "tuning": dict(TUNING_GIVEN),
     })
     return meta
 

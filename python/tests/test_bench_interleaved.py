@@ -163,3 +163,44 @@ def test_bench_refuses_a_build_that_cannot_time_flashbuf(monkeypatch, capsys, pa
     assert timed == []
     assert "{" not in captured.out  # no {"points": n}: ab_interleaved.py reports the server's end
     assert "flashbuf cannot run here" in captured.err
+
+
+def test_one_package_under_two_tunings(tmp_path):
+    """--tuning NAME:VARIABLE=VALUE: the same package listed twice is an A/B of a choice the
+    library makes; only the named build's server sees the variable, and a value this process
+    inherited reaches neither (the other build keeps the library's own choice)."""
+    server = tmp_path / "server.py"
+    server.write_text("import json, os, sys\n"
+                      "grid = os.environ.get('FLASHBUF_PREFILL_GRID', 'auto')\n"
+                      "print(json.dumps({'points': 1}), flush=True)\n"
+                      "for line in sys.stdin:\n"
+                      "    if line.split() == ['meta']:\n"
+                      "        print(json.dumps({'failures': []}), flush=True); continue\n"
+                      "    print(json.dumps({'point': 0, 'rows': [{'grid': grid, 'flashbuf': 1.0}], 'error': None}),"
+                      " flush=True)\n")
+    pkg = tmp_path / "pkg"
+    run = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "ab_interleaved.py"), "--out", str(tmp_path / "out"), "--rounds", "1",
+         "--server", str(server), "--tuning", "off:FLASHBUF_PREFILL_GRID=off", f"auto={pkg}", f"off={pkg}",
+         "--", "--prefill"],
+        capture_output=True, text=True, timeout=60, env=dict(os.environ, FLASHBUF_PREFILL_GRID="on"))
+    assert run.returncode == 0, run.stderr
+    for name in ("auto", "off"):
+        rows = json.loads((tmp_path / "out" / f"{name}.json").read_text())["rows"]
+        assert [row["grid"] for row in rows] == [name]
+
+
+@pytest.mark.parametrize("tuning, builds, message", [
+    ([], ["a=/p", "b=/p"], "same package under the same tuning"),
+    (["c:FLASHBUF_PREFILL_GRID=off"], ["a=/p", "b=/p"], "no build named 'c'"),
+    (["b:PREFILL_GRID=off"], ["a=/p", "b=/p"], "expected NAME:FLASHBUF_VARIABLE=VALUE"),
+    (["b:FLASHBUF_PREFILL_GRID="], ["a=/p", "b=/p"], "expected NAME:FLASHBUF_VARIABLE=VALUE"),
+])
+def test_tunings_that_cannot_be_told_apart_are_refused(tmp_path, tuning, builds, message):
+    args = [a for t in tuning for a in ("--tuning", t)]
+    run = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "ab_interleaved.py"), "--out", str(tmp_path / "out"), *args, *builds,
+         "--", "--prefill"], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2
+    assert message in run.stderr
+    assert not (tmp_path / "out").exists()  # refused before any server started
