@@ -19,6 +19,7 @@
 #include "api/backends.hpp"
 #include "cuda/prefill_grid_knob.hpp"
 #include "flashbuf/core/gqa_packing.hpp"
+#include "flashbuf/core/paged_boxes.hpp"
 #include "flashbuf/core/work_items.hpp"
 #include "flashbuf/kernels/prefill_tiles.hpp"
 #include "gpu_test_util.cuh"
@@ -295,11 +296,13 @@ TEST_P(PrefillGpu, PagedRowsWithoutKeysAreNeverRead) {
 // Paged K/V over short items take Hopper's persistent grid (prefill_sm90_persistent.cuh), whose
 // walk may meet items that see no key at all under the device's lengths: a sequence without
 // keys, and causal or windowed rows before a short sequence's first key, whole 128-row items of
-// them (300 queries over 40 keys). Each walks one tile the mask hides whole and writes O = 0 and
-// its LSE as a block per item does. Against the float64 reference with every pool row that holds
-// no key NaN, pages read in boxes (16, 64; 24 crosses a page end inside a tile: 8-row boxes at
-// D 128, the gather at D 64), and on Hopper bit for bit (O and LSE) against the same inputs run
-// a block per item (the grid knob's per_block), where both take the same key tile (D 64, 128).
+// them. Each walks one tile the mask hides whole and writes O = 0 and its LSE as a block per item
+// does: a tile past the sequence's end, gathered as zeros (300 queries over 40 keys), or one of
+// real keys that comes by TMA (300 over 150). Against the float64 reference with every pool row
+// that holds no key NaN, pages read in boxes (16, 64; 24 crosses a page end inside a tile: 8-row
+// boxes at D 128), and on Hopper bit for bit (O and LSE) against the same inputs run a block per
+// item (the grid knob's per_block), where both take the same key tile (D 64, 128) and the walk
+// can box the pages (page 24 at D 64 cannot: 1 KB boxes, so both runs would be a block per item).
 TEST_P(PrefillGpu, PagedItemsWithoutKeysOnThePersistentGrid) {
   int run = 0;
   for_each_built_head_dims({HeadDims{64, 64}, HeadDims{128, 128}, HeadDims{256, 256}}, [&](HeadDims hd, Rng& rng) {
@@ -307,11 +310,13 @@ TEST_P(PrefillGpu, PagedItemsWithoutKeysOnThePersistentGrid) {
       ProblemSpec s = base_spec(DType::bf16, hd.d, hd.dv, 300, 0);
       s.kv = KvLayout::paged;
       s.page_size = page;
-      s.batch = 3;
-      s.k_lens = {0, 40, 555};
+      s.batch = 4;
+      s.k_lens = {0, 40, 150, 555};
       s.mask = run++ % 2 ? Mask::window(50, 0) : Mask::causal();
       check_spec(s, backend(), 1500, [&](AttentionTensors& t) { poison_pool_rows_without_keys(t, s); });
       if (::testing::Test::HasFatalFailure() || backend() != Backend::sm90 || hd.d > 128) continue;
+      const int walk_block_n = prefill_sm90_tile(hd.d, hd.dv, true).block_n;
+      if (paged_tma::box_rows(page, walk_block_n, 2 * std::min(hd.d, hd.dv)) == 0) continue;
       const std::uint64_t seed = rng.seed() + page;
       Rng r1(seed), r2(seed);
       AttentionTensors walk = make_tensors(s, r1), blocks = make_tensors(s, r2);

@@ -39,8 +39,9 @@
 // boxes from two producer warps an operand, a lane a box, as the block per item issues them),
 // the tile that reaches past a sequence's end gathered by every producer thread. Lengths may be
 // the device's (seqlens_k), so an item may hold rows that see no key at all: such an item walks
-// one tile of its sequence (its keys past the end gathered as zeros) that the mask hides from
-// every row, and so writes O = 0 and its LSE as a block per item does.
+// one tile of its sequence that the mask hides from every row (its first: by TMA where the
+// sequence fills it, else gathered, keys past the end as zeros), and so writes O = 0 and its LSE
+// as a block per item does.
 #pragma once
 
 #include "flashbuf/core/work_items.hpp"
