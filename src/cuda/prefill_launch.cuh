@@ -10,6 +10,7 @@
 #include "cuda/device_attribute.cuh"
 #include "cuda/device_cache.hpp"
 #include "cuda/prefill_grid_knob.hpp"
+#include "cuda/prefill_grid_taken.hpp"
 #include "cuda/tensor_map.hpp"
 #include "cuda/work_order.hpp"
 #include "flashbuf/core/gqa_packing.hpp"
@@ -45,6 +46,14 @@ int device_wave(const AttentionProblem& pr) {
   return cached_device_attribute<cudaDevAttrMultiProcessorCount>(pr.device_index) * Kernel::kCtasPerSm;
 }
 
+// Says which grid this launch of Kernel takes (cuda/prefill_grid_taken.hpp).
+template <class Kernel>
+void note_grid_taken(bool persistent) {
+  int consumers = 0;
+  if constexpr (requires { Kernel::kConsumers; }) consumers = Kernel::kConsumers;
+  last_prefill_grid = PrefillGridTaken{persistent, consumers};
+}
+
 // One launch of `kernel` (a __global__ of class Kernel) over the problem's grid: query blocks x
 // heads (K/V heads where the rows are packed) x sequences. The Hopper kernel's batch-form
 // launches take SectionOrder's order (core/work_items.hpp; the mma.sync kernel reads only the
@@ -62,6 +71,7 @@ void launch_prefill_kernel(void (*kernel)(PrefillParams, Extra...), PrefillParam
       params.sections = SectionOrder(section, params.num_m_blocks, static_cast<int>(pairs), pr.heads_q);
     }
   }
+  note_grid_taken<Kernel>(false);
   kernel<<<dim3(params.num_m_blocks, pr.heads_q >> params.pack_shift, pr.batch), Kernel::kThreads, Kernel::kSmemBytes,
            static_cast<cudaStream_t>(pr.stream)>>>(params, extra...);
   FLASHBUF_CUDA_CHECK(cudaGetLastError());
@@ -124,6 +134,7 @@ bool launch_prefill_longest_first(void (*kernel)(PrefillParams, Extra...), Prefi
   if (table == nullptr) return false;
   params.item_order = table;
   raise_smem_limit_once<Kernel>(reinterpret_cast<const void*>(kernel), pr.device_index);
+  note_grid_taken<Kernel>(false);
   kernel<<<static_cast<unsigned>(items), Kernel::kThreads, Kernel::kSmemBytes, static_cast<cudaStream_t>(pr.stream)>>>(
       params, extra...);
   free_after_kernel(table, pr);
@@ -168,6 +179,7 @@ void launch_walk(void (*kernel)(PrefillParams, PrefillTmaMaps), const PrefillPar
   raise_smem_limit_once<Kernel>(reinterpret_cast<const void*>(kernel), pr.device_index);
   const int wave = persistent_wave<Kernel>(pr);
   const int blocks = params.num_items < wave ? params.num_items : wave;
+  note_grid_taken<Kernel>(true);
   kernel<<<blocks, Kernel::kThreads, Kernel::kSmemBytes, static_cast<cudaStream_t>(pr.stream)>>>(params, maps);
 }
 

@@ -18,6 +18,7 @@
 
 #include "api/backends.hpp"
 #include "cuda/prefill_grid_knob.hpp"
+#include "cuda/prefill_grid_taken.hpp"
 #include "flashbuf/core/gqa_packing.hpp"
 #include "flashbuf/core/paged_boxes.hpp"
 #include "flashbuf/core/work_items.hpp"
@@ -321,12 +322,14 @@ TEST_P(PrefillGpu, PagedItemsWithoutKeysOnThePersistentGrid) {
       Rng r1(seed), r2(seed);
       AttentionTensors walk = make_tensors(s, r1), blocks = make_tensors(s, r2);
       ASSERT_EQ(run_on_gpu(s, walk, backend()), "");
+      ASSERT_TRUE(detail::last_prefill_grid.persistent) << "page " << page << ": the launch kept a block per item";
       {
         TuningOverrides per_block = tuning_overrides();
         per_block.prefill_grid = PrefillGridOverride::per_block;
         per_block.prefill_grid_blocks = 0;
         const ScopedTuning scope(per_block);
         ASSERT_EQ(run_on_gpu(s, blocks, backend()), "");
+        ASSERT_FALSE(detail::last_prefill_grid.persistent) << "page " << page;
       }
       for (const auto& [x, y, name] : {std::tuple{&walk.o, &blocks.o, "O"}, std::tuple{&walk.lse, &blocks.lse, "LSE"}})
         for (std::int64_t i = 0; i < x->numel(); ++i)
@@ -489,7 +492,9 @@ TEST_P(PrefillGpu, VarlenSelfAttentionWalkMatchesBlockPerItemBitExactly) {
               Rng r1(seed), r2(seed);
               AttentionTensors a = make_tensors(walk, r1), b = make_tensors(blocks, r2);
               ASSERT_EQ(run_on_gpu(walk, a, backend()), "");
+              ASSERT_EQ(detail::last_prefill_grid.persistent, hd.d == 96 || hd.d == 128) << "the walk's launch";
               ASSERT_EQ(run_on_gpu(blocks, b, backend()), "");
+              ASSERT_FALSE(detail::last_prefill_grid.persistent) << "the block per item's launch";
               for (const auto& [x, y, name] : {std::tuple{&a.o, &b.o, "O"}, std::tuple{&a.lse, &b.lse, "LSE"}})
                 for (std::int64_t i = 0; i < x->numel(); ++i)
                   ASSERT_EQ(x->get(x->logical_to_storage(i)), y->get(y->logical_to_storage(i)))
@@ -632,6 +637,8 @@ TEST_P(PrefillGpu, ManyItemsPersistentGrid) {
       for (int mask = 0; mask < 3; ++mask) {
         s.mask = rotating_mask(mask);
         check_spec(s, backend(), 300);
+        if (backend() == Backend::sm90)
+          EXPECT_EQ(detail::last_prefill_grid.persistent, s.seqlen_q <= s.seqlen_k) << s.describe();
       }
     }
   }
