@@ -5,7 +5,7 @@
 # fit at stops 15-16 (unmasked) and 50 (causal only); D 128 unmasked S 4k, 32 key tiles an item,
 # is the grid's lowest point against FA4 (0.950) and runs the persistent grid, where FA4's block
 # per item gains 10% from S 2k to S 4k and flashbuf's own block per item is used from S 8k on.
-# Any card (an A/B of choices on one package); about 300 s. Here first:
+# Any card (an A/B of choices on one package); about 330 s. Here first:
 #   git checkout main && mkdir -p .abp && git rev-parse --short HEAD > .commit &&
 #   cp bench/results/ab/prepared-grid-choice-call.sh .abp/call.sh
 # then run `bash .abp/call.sh` with carry [".deps", ".abp", ".commit"].
@@ -28,3 +28,4 @@ ab() {  # ab NAME BENCH_ARGS...: the rule against both forced grids, 3 rounds, i
 }
 ab grid --prefill --backend sm90 --d 64,128,256 --s 2048,4096,8192 --causal both
 ab serving --serving --serving-cases gqa,varlen
+ab paged --prefill --backend sm90 --prefill-page 16 --d 128 --s 2048,4096 --causal both  # the walk shares the rule
