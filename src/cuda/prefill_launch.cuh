@@ -46,14 +46,6 @@ int device_wave(const AttentionProblem& pr) {
   return cached_device_attribute<cudaDevAttrMultiProcessorCount>(pr.device_index) * Kernel::kCtasPerSm;
 }
 
-// Says which grid this launch of Kernel takes (cuda/prefill_grid_taken.hpp).
-template <class Kernel>
-void note_grid_taken(bool persistent) {
-  int consumers = 0;
-  if constexpr (requires { Kernel::kConsumers; }) consumers = Kernel::kConsumers;
-  last_prefill_grid = PrefillGridTaken{persistent, consumers};
-}
-
 // One launch of `kernel` (a __global__ of class Kernel) over the problem's grid: query blocks x
 // heads (K/V heads where the rows are packed) x sequences. The Hopper kernel's batch-form
 // launches take SectionOrder's order (core/work_items.hpp; the mma.sync kernel reads only the
@@ -71,7 +63,7 @@ void launch_prefill_kernel(void (*kernel)(PrefillParams, Extra...), PrefillParam
       params.sections = SectionOrder(section, params.num_m_blocks, static_cast<int>(pairs), pr.heads_q);
     }
   }
-  note_grid_taken<Kernel>(false);
+  last_prefill_grid = PrefillGrid::block_per_item;  // (cuda/prefill_grid_taken.hpp)
   kernel<<<dim3(params.num_m_blocks, pr.heads_q >> params.pack_shift, pr.batch), Kernel::kThreads, Kernel::kSmemBytes,
            static_cast<cudaStream_t>(pr.stream)>>>(params, extra...);
   FLASHBUF_CUDA_CHECK(cudaGetLastError());
@@ -134,7 +126,7 @@ bool launch_prefill_longest_first(void (*kernel)(PrefillParams, Extra...), Prefi
   if (table == nullptr) return false;
   params.item_order = table;
   raise_smem_limit_once<Kernel>(reinterpret_cast<const void*>(kernel), pr.device_index);
-  note_grid_taken<Kernel>(false);
+  last_prefill_grid = PrefillGrid::block_per_item;
   kernel<<<static_cast<unsigned>(items), Kernel::kThreads, Kernel::kSmemBytes, static_cast<cudaStream_t>(pr.stream)>>>(
       params, extra...);
   free_after_kernel(table, pr);
@@ -179,7 +171,7 @@ void launch_walk(void (*kernel)(PrefillParams, PrefillTmaMaps), const PrefillPar
   raise_smem_limit_once<Kernel>(reinterpret_cast<const void*>(kernel), pr.device_index);
   const int wave = persistent_wave<Kernel>(pr);
   const int blocks = params.num_items < wave ? params.num_items : wave;
-  note_grid_taken<Kernel>(true);
+  last_prefill_grid = PrefillGrid::persistent_walk;
   kernel<<<blocks, Kernel::kThreads, Kernel::kSmemBytes, static_cast<cudaStream_t>(pr.stream)>>>(params, maps);
 }
 

@@ -48,6 +48,15 @@ std::string run_on_gpu(const ProblemSpec& spec, AttentionTensors& t, Backend bac
 // Fresh inputs, GPU run, check against the float64 reference computed on the device (a row
 // sample for big problems).
 // `edit` may change the inputs after they are made (e.g. poison what no kernel may read).
+// run_on_gpu, and the grid its prefill launch took (detail::last_prefill_grid; none where it
+// launched no prefill kernel): a test that compares the persistent walk with a block per item
+// asks it, so that a launcher rule declining the walk fails the test.
+detail::PrefillGrid run_on_gpu_noting_grid(const ProblemSpec& spec, AttentionTensors& t, Backend backend) {
+  detail::last_prefill_grid = detail::PrefillGrid::none;
+  EXPECT_EQ(run_on_gpu(spec, t, backend), "") << "device guard regions overwritten";
+  return detail::last_prefill_grid;
+}
+
 void check_spec(const ProblemSpec& spec, Backend backend, int max_rows_checked = 1500,
                 const std::function<void(AttentionTensors&)>& edit = {}) {
   spec.check();
@@ -321,15 +330,13 @@ TEST_P(PrefillGpu, PagedItemsWithoutKeysOnThePersistentGrid) {
       const std::uint64_t seed = rng.seed() + page;
       Rng r1(seed), r2(seed);
       AttentionTensors walk = make_tensors(s, r1), blocks = make_tensors(s, r2);
-      ASSERT_EQ(run_on_gpu(s, walk, backend()), "");
-      ASSERT_TRUE(detail::last_prefill_grid.persistent) << "page " << page << ": the launch kept a block per item";
+      ASSERT_EQ(run_on_gpu_noting_grid(s, walk, backend()), detail::PrefillGrid::persistent_walk) << "page " << page;
       {
         TuningOverrides per_block = tuning_overrides();
         per_block.prefill_grid = PrefillGridOverride::per_block;
         per_block.prefill_grid_blocks = 0;
         const ScopedTuning scope(per_block);
-        ASSERT_EQ(run_on_gpu(s, blocks, backend()), "");
-        ASSERT_FALSE(detail::last_prefill_grid.persistent) << "page " << page;
+        ASSERT_EQ(run_on_gpu_noting_grid(s, blocks, backend()), detail::PrefillGrid::block_per_item) << "page " << page;
       }
       for (const auto& [x, y, name] : {std::tuple{&walk.o, &blocks.o, "O"}, std::tuple{&walk.lse, &blocks.lse, "LSE"}})
         for (std::int64_t i = 0; i < x->numel(); ++i)
@@ -491,10 +498,10 @@ TEST_P(PrefillGpu, VarlenSelfAttentionWalkMatchesBlockPerItemBitExactly) {
               const std::uint64_t seed = rng.seed() + 11;
               Rng r1(seed), r2(seed);
               AttentionTensors a = make_tensors(walk, r1), b = make_tensors(blocks, r2);
-              ASSERT_EQ(run_on_gpu(walk, a, backend()), "");
-              ASSERT_EQ(detail::last_prefill_grid.persistent, hd.d == 96 || hd.d == 128) << "the walk's launch";
-              ASSERT_EQ(run_on_gpu(blocks, b, backend()), "");
-              ASSERT_FALSE(detail::last_prefill_grid.persistent) << "the block per item's launch";
+              const bool walks = hd.d == 96 || hd.d == 128;  // the head dims whose walk has the block's rows
+              ASSERT_EQ(run_on_gpu_noting_grid(walk, a, backend()),
+                        walks ? detail::PrefillGrid::persistent_walk : detail::PrefillGrid::block_per_item);
+              ASSERT_EQ(run_on_gpu_noting_grid(blocks, b, backend()), detail::PrefillGrid::block_per_item);
               for (const auto& [x, y, name] : {std::tuple{&a.o, &b.o, "O"}, std::tuple{&a.lse, &b.lse, "LSE"}})
                 for (std::int64_t i = 0; i < x->numel(); ++i)
                   ASSERT_EQ(x->get(x->logical_to_storage(i)), y->get(y->logical_to_storage(i)))
@@ -636,9 +643,12 @@ TEST_P(PrefillGpu, ManyItemsPersistentGrid) {
       s.softcap = m == 1 ? 20.0f : 0.0f;
       for (int mask = 0; mask < 3; ++mask) {
         s.mask = rotating_mask(mask);
+        detail::last_prefill_grid = detail::PrefillGrid::none;
         check_spec(s, backend(), 300);
         if (backend() == Backend::sm90)
-          EXPECT_EQ(detail::last_prefill_grid.persistent, s.seqlen_q <= s.seqlen_k) << s.describe();
+          EXPECT_EQ(detail::last_prefill_grid, s.seqlen_q <= s.seqlen_k ? detail::PrefillGrid::persistent_walk
+                                                                         : detail::PrefillGrid::block_per_item)
+              << s.describe();
       }
     }
   }
