@@ -41,6 +41,12 @@ def _is_torch(x) -> bool:
     return torch is not None and isinstance(x, torch.Tensor)
 
 
+def _torch_form(*tensors) -> bool:
+    """Whether a call takes the torch path: any of its main tensors is a torch.Tensor (so that a
+    missing or mistyped one is named as such, not as the first torch tensor in a NumPy call)."""
+    return any(_is_torch(t) for t in tensors)
+
+
 def _compiling() -> bool:
     """Whether torch.compile is tracing this call (False without PyTorch)."""
     compiler = getattr(torch, "compiler", None)
@@ -71,11 +77,11 @@ def _np_empty(shape, dtype):
     return np.empty(shape, dtype=dtype)
 
 
-def _check_named(**tensors) -> None:
-    """torch inputs checked by name (dtype, device, layout), so that errors name the argument
-    before torch's own schema check does."""
+def _check_named(required: tuple[str, ...] = (), **tensors) -> None:
+    """torch inputs checked by name (dtype, device, layout; `required` ones present), so that
+    errors name the argument before torch's own schema check does."""
     for name, t in tensors.items():
-        _torch_ops._check(name, t)
+        (_torch_ops._check_required if name in required else _torch_ops._check)(name, t)
 
 
 # ---- attention --------------------------------------------------------------------------------
@@ -124,8 +130,8 @@ def attention(q: Array, k: Array, v: Array, *, causal: bool = False, window: Win
     return_lse = bool(return_lse)
     check_inputs = bool(check_inputs)
 
-    if _is_torch(q):
-        _check_named(q=q, k=k, v=v, out=out, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+    if _torch_form(q, k, v):
+        _check_named(("q", "k", "v"), q=q, k=k, v=v, out=out, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
                      seqlens_k=seqlens_k, page_table=page_table, sinks=sinks)
         if out is None:
             o, lse = _torch_ops.run("attention", q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table,
@@ -180,8 +186,8 @@ def _check_attention(q: Array, k: Array, v: Array, *, causal: bool = False, wind
     """Every check attention() makes of these arguments (batch or paged form), nothing allocated
     or run: for a caller that writes into its inputs first (flash_attn_with_kvcache's append)."""
     scalars = _attention_scalars(causal, window, softcap, scale, max_seqlen_q, max_seqlen_k)
-    if _is_torch(q):
-        _check_named(q=q, k=k, v=v, seqlens_k=seqlens_k, page_table=page_table, sinks=sinks)
+    if _torch_form(q, k, v):
+        _check_named(("q", "k", "v"), q=q, k=k, v=v, seqlens_k=seqlens_k, page_table=page_table, sinks=sinks)
         _torch_ops._attention_shapes((q, k, v, None, None, seqlens_k, page_table), scalars,
                                      metadata_only=_compiling(), sinks=sinks)
         return
@@ -371,8 +377,8 @@ class DecodePlan:
         scalars = _mask_scalars(causal, window, softcap, scale)
         return_lse = bool(return_lse)
         check_inputs = bool(check_inputs)
-        if _is_torch(q):
-            _check_named(q=q, k=k, v=v, seqlens_k=seqlens_k, page_table=page_table, sinks=sinks)
+        if _torch_form(q, k, v):
+            _check_named(("q", "k", "v"), q=q, k=k, v=v, seqlens_k=seqlens_k, page_table=page_table, sinks=sinks)
             workspace = self._run_workspace(workspace, torch_inputs=True)
             o, lse = _torch_ops.run("decode", q, k, v, seqlens_k, page_table, workspace, list(self._plan), *scalars,
                                     return_lse, sinks, check_inputs)
@@ -398,8 +404,8 @@ class DecodePlan:
         """Every check run() makes of these arguments, nothing allocated or run (for a caller that
         writes into its inputs first: flash_attn_with_kvcache's append)."""
         scalars = _mask_scalars(causal, window, softcap, scale)
-        if _is_torch(q):
-            _check_named(q=q, k=k, v=v, seqlens_k=seqlens_k, page_table=page_table, sinks=sinks)
+        if _torch_form(q, k, v):
+            _check_named(("q", "k", "v"), q=q, k=k, v=v, seqlens_k=seqlens_k, page_table=page_table, sinks=sinks)
             _torch_ops._decode_shapes((q, k, v, seqlens_k, page_table), list(self._plan), scalars,
                                       metadata_only=_compiling(), sinks=sinks)
             return
@@ -427,9 +433,9 @@ def append_kv(k_cache: Array, v_cache: Array, k: Array, v: Array, cache_seqlens:
     name one place (repeated cache_batch_idx rows, a page two sequences share) leave it
     unspecified on CUDA, as in FlashAttention."""
     check_inputs = bool(check_inputs)
-    if _is_torch(k_cache):
-        _check_named(k_cache=k_cache, v_cache=v_cache, k=k, v=v, cache_seqlens=cache_seqlens,
-                     cache_batch_idx=cache_batch_idx, page_table=page_table)
+    if _torch_form(k_cache, v_cache, k, v):
+        _check_named(("k_cache", "v_cache", "k", "v", "cache_seqlens"), k_cache=k_cache, v_cache=v_cache, k=k, v=v,
+                     cache_seqlens=cache_seqlens, cache_batch_idx=cache_batch_idx, page_table=page_table)
         _torch_ops.run("append_kv", k_cache, v_cache, k, v, cache_seqlens, cache_batch_idx, page_table, check_inputs)
         return
     _C.append_kv(_np_in("k_cache", k_cache), _np_in("v_cache", v_cache), _np_in("k", k), _np_in("v", v),
@@ -460,9 +466,8 @@ def merge_states(o_parts: Array, lse_parts: Array, *, return_lse: bool = False) 
     as one more part (o = 0, lse = sink) are attention with sinks over all their keys.
     """
     return_lse = bool(return_lse)
-    if _is_torch(o_parts):
-        _torch_ops._check("o_parts", o_parts)
-        _torch_ops._check("lse_parts", lse_parts)
+    if _torch_form(o_parts, lse_parts):
+        _check_named(("o_parts", "lse_parts"), o_parts=o_parts, lse_parts=lse_parts)
         o, lse = _torch_ops.run("merge_states", o_parts, lse_parts, return_lse)
         return (o, lse) if return_lse else o
     op_in, lp_in = _np_in("o_parts", o_parts), _np_in("lse_parts", lse_parts)

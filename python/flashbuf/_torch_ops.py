@@ -46,15 +46,34 @@ def _check(name: str, t: Optional[Tensor]) -> None:
         raise ValueError(f"{name}: tensors must live on the CPU or a CUDA device, got {t.device}")
 
 
+def _check_required(name: str, t: Optional[Tensor]) -> None:
+    """_check of a tensor the call cannot do without: None is refused as the library refuses it."""
+    if t is None:
+        raise ValueError(f"{name}: required tensor is missing")
+    _check(name, t)
+
+
+def _check_memory_is_values(name: str, t: Optional[Tensor]) -> None:
+    """Refuses a negative view, whose values are the negation of its memory: the library reads (or
+    writes) the memory as it is. Asked in the operators' bodies and fake rules, where every call
+    passes (torch.compile traces them with fake tensors; is_neg() itself does not trace), and
+    where the dispatcher has not already materialised the view."""
+    if t is not None and t.is_neg():
+        raise ValueError(f"{name}: a negative view (is_neg(), e.g. x.conj().imag) is not supported; "
+                         "pass x.resolve_neg()")
+
+
 def _arg(name: str, t: Optional[Tensor]):
     # DLPack export refuses tensors that require grad; the operators are forward only.
     _check(name, t)
+    _check_memory_is_values(name, t)
     return None if t is None else t.detach()
 
 
 def _describe(name: str, t: Optional[Tensor]):
     """A tensor's metadata for the library's checks without data (fake tensors)."""
     _check(name, t)
+    _check_memory_is_values(name, t)
     if t is None:
         return None
     return (_DTYPE_NAMES[t.dtype], tuple(t.shape), tuple(t.stride()), t.device.type, t.device.index or 0)

@@ -90,14 +90,17 @@ def _softcap(softcap: Optional[float]) -> float:
     return 0.0 if softcap is None else real("softcap", softcap)
 
 
-def _sinks(learnable_sink: Any) -> dict:
-    """flashbuf's sinks keyword for FlashAttention 4's learnable_sink (Hq logits, any float dtype)."""
+def _sinks(learnable_sink: Any, q: Any) -> dict:
+    """flashbuf's sinks keyword for FlashAttention 4's learnable_sink (Hq logits, any float dtype;
+    a torch.Tensor where q is one)."""
     if learnable_sink is None:
         return {}
     if not _HAS_SINKS:
         raise NotImplementedError("learnable_sink: this flashbuf build's attention() takes no sinks yet")
     if _is_torch(learnable_sink):
         return {"sinks": learnable_sink.float()}
+    if _is_torch(q):
+        raise TypeError(f"learnable_sink: expected a torch.Tensor, as q is, got {type(learnable_sink).__name__}")
     return {"sinks": np.asarray(learnable_sink, dtype=np.float32)}
 
 
@@ -178,7 +181,7 @@ def flash_attn_func(q: Array, k: Array, v: Array, dropout_p: float = 0.0, softma
     _rank("q", q, 4, "(batch, seqlen, nheads, headdim); packed sequences go to flash_attn_varlen_func")
     q, k, v = _unit_last_stride(q), _unit_last_stride(k), _unit_last_stride(v)
     result: Any = attention(q, k, v, causal=causal, window=_window(window_size), softcap=_softcap(softcap),
-                       scale=softmax_scale, return_lse=bool(return_attn_probs), **_sinks(learnable_sink))
+                       scale=softmax_scale, return_lse=bool(return_attn_probs), **_sinks(learnable_sink, q))
     if return_attn_probs:
         out, lse = result
         return out, lse, _empty_probs(q)
@@ -214,7 +217,7 @@ def flash_attn_varlen_func(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu
     result: Any = attention(q, k, v, cu_seqlens_q=cu_seqlens_q, max_seqlen_q=max_seqlen_q,
                        max_seqlen_k=max_seqlen_k, causal=causal, window=_window(window_size),
                        softcap=_softcap(softcap), scale=softmax_scale, return_lse=bool(return_attn_probs),
-                       **keys, **_sinks(learnable_sink))
+                       **keys, **_sinks(learnable_sink, q))
     if return_attn_probs:
         out, lse = result
         return out, lse, _empty_probs(q)
@@ -586,7 +589,7 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
     page_table = _page_table(page_table, block_table)
     if isinstance(num_splits, bool) or not isinstance(num_splits, (int, np.integer)) or num_splits < 0:
         raise ValueError(f"num_splits: expected an int >= 0 (0 = heuristic, 1 = no split), got {num_splits!r}")
-    sinks = _sinks(learnable_sink)
+    sinks = _sinks(learnable_sink, q)
     q, k, v = _unit_last_stride(q), _unit_last_stride(k), _unit_last_stride(v)
     _check_kv_cache_args(q, k_cache, v_cache, k, v, cache_batch_idx, page_table)
     batch, seqlen_q = q.shape[0], q.shape[1]

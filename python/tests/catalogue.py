@@ -81,6 +81,10 @@ class Lib:
         x.flags.writeable = False
         return x
 
+    def neg_view(self, x):
+        """x as a negative view of -x's memory (is_neg(): what x.conj().imag of a complex tensor is)."""
+        return self.torch._neg_view(-x)
+
     def empty(self, *shape, dtype: str = "bf16"):
         if self.torch is not None:
             return self.torch.empty(shape, dtype=self._dtype(dtype), device=self.device)
@@ -307,6 +311,11 @@ def _cases():
              "backend = 'tpu'"))
     add(Case("backend_wrong_device", "attention", lambda L: attention(L, *qkv(L), backend="sm90" if L.kind != "torch-cuda" else "cpu"),
              V, "backend", "", "backend for the other device"))
+    add(Case("q_missing", "attention", lambda L: attention(L, None, *qkv(L)[1:]), V, "q", "required",
+             "q=None beside k and v"))
+    add(Case("negative_view", "attention", lambda L: (lambda q, k, v: attention(L, L.neg_view(q), k, v))(*qkv(L)), V,
+             "q", "negative view", "a torch negative view as q (torch._neg_view; x.conj().imag)",
+             frameworks=("torch-cpu", "torch-cuda")))
     add(Case("sinks_wrong_length", "attention", lambda L: attention(L, *qkv(L), sinks=L.randn(3, dtype="fp32")), V,
              "sinks", "[heads_q]", "sinks of 3 entries for 2 query heads"))
     add(Case("sinks_not_fp32", "attention", lambda L: attention(L, *qkv(L), sinks=L.randn(2, dtype="bf16")), T,
@@ -344,6 +353,8 @@ def _cases():
     add(Case("merge_lse_dtype", "merge_states",
              lambda L: merge(L, L.randn(3, 5, 4, D, dtype="fp32"), L.randn(3, 4, 5, dtype="bf16")), T, "lse_parts",
              "fp32", "bf16 LSEs"))
+    add(Case("merge_lse_missing", "merge_states", lambda L: merge(L, L.randn(3, 5, 4, D, dtype="fp32"), None), V,
+             "lse_parts", "required", "lse_parts=None"))
     add(Case("merge_no_parts", "merge_states",
              lambda L: merge(L, L.randn(0, 5, 4, D, dtype="fp32"), L.randn(0, 4, 5, dtype="fp32")), V, "o_parts",
              "at least one part", "zero parts"))

@@ -529,6 +529,16 @@ def test_learnable_sink_joins_the_denominator(kind):
     assert_close(out, o_ref * np.exp(lse_ref - lse_sink).transpose(0, 2, 1)[..., None])
 
 
+@pytest.mark.skipif(torch is None or not flash_attn._HAS_SINKS, reason="needs PyTorch and sinks")
+def test_learnable_sink_of_another_kind_than_q_is_named():
+    """A list (or array) learnable_sink beside torch q is refused naming learnable_sink, not the
+    sinks keyword it becomes."""
+    x = arrays("torch", seed=29)
+    q, k, v = x.randn(1, 3, 2, 16), x.randn(1, 4, 2, 16), x.randn(1, 4, 2, 16)
+    with pytest.raises(TypeError, match=r"^learnable_sink: expected a torch.Tensor"):
+        flash_attn.flash_attn_func(q, k, v, learnable_sink=[0.5, -1.0])
+
+
 @pytest.mark.skipif(torch is None, reason="needs PyTorch")
 @pytest.mark.parametrize("planned", [True, False], ids=["plan_made_eagerly", "no_plan_yet"])
 def test_torch_compile_fullgraph(planned):
