@@ -49,7 +49,9 @@ def int32(name: str, value: Any) -> int:
 
 
 def real(name: str, value: Any) -> float:
-    """A float argument, or a TypeError naming it."""
+    """A float argument, or a TypeError naming it (text and bools, which float() would take, too)."""
+    if isinstance(value, (str, bytes, bool)):
+        raise TypeError(f"{name}: expected a number, got {type(value).__name__}")
     try:
         return float(value)
     except (TypeError, ValueError):
