@@ -142,6 +142,14 @@ TEST_F(Append, PagedCacheAcrossPages) {
   AppendKvArgs bad = args;
   bad.cache_batch_idx = flashbuf::make_view(rows.data(), DType::int32, {2});
   expect_refused(bad, "cache_batch_idx", "cannot be combined with page_table", k_cache, v_cache);
+
+  // Pages longer than attention and decode read (257 rows) are refused as they refuse them.
+  Buffer k_long{{1, 257, 2, 5}, 9}, v_long{{1, 257, 2, 3}, 10};
+  std::vector<std::int32_t> one_page{0, 0};
+  AppendKvArgs long_pages = args;
+  long_pages.k_cache = k_long.view, long_pages.v_cache = v_long.view;
+  long_pages.page_table = flashbuf::make_view(one_page.data(), DType::int32, {2, 1});
+  expect_refused(long_pages, "k_cache", "page size 257 (dimension 1 of paged k_cache) not supported", k_long, v_long);
 }
 
 // K and V taking turns in one buffer, as a (B, S, 2, H, D) pool split at dimension 2: their
