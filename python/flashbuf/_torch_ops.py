@@ -53,7 +53,7 @@ def _check_required(name: str, t: Optional[Tensor]) -> None:
     _check(name, t)
 
 
-def _check_memory_is_values(name: str, t: Optional[Tensor]) -> None:
+def _refuse_negative_view(name: str, t: Optional[Tensor]) -> None:
     """Refuses a negative view, whose values are the negation of its memory: the library reads (or
     writes) the memory as it is. Asked in the operators' bodies and fake rules, where every call
     passes (torch.compile traces them with fake tensors; is_neg() itself does not trace), and
@@ -66,14 +66,14 @@ def _check_memory_is_values(name: str, t: Optional[Tensor]) -> None:
 def _arg(name: str, t: Optional[Tensor]):
     # DLPack export refuses tensors that require grad; the operators are forward only.
     _check(name, t)
-    _check_memory_is_values(name, t)
+    _refuse_negative_view(name, t)
     return None if t is None else t.detach()
 
 
 def _describe(name: str, t: Optional[Tensor]):
     """A tensor's metadata for the library's checks without data (fake tensors)."""
     _check(name, t)
-    _check_memory_is_values(name, t)
+    _refuse_negative_view(name, t)
     if t is None:
         return None
     return (_DTYPE_NAMES[t.dtype], tuple(t.shape), tuple(t.stride()), t.device.type, t.device.index or 0)

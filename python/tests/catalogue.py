@@ -316,7 +316,7 @@ def _cases():
     add(Case("q_missing", "attention", lambda L: attention(L, None, *qkv(L)[1:]), V, "q", "required",
              "q=None beside k and v"))
     add(Case("negative_view", "attention", lambda L: (lambda q, k, v: attention(L, L.neg_view(q), k, v))(*qkv(L)), V,
-             "q", "negative view", "a torch negative view as q (torch._neg_view; x.conj().imag)",
+             "q", "negative view", "a torch negative view as q (torch._neg_view; x.conj().imag; torch only)",
              frameworks=("torch-cpu", "torch-cuda")))
     add(Case("sinks_wrong_length", "attention", lambda L: attention(L, *qkv(L), sinks=L.randn(3, dtype="fp32")), V,
              "sinks", "[heads_q]", "sinks of 3 entries for 2 query heads"))

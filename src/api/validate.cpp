@@ -1104,8 +1104,8 @@ AppendProblem validate_append(const AppendKvArgs& a, CheckScope scope) {
   // attention and decode read pages of up to kMaxPageSize rows: a pool the append could fill but
   // neither could read is refused here too.
   if (paged && (entries < 1 || entries > kMaxPageSize)) {
-    fail("k_cache", "page size " + std::to_string(entries) + " (dimension 1 of paged k_cache) not supported: expected 1.." +
-                        std::to_string(kMaxPageSize));
+    fail("k_cache", "page size " + std::to_string(entries) +
+                        " (dimension 1 of paged k_cache) not supported: expected 1.." + std::to_string(kMaxPageSize));
   }
   expect_shape("k", a.k, {{batch, "batch"}, {seqlen_new, "seqlen_new"}, {heads, "heads_kv"}, {d, "head_dim"}});
   expect_shape("v", a.v, {{batch, "batch"}, {seqlen_new, "seqlen_new"}, {heads, "heads_kv"}, {dv, "head_dim_v"}});
