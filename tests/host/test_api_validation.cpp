@@ -433,6 +433,9 @@ TEST_F(Validation, CuSeqlens) {
   a = args; a.max_seqlen_q = 0; a.max_seqlen_k = 0;  // derived from the host offsets
   EXPECT_EQ(detail::validate_attention(a).max_seqlen_q, 5);
   EXPECT_EQ(detail::validate_attention(a).max_seqlen_k, 6);
+  a = args; a.max_seqlen_q = 0x7fffffff; a.max_seqlen_k = 0x7fffffff;  // bounds past the rows: the rows
+  EXPECT_EQ(detail::validate_attention(a).max_seqlen_q, 9);
+  EXPECT_EQ(detail::validate_attention(a).max_seqlen_k, 8);
   t.cu_seqlens_k.i32()[3] = 9;  // {0, 6, 8, 9}: one key more than k holds
   expect_attention_error(args, "cu_seqlens_k[3]", "number of rows of k (8)");
   t.cu_seqlens_k.i32()[3] = 8;
