@@ -515,8 +515,9 @@ TEST_P(PrefillGpu, VarlenSelfAttentionWalkMatchesBlockPerItemBitExactly) {
 // Q-copy shape (D 64, 96, 128, 192/128, 256), lengths that end in short blocks, rows without
 // keys, skewed (longest first) and alike (grid order), every mask kind: against the reference
 // (O and LSE), and bit for bit (O and LSE) against each sequence run alone, unpacked. The
-// single runs pass seqlens_k, which keeps them on a block per item with the packed run's key
-// tiles (the persistent grid's 64-key tiles above D 128 would round differently).
+// single runs pass seqlens_k and keep a block per item (the grid knob's per_block), so they take
+// the packed run's key tiles (the persistent grid's 64-key tiles above D 128 would round
+// differently).
 TEST_P(PrefillGpu, VarlenPackedGroupsMatchReferenceAndSingleSequences) {
   if (backend() != Backend::sm90) GTEST_SKIP() << "GQA packing is the Hopper kernel's";
   const std::vector<std::pair<std::vector<int>, std::vector<int>>> batches = {
@@ -552,7 +553,13 @@ TEST_P(PrefillGpu, VarlenPackedGroupsMatchReferenceAndSingleSequences) {
                   Rng rng2(rng.seed() + b);
                   AttentionTensors s = make_tensors(one, rng2);
                   reference::copy_varlen_sequence(a, q_row, k_row, one, s);
-                  ASSERT_EQ(run_on_gpu(one, s, backend()), "");
+                  {  // a block per item, whatever grid a cache with seqlens_k would take
+                    TuningOverrides per_block = tuning_overrides();
+                    per_block.prefill_grid = PrefillGridOverride::per_block;
+                    per_block.prefill_grid_blocks = 0;
+                    const ScopedTuning scope(per_block);
+                    ASSERT_EQ(run_on_gpu_noting_grid(one, s, backend()), detail::PrefillGrid::block_per_item);
+                  }
                   for (int i = 0; i < one.seqlen_q; ++i)
                     for (int h = 0; h < one.heads_q; ++h) {
                       for (int c = 0; c < one.head_dim_v; ++c)
