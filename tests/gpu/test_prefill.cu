@@ -56,6 +56,15 @@ detail::PrefillGrid run_on_gpu_noting_grid(const ProblemSpec& spec, AttentionTen
   EXPECT_EQ(run_on_gpu(spec, t, backend), "") << "device guard regions overwritten";
   return detail::last_prefill_grid;
 }
+// The same under the grid knob's per_block: a block per query block, whatever grid the
+// launcher's rule would take.
+detail::PrefillGrid run_on_gpu_per_block(const ProblemSpec& spec, AttentionTensors& t, Backend backend) {
+  TuningOverrides per_block = tuning_overrides();
+  per_block.prefill_grid = PrefillGridOverride::per_block;
+  per_block.prefill_grid_blocks = 0;
+  const ScopedTuning scope(per_block);
+  return run_on_gpu_noting_grid(spec, t, backend);
+}
 
 void check_spec(const ProblemSpec& spec, Backend backend, int max_rows_checked = 1500,
                 const std::function<void(AttentionTensors&)>& edit = {}) {
@@ -331,13 +340,7 @@ TEST_P(PrefillGpu, PagedItemsWithoutKeysOnThePersistentGrid) {
       Rng r1(seed), r2(seed);
       AttentionTensors walk = make_tensors(s, r1), blocks = make_tensors(s, r2);
       ASSERT_EQ(run_on_gpu_noting_grid(s, walk, backend()), detail::PrefillGrid::persistent_walk) << "page " << page;
-      {
-        TuningOverrides per_block = tuning_overrides();
-        per_block.prefill_grid = PrefillGridOverride::per_block;
-        per_block.prefill_grid_blocks = 0;
-        const ScopedTuning scope(per_block);
-        ASSERT_EQ(run_on_gpu_noting_grid(s, blocks, backend()), detail::PrefillGrid::block_per_item) << "page " << page;
-      }
+      ASSERT_EQ(run_on_gpu_per_block(s, blocks, backend()), detail::PrefillGrid::block_per_item) << "page " << page;
       for (const auto& [x, y, name] : {std::tuple{&walk.o, &blocks.o, "O"}, std::tuple{&walk.lse, &blocks.lse, "LSE"}})
         for (std::int64_t i = 0; i < x->numel(); ++i)
           ASSERT_EQ(x->get(x->logical_to_storage(i)), y->get(y->logical_to_storage(i)))
@@ -553,13 +556,7 @@ TEST_P(PrefillGpu, VarlenPackedGroupsMatchReferenceAndSingleSequences) {
                   Rng rng2(rng.seed() + b);
                   AttentionTensors s = make_tensors(one, rng2);
                   reference::copy_varlen_sequence(a, q_row, k_row, one, s);
-                  {  // a block per item, whatever grid a cache with seqlens_k would take
-                    TuningOverrides per_block = tuning_overrides();
-                    per_block.prefill_grid = PrefillGridOverride::per_block;
-                    per_block.prefill_grid_blocks = 0;
-                    const ScopedTuning scope(per_block);
-                    ASSERT_EQ(run_on_gpu_noting_grid(one, s, backend()), detail::PrefillGrid::block_per_item);
-                  }
+                  ASSERT_EQ(run_on_gpu_per_block(one, s, backend()), detail::PrefillGrid::block_per_item);
                   for (int i = 0; i < one.seqlen_q; ++i)
                     for (int h = 0; h < one.heads_q; ++h) {
                       for (int c = 0; c < one.head_dim_v; ++c)
