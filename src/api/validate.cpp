@@ -714,15 +714,14 @@ AttentionProblem validate_attention_impl(const AttentionArgs& a, const Attention
     fail("max_seqlen_k", std::to_string(a.max_seqlen_k) + " is less than k's seqlen_k " + std::to_string(capacity_k) +
                              " (without cu_seqlens_k or seqlens_k every sequence has seqlen_k keys)");
   }
-  // A varlen bound past the rows of q (k) bounds nothing, since no sequence is longer than all
-  // of them together: it is taken as those rows, so that it neither sizes the grid nor trips the
-  // int index limits below.
-  const std::int64_t rows_k = varlen_k ? a.k.shape[0] : capacity_k;
-  std::int64_t max_seqlen_k = varlen_k && a.max_seqlen_k > 0 ? std::min<std::int64_t>(a.max_seqlen_k, rows_k) : rows_k;
-  if (!varlen_k && a.max_seqlen_k > 0 && a.seqlens_k.present()) max_seqlen_k = std::min<std::int64_t>(max_seqlen_k, a.max_seqlen_k);
+  // The most a sequence can hold: its tensor's length, or with cu_seqlens all the rows. A given
+  // bound tightens it (one below a fixed length was refused above); one past it bounds nothing,
+  // and is not let size the grid or trip the int index limits below.
+  const std::int64_t most_k = varlen_k ? a.k.shape[0] : capacity_k;
+  const std::int64_t most_q = varlen_q ? rows_q : seqlen_q;
+  std::int64_t max_seqlen_k = a.max_seqlen_k > 0 ? std::min<std::int64_t>(a.max_seqlen_k, most_k) : most_k;
   if (checks.max_seqlen_k_bound >= 0) max_seqlen_k = std::min<std::int64_t>(max_seqlen_k, checks.max_seqlen_k_bound);
-  std::int64_t max_seqlen_q =
-      !varlen_q ? seqlen_q : a.max_seqlen_q > 0 ? std::min<std::int64_t>(a.max_seqlen_q, rows_q) : rows_q;
+  std::int64_t max_seqlen_q = a.max_seqlen_q > 0 ? std::min<std::int64_t>(a.max_seqlen_q, most_q) : most_q;
 
   // Contents of the index tensors.
   if (varlen_q) {
