@@ -45,9 +45,6 @@ std::string run_on_gpu(const ProblemSpec& spec, AttentionTensors& t, Backend bac
   return d.guard_violations();
 }
 
-// Fresh inputs, GPU run, check against the float64 reference computed on the device (a row
-// sample for big problems).
-// `edit` may change the inputs after they are made (e.g. poison what no kernel may read).
 // run_on_gpu, and the grid its prefill launch took (detail::last_prefill_grid; none where it
 // launched no prefill kernel): a test that compares the persistent walk with a block per item
 // asks it, so that a launcher rule declining the walk fails the test.
@@ -66,6 +63,9 @@ detail::PrefillGrid run_on_gpu_per_block(const ProblemSpec& spec, AttentionTenso
   return run_on_gpu_noting_grid(spec, t, backend);
 }
 
+// Fresh inputs, GPU run, check against the float64 reference computed on the device (a row
+// sample for big problems).
+// `edit` may change the inputs after they are made (e.g. poison what no kernel may read).
 void check_spec(const ProblemSpec& spec, Backend backend, int max_rows_checked = 1500,
                 const std::function<void(AttentionTensors&)>& edit = {}) {
   spec.check();
