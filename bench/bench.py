@@ -9,6 +9,7 @@ identical tensors: the prefill and decode grids of docs/BENCH.md.
     python3 bench/bench.py --prefill --rounds 3  # each point timed 3x, alternating the order
     python3 bench/bench.py --prefill --prefill-page 16 --anchors none   # paged KV, flashbuf alone
     python3 bench/bench.py --prefill --prefill-varlen                    # packed varlen batches
+    python3 bench/bench.py --prefill --prefill-cache --anchors none      # a K/V cache with seqlens_k
     python3 bench/bench.py --sinks --anchors none      # flashbuf with random attention sinks
     python3 bench/bench.py --sinks ab --anchors none   # flashbuf without and with sinks, interleaved
     python3 bench/bench.py --serving --rounds 3        # the serving grid: GQA, varlen, paged chunked prefill
@@ -79,6 +80,7 @@ PREFILL_TOKENS = 16384     # tokens per batch: B = 16384 / S
 PREFILL_HIDDEN = 2048      # H = 2048 / D
 PREFILL_S = (512, 1024, 2048, 4096, 8192, 16384)
 PREFILL_D = (64, 128, 256)
+CACHE_SLACK = 256          # --prefill-cache: rows of the cache past every sequence's length
 DECODE_HEADS = ((32, 8), (64, 8), (32, 32))
 DECODE_B = (1, 8, 32, 128)
 DECODE_KV = (512, 2048, 8192, 32768, 131072)
@@ -296,6 +298,8 @@ def bench_prefill(d: int, s: int, causal: bool, args) -> dict:
            "cudnn": None, "fa4": None, "max_abs_err": None}
     if args.prefill_varlen:
         row["varlen"] = True
+    if args.prefill_cache:
+        row["cache"] = True
     variants = flashbuf_variants(args, h) if flashbuf is not None else {}
     if args.sinks == "on":
         row["sinks"] = True
@@ -325,6 +329,22 @@ def bench_prefill(d: int, s: int, causal: bool, args) -> dict:
             return run
         for name, sinks in variants.items():
             impls[name] = flashbuf_paged(sinks)
+    elif flashbuf is not None and args.prefill_cache:  # the same keys in a longer cache; the anchors read them alone
+        seqlens = torch.full((b,), s, dtype=torch.int32, device=DEV)
+
+        def longer(x):  # CACHE_SLACK rows of noise after each sequence's keys
+            noise = torch.randn((x.shape[0], CACHE_SLACK, *x.shape[2:]), dtype=x.dtype, device=x.device)
+            return torch.cat([x, noise], dim=1)
+        caches = {id(k): (longer(k), longer(v)) for _, k, v in sets}
+
+        def flashbuf_cache(sinks):
+            def run(q, k, v):
+                kc, vc = caches[id(k)]
+                return flashbuf.attention(q, kc, vc, causal=causal, seqlens_k=seqlens, backend=args.backend,
+                                          **sinks_kw(sinks))
+            return run
+        for name, sinks in variants.items():
+            impls[name] = flashbuf_cache(sinks)
     elif flashbuf is not None and args.prefill_varlen:  # the same tensors as one packed batch
         cu = torch.arange(0, b * s + 1, s, dtype=torch.int32, device=DEV)
 
@@ -972,6 +992,10 @@ def main(argv=None) -> int:
                    help="prefill: flashbuf reads K/V from pages of this size in shuffled order (0: contiguous)")
     p.add_argument("--prefill-varlen", action="store_true",
                    help="prefill: flashbuf reads the same tensors as one packed varlen batch (cu_seqlens)")
+    p.add_argument("--prefill-cache", action="store_true",
+                   help=f"prefill: flashbuf reads K/V from a batch-form cache of {CACHE_SLACK} more rows, each "
+                        "sequence's length S given by seqlens_k (the rows past it noise; S is whole key tiles, "
+                        "so no tail tile is gathered)")
     p.add_argument("--sinks", nargs="?", const="on", default="off", choices=("off", "on", "ab"),
                    help="attention sinks for flashbuf (random, per query head; the anchors have none): "
                         "--sinks gives the flashbuf column sinks, --sinks ab adds a flashbuf_sinks column "
@@ -999,8 +1023,8 @@ def main(argv=None) -> int:
     if args.serve:  # stdout carries the answers alone
         sys.stdout = sys.stderr
     apply_tuning_environment()
-    if args.prefill_page and args.prefill_varlen:
-        p.error("--prefill-page and --prefill-varlen: one K/V form at a time")
+    if sum(map(bool, (args.prefill_page, args.prefill_varlen, args.prefill_cache))) > 1:
+        p.error("--prefill-page, --prefill-varlen and --prefill-cache: one K/V form at a time")
     if args.prefill_page < 0 or any(s % args.prefill_page for s in args.s if args.prefill_page):
         p.error(f"--prefill-page {args.prefill_page}: must divide every prefill length {args.s}")
     if args.rounds < 1:

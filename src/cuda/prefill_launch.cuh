@@ -133,13 +133,13 @@ bool launch_prefill_longest_first(void (*kernel)(PrefillParams, Extra...), Prefi
   return true;
 }
 
-// The persistent Hopper kernel takes batch-form queries, over batch-form or paged K/V, whose
+// The persistent Hopper kernel takes batch-form queries, over batch-form K/V or a cache, whose
 // every query block has keys (seqlen_q <= seqlen_k: bottom-right masks leave each query row at
-// least its diagonal key; a paged cache's device lengths may still leave an item none, which
-// the walk gives a masked tile), where it beats BlockPerItem (core/work_items.hpp), and whose
-// every operand has its TMA form (persistent_maps_usable; pages: their maps, the tail
-// gathered); the rest keep a block per query block. Asked before any tensor map is encoded, so
-// a problem that keeps a block per item encodes only its own maps.
+// least its diagonal key; a cache's device lengths may still leave an item none, which the
+// cache's walk gives a masked tile), where it beats BlockPerItem (core/work_items.hpp), and
+// whose every operand has its TMA form (persistent_maps_usable; a cache, paged or with
+// seqlens_k: its maps, the tail gathered); the rest keep a block per query block. Asked before
+// any tensor map is encoded, so a problem that keeps a block per item encodes only its own maps.
 // `mean_tiles`: the mean key tiles of Kernel's items (mean_key_tiles).
 template <class Kernel, class BlockPerItem>
 bool persistent_prefill_wanted(const AttentionProblem& pr, double mean_tiles) {
@@ -150,7 +150,7 @@ bool persistent_prefill_wanted(const AttentionProblem& pr, double mean_tiles) {
   return knob.forced || persistent_grid_pays(mean_tiles, BlockPerItem::kConsumers,
                                              widest_head_dim(pr.head_dim, pr.head_dim_v));
 }
-// `gathers_tail`: the walk gathers a sequence's last tile itself (the paged walk), so maps whose
+// `gathers_tail`: the walk gathers a sequence's last tile itself (a cache's walk), so maps whose
 // rows run on past a sequence serve it too.
 inline bool persistent_maps_usable(const PrefillTmaMaps& maps, bool gathers_tail = false) {
   return maps.enabled && (gathers_tail || !maps.gather_tail) && maps.q_enabled && maps.o_enabled;
@@ -357,7 +357,7 @@ void launch_prefill_variant(const PrefillParams& params, const AttentionProblem&
     launch_prefill_kernel<PrefillSm80<In, D, Dv, Paged>>(&prefill_sm80_kernel<In, D, Dv, Paged>, params, pr);
   } else {
     using Kernel = PrefillSm90<In, D, Dv, Paged>;
-    using Persistent = PrefillSm90Persistent<In, D, Dv, false, Paged>;  // the walk over these K/V
+    using Persistent = PrefillSm90Persistent<In, D, Dv, false, Paged>;  // the walk over these K/V (pages: a cache's)
     const MaskParams mask{pr.seqlen_q, pr.seqlen_k, pr.window_left, pr.window_right};  // once a launch
     if constexpr (Paged) {
       // Pages: the walk where items are short, by the batch-form rule; its producers gather the
@@ -405,6 +405,15 @@ void launch_prefill_variant(const PrefillParams& params, const AttentionProblem&
         const PrefillTmaMaps maps = make_prefill_tma_maps<Persistent::kBN, Persistent::kBM>(pr);
         if (persistent_maps_usable(maps)) {
           launch_prefill_persistent<Persistent>(&prefill_sm90_persistent_kernel<In, D, Dv>, params, pr, maps);
+          return;
+        }
+        // A batch-form cache with the device's lengths (seqlens_k): the cache's walk, which
+        // gathers each sequence's last tile (the paged launch's kernel).
+        using CacheWalk = PrefillSm90Persistent<In, D, Dv, false, true>;
+        static_assert(CacheWalk::kBN == Persistent::kBN && CacheWalk::kBM == Persistent::kBM);
+        if (pr.seqlens_k != nullptr && persistent_maps_usable(maps, true)) {
+          launch_prefill_persistent<CacheWalk>(&prefill_sm90_persistent_kernel<In, D, Dv, false, true>, params, pr,
+                                               maps);
           return;
         }
         // Boxes of the same shape (D 128): the block per item takes these maps. D 64's blocks

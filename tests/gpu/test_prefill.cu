@@ -312,30 +312,43 @@ TEST_P(PrefillGpu, PagedRowsWithoutKeysAreNeverRead) {
   }
 }
 
-// Paged K/V over short items take Hopper's persistent grid (prefill_sm90_persistent.cuh), whose
-// walk may meet items that see no key at all under the device's lengths: a sequence without
-// keys, and causal or windowed rows before a short sequence's first key, whole 128-row items of
-// them. Each walks one tile the mask hides whole and writes O = 0 and its LSE as a block per item
-// does: a tile past the sequence's end, gathered as zeros (300 queries over 40 keys), or one of
-// real keys that comes by TMA (300 over 150). Against the float64 reference with every pool row
-// that holds no key NaN, pages read in boxes (16, 64; 24 crosses a page end inside a tile: 8-row
-// boxes at D 128), and on Hopper bit for bit (O and LSE) against the same inputs run a block per
-// item (the grid knob's per_block), where both take the same key tile (D 64, 128) and the walk
-// can box the pages (page 24 at D 64 cannot: 1 KB boxes, so both runs would be a block per item).
-TEST_P(PrefillGpu, PagedItemsWithoutKeysOnThePersistentGrid) {
+// A K/V cache (paged, or batch-form with per-sequence lengths: seqlens_k) over short items takes
+// Hopper's persistent grid (prefill_sm90_persistent.cuh's cache walk), which may meet items that
+// see no key at all under the device's lengths: a sequence without keys, and causal or windowed
+// rows before a short sequence's first key, whole 128-row items of them. Each walks one tile the
+// mask hides whole and writes O = 0 and its LSE as a block per item does: a tile past the
+// sequence's end, gathered as zeros (300 queries over 40 keys), or one of real keys that comes by
+// TMA (300 over 150). Against the float64 reference with every cache row that holds no key NaN,
+// pages read in boxes (16, 64; 24 crosses a page end inside a tile: 8-row boxes at D 128) and a
+// batch-form cache of 600 rows, and on Hopper bit for bit (O and LSE) against the same inputs run
+// a block per item (the grid knob's per_block), where both take the same key tile (D 64, 128) and
+// the walk can box the pages (page 24 at D 64 cannot: 1 KB boxes, so both runs would be a block
+// per item).
+TEST_P(PrefillGpu, CacheItemsWithoutKeysOnThePersistentGrid) {
   int run = 0;
   for_each_built_head_dims({HeadDims{64, 64}, HeadDims{128, 128}, HeadDims{256, 256}}, [&](HeadDims hd, Rng& rng) {
-    for (const int page : {16, 24, 64}) {
-      ProblemSpec s = base_spec(DType::bf16, hd.d, hd.dv, 300, 0);
-      s.kv = KvLayout::paged;
-      s.page_size = page;
+    for (const int page : {16, 24, 64, 0}) {  // 0: a batch-form cache
+      ProblemSpec s = base_spec(DType::bf16, hd.d, hd.dv, 300, page ? 0 : 600);
+      if (page) {
+        s.kv = KvLayout::paged;
+        s.page_size = page;
+      } else {
+        s.use_seqlens_k = true;
+      }
       s.batch = 4;
       s.k_lens = {0, 40, 150, 555};
       s.mask = run++ % 2 ? Mask::window(50, 0) : Mask::causal();
-      check_spec(s, backend(), 1500, [&](AttentionTensors& t) { poison_pool_rows_without_keys(t, s); });
+      check_spec(s, backend(), 1500, [&](AttentionTensors& t) {
+        if (page) {
+          poison_pool_rows_without_keys(t, s);
+        } else {
+          for (int b = 0; b < s.batch; ++b)
+            for (int j = s.k_len(b); j < s.seqlen_k; ++j) poison_kv_row(t, s, b, j);
+        }
+      });
       if (::testing::Test::HasFatalFailure() || backend() != Backend::sm90 || hd.d > 128) continue;
       const int walk_block_n = prefill_sm90_tile(hd.d, hd.dv, true).block_n;
-      if (paged_tma::box_rows(page, walk_block_n, 2 * std::min(hd.d, hd.dv)) == 0) continue;
+      if (page && paged_tma::box_rows(page, walk_block_n, 2 * std::min(hd.d, hd.dv)) == 0) continue;
       const std::uint64_t seed = rng.seed() + page;
       Rng r1(seed), r2(seed);
       AttentionTensors walk = make_tensors(s, r1), blocks = make_tensors(s, r2);

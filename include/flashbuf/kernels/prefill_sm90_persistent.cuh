@@ -1,7 +1,8 @@
 // kernels: the Hopper prefill kernel on a persistent grid, for batch-form Q, K, V and O (the
-// TMA forms of every buffer), (Varlen) a self-attention varlen batch, or (Paged) batch-form Q
-// and O over a paged K/V cache. The same buffers, warpgroups and issue turns as PrefillSm90
-// (prefill_sm90.cuh, whose header describes them); what differs is the schedule.
+// TMA forms of every buffer), (Varlen) a self-attention varlen batch, or (Cache) batch-form Q
+// and O over a K/V cache: paged, or batch-form with each sequence's length on the device
+// (seqlens_k). The same buffers, warpgroups and issue turns as PrefillSm90 (prefill_sm90.cuh,
+// whose header describes them); what differs is the schedule.
 // Short sequences spend most of a block's time outside the steady tiles (kernel entry, waiting
 // for Q and K(0), the first S and softmax alone, the epilogue; bench/NOTES-prefill.md,
 // "Measurements behind the code's choices"); here a grid of one wave of blocks walks the items
@@ -35,14 +36,17 @@
 // sequence), and a key tile that reaches past its sequence's end is gathered by every producer
 // thread, as the block per item gathers it. The launcher takes this walk for batches of short
 // sequences whose queries are their keys (one cu_seqlens), so that every item has keys.
-// Paged: each item's tiles come by TMA boxes inside its sequence's pages (a tile of many small
-// boxes from two producer warps an operand, a lane a box, as the block per item issues them),
-// the tile that reaches past a sequence's end gathered by every producer thread. Lengths may be
-// the device's (seqlens_k), so an item may hold rows that see no key at all: such an item walks
-// one tile of its sequence that the mask hides from every row (its first: by TMA where the
-// sequence fills it, else gathered, keys past the end as zeros), and so writes O = 0 and its LSE
-// as a block per item does.
+// Cache: each item's tiles come by TMA, from a paged cache in boxes inside its sequence's pages
+// (a tile of many small boxes from two producer warps an operand, a lane a box, as the block
+// per item issues them), and the tile that reaches past a sequence's end is gathered by every
+// producer thread (the rows after it are other pages' or unused). Lengths may be the device's
+// (seqlens_k), so an item may hold rows that see no key at all: such an item walks one tile of
+// its sequence that the mask hides from every row (its first: by TMA where the sequence fills
+// it, else gathered, keys past the end as zeros), and so writes O = 0 and its LSE as a block per
+// item does.
 #pragma once
+
+#include <type_traits>
 
 #include "flashbuf/core/work_items.hpp"
 #include "flashbuf/kernels/prefill_sm90.cuh"
@@ -51,11 +55,12 @@ namespace flashbuf {
 
 // Consumers and the key tile: the tile table's (prefill_sm90_tile(D, Dv, true),
 // kernels/prefill_tiles.hpp).
-template <class In, int D, int Dv, bool Varlen = false, bool Paged = false>
+template <class In, int D, int Dv, bool Varlen = false, bool Cache = false>
 struct PrefillSm90Persistent {
-  static_assert(!(Varlen && Paged), "prefill_sm90_persistent: a varlen batch over pages keeps a block per item");
+  static_assert(!(Varlen && Cache), "prefill_sm90_persistent: a varlen batch over a cache keeps a block per item");
   static constexpr PrefillSm90Tile kTile = prefill_sm90_tile(D, Dv, true);
-  using Base = PrefillSm90<In, D, Dv, Paged, kTile.consumers, kTile.block_n>;
+  // (Base's steps do not depend on the K/V form; its own run, which does, is not used here.)
+  using Base = PrefillSm90<In, D, Dv, false, kTile.consumers, kTile.block_n>;
   static constexpr int kConsumers = Base::kConsumers;
   static constexpr int kCtasPerSm = Base::kCtasPerSm;
   static constexpr int kBM = Base::kBM;
@@ -108,21 +113,21 @@ struct PrefillSm90Persistent {
     }
     return PrefillBlock::make_item(p, kBM, item);
   }
-  // An item's key tiles, [first, first + count): a paged item whose rows see no key walks tile 0
-  // (see above), which the mask hides whole. Producer and consumers count alike.
+  // An item's key tiles, [first, first + count): a cache's item whose rows see no key walks tile
+  // 0 (see above), which the mask hides whole. Producer and consumers count alike.
   struct ItemTiles {
     int first, count;
   };
   __device__ static ItemTiles item_tiles(const PrefillBlock& b) {
     const int count = b.keys.tiles(kBN);
-    if (Paged && count == 0) return {0, 1};
+    if (Cache && count == 0) return {0, 1};
     return {b.keys.first_tile(kBN), count};
   }
   // The walk's next item with keys from position w on (w moved to it); false where the block's
   // walk ends. The producer and the consumers skip alike. Batch-form items are never empty and
   // the launcher's rules give every item keys (batch form: seqlen_q <= seqlen_k; varlen: one
-  // cu_seqlens for Q and K/V) but under the device's lengths of a paged cache, where
-  // item_tiles gives a keyless item its masked tile. A varlen batch's walk numbering (max_seqlen_q's query blocks for
+  // cu_seqlens for Q and K/V) but under a cache's device lengths, where item_tiles gives a
+  // keyless item its masked tile. A varlen batch's walk numbering (max_seqlen_q's query blocks for
   // every sequence) holds empty items past its shorter sequences' ends, skipped here; past an
   // order table's count every later item of the walk is past it too.
   __device__ static bool next_item(const PrefillParams& p, const WorkItems& items, int& w) {
@@ -161,7 +166,7 @@ struct PrefillSm90Persistent {
     // next one or arrive as zeros: masked either way, and never stored; GQA-packed rows through
     // the launcher's packed view), or by cp.async from every producer thread where TMA cannot
     // describe it.
-    constexpr bool gather = Varlen || Paged;
+    constexpr bool gather = Varlen || Cache;
     const bool q_async = Varlen && !maps.q_enabled;
     if (threadIdx.x == 0) {
       for (int s = 0; s < kQSlots; ++s) {
@@ -184,77 +189,92 @@ struct PrefillSm90Persistent {
       // 2 (K) and 1 and 3 (V), a lane a box. Every thread counts tiles over all items, as the
       // consumers do, and r over the items with keys (the slots' order).
       if (!gather && threadIdx.x != 0 && threadIdx.x != 32) return;
-      const bool lane_boxes = Paged && maps.box_rows > 0 && kBN / maps.box_rows * KTile::kSlabs > 4;
-      const int issuer = lane_boxes ? static_cast<int>(threadIdx.x) / 32 % 2 * 32 : static_cast<int>(threadIdx.x);
-      const bool k_thread = issuer == 0, v_thread = issuer == 32;
-      // Paged: tile `tile` of the walk (key0 of its item's sequence) into its stage once that is
-      // free, a lane a box or from one thread (prefill_sm90.cuh's rule).
-      const auto issue_paged_tile = [&](const Ring& ring, auto& buf, const CUtensorMap* map, std::uint32_t bytes,
-                                        int tile, int head_kv, int key0) {
-        buf.write_to_stage(Ring::stage(tile));
-        ring.acquire(tile);
-        if (lane_boxes) {
-          const int lane = static_cast<int>(threadIdx.x) % 32 * 2 + static_cast<int>(threadIdx.x) / 64;
-          if (lane == 0) ring.expect_bytes(tile, bytes);
-          __syncwarp();
-          buf.load_tile_tma_paged_by_lanes(map, key0, head_kv, &ring.full[Ring::stage(tile)], maps.box_rows, lane, 64);
-        } else {
-          buf.load_tile_tma_paged(map, key0, head_kv, ring.expect_bytes(tile, bytes), maps.box_rows);
+      // The walk, compiled once for pages and once for rows of a tensor (a cache's form is the
+      // launch's), so that neither pays the other's registers in the producer's 40.
+      const auto produce = [&](auto paged_kv) {
+        constexpr bool paged = decltype(paged_kv)::value;
+        const bool lane_boxes = paged && maps.box_rows > 0 && kBN / maps.box_rows * KTile::kSlabs > 4;
+        const int issuer = lane_boxes ? static_cast<int>(threadIdx.x) / 32 % 2 * 32 : static_cast<int>(threadIdx.x);
+        const bool k_thread = issuer == 0, v_thread = issuer == 32;
+        // Pages: tile `tile` of the walk (key0 of its item's sequence) into its stage once that
+        // is free, a lane a box or from one thread (prefill_sm90.cuh's rule).
+        const auto issue_paged_tile = [&](const Ring& ring, auto& buf, const CUtensorMap* map, std::uint32_t bytes,
+                                          int tile, int head_kv, int key0) {
+          buf.write_to_stage(Ring::stage(tile));
+          ring.acquire(tile);
+          if (lane_boxes) {
+            const int lane = static_cast<int>(threadIdx.x) % 32 * 2 + static_cast<int>(threadIdx.x) / 64;
+            if (lane == 0) ring.expect_bytes(tile, bytes);
+            __syncwarp();
+            buf.load_tile_tma_paged_by_lanes(map, key0, head_kv, &ring.full[Ring::stage(tile)], maps.box_rows, lane,
+                                             64);
+          } else {
+            buf.load_tile_tma_paged(map, key0, head_kv, ring.expect_bytes(tile, bytes), maps.box_rows);
+          }
+        };
+        int t = 0;
+        for (int w = 0, r = 0; next_item(p, items, w); ++w, ++r) {
+          const PrefillBlock blk = walk_item(p, items.at(w));
+          const int slot = r % kQSlots, use = r / kQSlots;
+          if (q_async) {
+            if (use > 0) sm90::mbarrier_wait_parity(&q_empty[slot], (use - 1) & 1);
+            Base::load_q_async(q_slot(slot), blk, p, &q_full[slot]);
+          } else if (threadIdx.x == 0) {
+            if (use > 0) sm90::mbarrier_wait_parity(&q_empty[slot], (use - 1) & 1);
+            // Varlen: one packed sequence of rows (batch 0), this sequence from q_begin; with packed
+            // GQA rows the map's (group head, token, K/V head) view.
+            if (Varlen && blk.pack_shift != 0) {
+              QBuf::load_tile_tma(q_slot(slot), &maps.q, 0, blk.q_begin + (blk.m0 >> blk.pack_shift),
+                                  blk.head >> blk.pack_shift, &q_full[slot]);
+            } else {
+              QBuf::load_tile_tma(q_slot(slot), &maps.q, blk.q_begin + blk.m0, blk.head, Varlen ? 0 : blk.batch,
+                                  &q_full[slot]);
+            }
+          }
+          const ItemTiles tiles = item_tiles(blk);
+          const int n_first = tiles.first, num_tiles = tiles.count;
+          const int tma_tiles = Base::tiles_by_tma(blk, n_first, num_tiles, gather);
+          if constexpr (paged) {
+            blk.bind_kv<In, true>(kbuf, vbuf, p);  // the boxes find their pages through it
+            for (int i = 0; (k_thread || v_thread) && i < tma_tiles; ++i) {
+              const int key0 = (n_first + i) * kBN;
+              if (k_thread) {
+                issue_paged_tile(kring, kbuf, &maps.k, KTile::kBytes, t + i, blk.head_kv, key0);
+              } else {
+                issue_paged_tile(vring, vbuf, &maps.v, VTile::kBytes, t + i, blk.head_kv, key0);
+              }
+            }
+          } else {
+            // Varlen K/V: one packed sequence of rows (batch 0), this sequence from k_begin.
+            const int kv_batch = p.cu_seqlens_k ? 0 : blk.batch;
+            for (int i = 0; (k_thread || v_thread) && i < tma_tiles; ++i) {
+              const int row = blk.k_begin + (n_first + i) * kBN;
+              if (k_thread) {
+                kbuf.write_to_stage(Ring::stage(t + i));
+                kring.acquire(t + i);
+                kbuf.load_tile_tma(&maps.k, row, blk.head_kv, kv_batch, kring.expect_bytes(t + i, KTile::kBytes));
+              } else {
+                vbuf.write_to_stage(Ring::stage(t + i));
+                vring.acquire(t + i);
+                vbuf.load_tile_tma(&maps.v, row, blk.head_kv, kv_batch, vring.expect_bytes(t + i, VTile::kBytes));
+              }
+            }
+            if (gather && tma_tiles < num_tiles) blk.bind_kv<In, false>(kbuf, vbuf, p);
+          }
+          for (int i = tma_tiles; gather && i < num_tiles; ++i) {
+            Base::template gather_tail_tile<true>(kring, vring, kbuf, vbuf, t + i, n_first + i, blk.seqlen_k);
+          }
+          t += num_tiles;
         }
       };
-      int t = 0;
-      for (int w = 0, r = 0; next_item(p, items, w); ++w, ++r) {
-        const PrefillBlock blk = walk_item(p, items.at(w));
-        const int slot = r % kQSlots, use = r / kQSlots;
-        if (q_async) {
-          if (use > 0) sm90::mbarrier_wait_parity(&q_empty[slot], (use - 1) & 1);
-          Base::load_q_async(q_slot(slot), blk, p, &q_full[slot]);
-        } else if (threadIdx.x == 0) {
-          if (use > 0) sm90::mbarrier_wait_parity(&q_empty[slot], (use - 1) & 1);
-          // Varlen: one packed sequence of rows (batch 0), this sequence from q_begin; with packed
-          // GQA rows the map's (group head, token, K/V head) view.
-          if (Varlen && blk.pack_shift != 0) {
-            QBuf::load_tile_tma(q_slot(slot), &maps.q, 0, blk.q_begin + (blk.m0 >> blk.pack_shift),
-                                blk.head >> blk.pack_shift, &q_full[slot]);
-          } else {
-            QBuf::load_tile_tma(q_slot(slot), &maps.q, blk.q_begin + blk.m0, blk.head, Varlen ? 0 : blk.batch,
-                                &q_full[slot]);
-          }
-        }
-        const ItemTiles tiles = item_tiles(blk);
-        const int n_first = tiles.first, num_tiles = tiles.count;
-        const int tma_tiles = Base::tiles_by_tma(blk, n_first, num_tiles, gather);
-        if constexpr (Paged) {
-          blk.bind_kv<In, true>(kbuf, vbuf, p);  // the boxes find their pages through it
-          for (int i = 0; (k_thread || v_thread) && i < tma_tiles; ++i) {
-            const int key0 = (n_first + i) * kBN;
-            if (k_thread) {
-              issue_paged_tile(kring, kbuf, &maps.k, KTile::kBytes, t + i, blk.head_kv, key0);
-            } else {
-              issue_paged_tile(vring, vbuf, &maps.v, VTile::kBytes, t + i, blk.head_kv, key0);
-            }
-          }
+      if constexpr (Cache) {
+        if (p.page_table != nullptr) {
+          produce(std::true_type{});
         } else {
-          // Varlen K/V: one packed sequence of rows (batch 0), this sequence from k_begin.
-          const int kv_batch = p.cu_seqlens_k ? 0 : blk.batch;
-          for (int i = 0; (k_thread || v_thread) && i < tma_tiles; ++i) {
-            const int row = blk.k_begin + (n_first + i) * kBN;
-            if (k_thread) {
-              kbuf.write_to_stage(Ring::stage(t + i));
-              kring.acquire(t + i);
-              kbuf.load_tile_tma(&maps.k, row, blk.head_kv, kv_batch, kring.expect_bytes(t + i, KTile::kBytes));
-            } else {
-              vbuf.write_to_stage(Ring::stage(t + i));
-              vring.acquire(t + i);
-              vbuf.load_tile_tma(&maps.v, row, blk.head_kv, kv_batch, vring.expect_bytes(t + i, VTile::kBytes));
-            }
-          }
-          if (gather && tma_tiles < num_tiles) blk.bind_kv<In, false>(kbuf, vbuf, p);
+          produce(std::false_type{});
         }
-        for (int i = tma_tiles; gather && i < num_tiles; ++i) {
-          Base::template gather_tail_tile<true>(kring, vring, kbuf, vbuf, t + i, n_first + i, blk.seqlen_k);
-        }
-        t += num_tiles;
+      } else {
+        produce(std::false_type{});
       }
       sm80::cp_async_wait_all();  // leave no copy of this thread in flight at exit
       return;
@@ -430,13 +450,13 @@ struct PrefillSm90Persistent {
   }
 };
 
-template <class In, int D, int Dv, bool Varlen = false, bool Paged = false>
-__global__ void __launch_bounds__(PrefillSm90Persistent<In, D, Dv, Varlen, Paged>::kThreads,
-                                  PrefillSm90Persistent<In, D, Dv, Varlen, Paged>::kCtasPerSm)
+template <class In, int D, int Dv, bool Varlen = false, bool Cache = false>
+__global__ void __launch_bounds__(PrefillSm90Persistent<In, D, Dv, Varlen, Cache>::kThreads,
+                                  PrefillSm90Persistent<In, D, Dv, Varlen, Cache>::kCtasPerSm)
     prefill_sm90_persistent_kernel(const __grid_constant__ PrefillParams params,
                                    const __grid_constant__ PrefillTmaMaps maps) {
   extern __shared__ __align__(128) char smem[];
-  PrefillSm90Persistent<In, D, Dv, Varlen, Paged>::run(params, maps, smem);
+  PrefillSm90Persistent<In, D, Dv, Varlen, Cache>::run(params, maps, smem);
 }
 
 }  // namespace flashbuf
