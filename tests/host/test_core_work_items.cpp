@@ -200,17 +200,19 @@ TEST(CoreWorkItems, MeanKeyTilesPerItem) {
 
 TEST(CoreWorkItems, PersistentGridPaysForShortItems) {
   using flashbuf::persistent_grid_pays;
-  EXPECT_TRUE(persistent_grid_pays(4.0, 2));
-  EXPECT_TRUE(persistent_grid_pays(8.5, 2));    // D 128 causal S 2k
-  EXPECT_TRUE(persistent_grid_pays(17.0, 2));   // D 256 causal S 2k
-  EXPECT_TRUE(persistent_grid_pays(33.0, 2));   // D 256 causal S 4k
-  EXPECT_FALSE(persistent_grid_pays(64.0, 2));  // D 128 S 8k
-  EXPECT_FALSE(persistent_grid_pays(64.5, 2));  // D 128 causal S 16k: the static walk's imbalance
-  EXPECT_TRUE(persistent_grid_pays(128.0, 1));  // D 64 S 16k: two consumers beat one at any length
-  EXPECT_TRUE(persistent_grid_pays(9.0, 2, 192));    // D 192-128 causal S 1k
-  EXPECT_FALSE(persistent_grid_pays(17.0, 2, 192));  // D 192-128 causal S 2k: a block per item
-  EXPECT_FALSE(persistent_grid_pays(33.0, 2, 192));  // D 192-128 causal S 4k
-  EXPECT_TRUE(persistent_grid_pays(33.0, 2, 256));   // D 256 keeps 33
+  EXPECT_TRUE(persistent_grid_pays(4.0, 2, 128));
+  EXPECT_TRUE(persistent_grid_pays(8.5, 2, 128));     // D 128 causal S 2k
+  EXPECT_TRUE(persistent_grid_pays(16.5, 2, 128));    // D 128 causal S 4k
+  EXPECT_FALSE(persistent_grid_pays(32.0, 2, 128));   // D 128 S 4k: a block per item
+  EXPECT_FALSE(persistent_grid_pays(32.5, 2, 96));    // D 96 causal S 8k
+  EXPECT_FALSE(persistent_grid_pays(64.5, 2, 128));   // D 128 causal S 16k: the static walk's imbalance
+  EXPECT_TRUE(persistent_grid_pays(128.0, 1, 64));    // D 64 S 16k: two consumers beat one at any length
+  EXPECT_TRUE(persistent_grid_pays(9.0, 2, 192));     // D 192-128 causal S 1k
+  EXPECT_FALSE(persistent_grid_pays(17.0, 2, 192));   // D 192-128 causal S 2k: a block per item
+  EXPECT_FALSE(persistent_grid_pays(33.0, 2, 192));   // D 192-128 causal S 4k
+  EXPECT_TRUE(persistent_grid_pays(17.0, 2, 256));    // D 256 causal S 2k
+  EXPECT_TRUE(persistent_grid_pays(33.0, 2, 256));    // D 256 causal S 4k
+  EXPECT_FALSE(persistent_grid_pays(64.5, 2, 256));   // D 256 causal S 8k
 }
 
 TEST(CoreWorkItems, ThreeConsumersForLongItems) {

@@ -118,17 +118,21 @@ FLASHBUF_HOST_DEVICE constexpr int longest_first_section(const MaskParams& mask,
 // Whether a persistent grid beats a block per item whose blocks have `block_consumers`
 // consumer warpgroups. It saves each item's fixed cost (block start, Q and the first K/V in
 // flight before the first product, the epilogue alone on the SM), but its Q slots leave fewer
-// K+V stages and its static walk cannot balance long causal items: it wins up to about 33 key
-// tiles an item and loses beyond. A block per item of one consumer (D 64: 64 query rows, two
-// blocks per SM) loses to the persistent grid's two at every length.
-// D 192 (widest head dim between 128 and 256; its block per item has 80- or, at Dv 128, 128-key
-// tiles, the persistent grid two 64-key stages beside two 48 KB Q slots) turns sooner, at about
-// 12 tiles (fit with the 80-key block).
+// K+V stages and its static walk cannot balance long causal items, so it wins on short items
+// and loses beyond a length that depends on the block per item it stands against:
+//   - head dims up to 128 (128 x 128 tiles either way): about 17 key tiles an item (causal S 4k);
+//     at 32 (S 4k) and 32.5 (causal S 8k) the block per item leads;
+//   - D 256 (a block per item of 80-key tiles against the walk's 64, one Q slot): about 33;
+//   - D 192 (widest head dim between 128 and 256; its block per item has 80- or, at Dv 128,
+//     128-key tiles, the persistent grid two 64-key stages beside two 48 KB Q slots): about 12
+//     (fit with the 80-key block);
+//   - a block per item of one consumer (D 64: 64 query rows, two blocks per SM) loses to the
+//     persistent grid's two at every length.
 // (The measurements the thresholds are fit to: bench/NOTES-prefill.md, "Measurements behind the
 // code's choices".)
 FLASHBUF_HOST_DEVICE constexpr bool persistent_grid_pays(double mean_tiles_per_item, int block_consumers,
-                                                         int widest_head_dim = 128) {
-  const double max_tiles = widest_head_dim > 128 && widest_head_dim < 256 ? 12.0 : 33.0;
+                                                         int widest_head_dim) {
+  const double max_tiles = widest_head_dim <= 128 ? 17.0 : widest_head_dim < 256 ? 12.0 : 33.0;
   return block_consumers == 1 || mean_tiles_per_item <= max_tiles;
 }
 
