@@ -1,0 +1,27 @@
+# Stop 69, any card, one call (about 300 s): main's package with the records' instantiations, the
+# new grid rule (persistent_grid_pays: D 128 up to 17 key tiles an item) against both forced grids
+# at D 128 and the serving GQA rows, then the CUDA Python tests of the package. Here first:
+#   mkdir -p .abp && git rev-parse --short HEAD > .commit && cp bench/results/ab/stop69-rule-proof-call.sh .abp/call.sh
+# then `bash .abp/call.sh` with carry [".deps", ".commit", ".abp"].
+t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
+O=$OUT/c; mkdir -p $O; R=$PWD
+nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader | head -1
+source scripts/gpu/device_deps.sh unpack >/dev/null
+export FLASHBUF_PACKAGE_CMAKE_ARGS="-DFLASHBUF_INSTANTIATIONS=bf16_64_64;bf16_128_128;bf16_256_256 -DFLASHBUF_DECODE_INSTANTIATIONS=bf16_128"
+source scripts/gpu/commit_package.sh
+pkg=$HOME/flashbuf-package; c=$(cat .commit)
+commit_package $pkg $O/pip.log || exit 1; el package
+ab() {  # ab NAME BENCH_ARGS...: the rule against both forced grids, interleaved
+  local name=$1; shift
+  timeout 200 python3 bench/ab_interleaved.py --out $O/$name --rounds 3 \
+    --tuning per-block:FLASHBUF_PREFILL_GRID=off --tuning persistent:FLASHBUF_PREFILL_GRID=on \
+    rule=$pkg:$c per-block=$pkg:$c persistent=$pkg:$c -- "$@" --target-ms 5 --anchors none > $O/ab-$name.log 2>&1
+  python3 bench/ab_summary.py --table $O/$name rule per-block persistent | tee $O/$name-table.log
+  el $name; (cd $OUT && tar czf c.tgz c)
+}
+ab grid128 --prefill --backend sm90 --d 128 --s 2048,4096,8192 --causal both
+ab serving --serving --serving-cases gqa
+(cd /tmp && PYTHONPATH=$pkg timeout 240 python3 -m pytest -q -p no:cacheprovider --rootdir $R \
+   $R/python/tests/test_gpu.py $R/python/tests/test_compat_gpu.py $R/python/tests/test_reliability.py $R/python/tests/test_sinks.py \
+   > $O/pytest-cuda.log 2>&1); tail -3 $O/pytest-cuda.log
+el pytest; (cd $OUT && tar czf c.tgz c)
