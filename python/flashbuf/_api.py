@@ -24,7 +24,7 @@ except ImportError:  # the package works on NumPy alone
     torch = None
 
 from . import _C
-from ._common import (NUMPY_BF16, PLAN_FIELDS, WORKSPACE_ALIGNMENT, Array, Window, as_float32,
+from ._common import (NUMPY_BF16, PLAN_FIELDS, WORKSPACE_ALIGNMENT, Array, Window, as_float32, flag,
                       attention_output_shapes, int32, last,
                       merge_contract_inputs, merge_contract_outputs, merge_output_shapes, real, softmax_scale,
                       window_pair)
@@ -127,8 +127,8 @@ def attention(q: Array, k: Array, v: Array, *, causal: bool = False, window: Win
     if not isinstance(backend, str):
         raise TypeError(f"backend: expected a string ('auto', 'cpu', 'sm80', 'sm90'), got {type(backend).__name__}")
     scalars = _attention_scalars(causal, window, softcap, scale, max_seqlen_q, max_seqlen_k)
-    return_lse = bool(return_lse)
-    check_inputs = bool(check_inputs)
+    return_lse = flag("return_lse", return_lse)
+    check_inputs = flag("check_inputs", check_inputs)
 
     if _torch_form(q, k, v):
         _check_named(("q", "k", "v"), q=q, k=k, v=v, out=out, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
@@ -167,7 +167,7 @@ def _mask_scalars(causal, window, softcap, scale) -> tuple:
     window_left, window_right = window_pair(window)
     scale = softmax_scale(scale)
     softcap = as_float32("softcap", real("softcap", softcap))
-    return (scale, bool(causal), window_left, window_right, softcap)
+    return (scale, flag("causal", causal), window_left, window_right, softcap)
 
 
 def _attention_scalars(causal, window, softcap, scale, max_seqlen_q, max_seqlen_k) -> tuple:
@@ -375,8 +375,8 @@ class DecodePlan:
         (TypeError for dtypes) naming the argument before anything runs.
         """
         scalars = _mask_scalars(causal, window, softcap, scale)
-        return_lse = bool(return_lse)
-        check_inputs = bool(check_inputs)
+        return_lse = flag("return_lse", return_lse)
+        check_inputs = flag("check_inputs", check_inputs)
         if _torch_form(q, k, v):
             _check_named(("q", "k", "v"), q=q, k=k, v=v, seqlens_k=seqlens_k, page_table=page_table, sinks=sinks)
             workspace = self._run_workspace(workspace, torch_inputs=True)
@@ -432,7 +432,7 @@ def append_kv(k_cache: Array, v_cache: Array, k: Array, v: Array, cache_seqlens:
     v_cache may be the two halves of one pool (pool[:, 0] and pool[:, 1]); tokens whose entries
     name one place (repeated cache_batch_idx rows, a page two sequences share) leave it
     unspecified on CUDA, as in FlashAttention."""
-    check_inputs = bool(check_inputs)
+    check_inputs = flag("check_inputs", check_inputs)
     if _torch_form(k_cache, v_cache, k, v):
         _check_named(("k_cache", "v_cache", "k", "v", "cache_seqlens"), k_cache=k_cache, v_cache=v_cache, k=k, v=v,
                      cache_seqlens=cache_seqlens, cache_batch_idx=cache_batch_idx, page_table=page_table)
@@ -465,7 +465,7 @@ def merge_states(o_parts: Array, lse_parts: Array, *, return_lse: bool = False) 
     There is no sinks argument: parts computed without sinks, merged here, then given the sink
     as one more part (o = 0, lse = sink) are attention with sinks over all their keys.
     """
-    return_lse = bool(return_lse)
+    return_lse = flag("return_lse", return_lse)
     if _torch_form(o_parts, lse_parts):
         _check_named(("o_parts", "lse_parts"), o_parts=o_parts, lse_parts=lse_parts)
         o, lse = _torch_ops.run("merge_states", o_parts, lse_parts, return_lse)

@@ -58,6 +58,19 @@ def real(name: str, value: Any) -> float:
         raise TypeError(f"{name}: expected a number, got {type(value).__name__}") from None
 
 
+def flag(name: str, value: Any) -> bool:
+    """A bool argument: True/False (NumPy's and 0-d integer tensors' too) or the ints 0 and 1, else
+    a TypeError naming it. Text is refused because bool() would read "False" as true, and arrays
+    because a mask per element is not what the flag means."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if not isinstance(value, (str, bytes)) and hasattr(value, "__index__") and getattr(value, "ndim", 0) == 0:
+        index = value.__index__()
+        if index in (0, 1):
+            return bool(index)
+    raise TypeError(f"{name}: expected a bool, got {type(value).__name__} {value!r:.40}")
+
+
 def window_pair(window: Window | None) -> tuple[int, int]:
     """(left, right) with -1 for an unbounded side; None means no window."""
     if window is None:

@@ -37,7 +37,7 @@ from typing import Any, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ._api import DecodePlan, _check_attention, _compiling, append_kv, attention, torch
-from ._common import Array, real, window_side
+from ._common import Array, flag, real, window_side
 
 __all__ = ["flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache", "flash_attn_qkvpacked_func",
            "flash_attn_kvpacked_func", "flash_attn_varlen_qkvpacked_func", "flash_attn_varlen_kvpacked_func"]
@@ -57,6 +57,13 @@ def _is_torch(x: Any) -> bool:
 
 
 # ---- argument conversion --------------------------------------------------------------------
+
+def _flags(deterministic: Any, return_attn_probs: Any) -> bool:
+    """return_attn_probs as a bool, deterministic checked as one too (the forward pass is
+    deterministic either way)."""
+    flag("deterministic", deterministic)
+    return flag("return_attn_probs", return_attn_probs)
+
 
 def _refuse_unsupported(**values: Any) -> None:
     """NotImplementedError for the FlashAttention features flashbuf does not compute."""
@@ -178,11 +185,12 @@ def flash_attn_func(q: Array, k: Array, v: Array, dropout_p: float = 0.0, softma
     raise NotImplementedError.
     """
     _refuse_unsupported(dropout_p=dropout_p, alibi_slopes=alibi_slopes)
+    probs = _flags(deterministic, return_attn_probs)
     _rank("q", q, 4, "(batch, seqlen, nheads, headdim); packed sequences go to flash_attn_varlen_func")
     q, k, v = _unit_last_stride(q), _unit_last_stride(k), _unit_last_stride(v)
     result: Any = attention(q, k, v, causal=causal, window=_window(window_size), softcap=_softcap(softcap),
-                       scale=softmax_scale, return_lse=bool(return_attn_probs), **_sinks(learnable_sink, q))
-    if return_attn_probs:
+                            scale=softmax_scale, return_lse=probs, **_sinks(learnable_sink, q))
+    if probs:
         out, lse = result
         return out, lse, _empty_probs(q)
     return result
@@ -209,6 +217,7 @@ def flash_attn_varlen_func(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu
     S_dmask) with S_dmask empty. dropout_p > 0 and alibi_slopes raise NotImplementedError.
     """
     _refuse_unsupported(dropout_p=dropout_p, alibi_slopes=alibi_slopes)
+    probs = _flags(deterministic, return_attn_probs)
     _rank("q", q, 3, "(total_q, nheads, headdim) with cu_seqlens_q")
     q, k, v = _unit_last_stride(q), _unit_last_stride(k), _unit_last_stride(v)
     table = _page_table(page_table, block_table)
@@ -216,9 +225,9 @@ def flash_attn_varlen_func(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu
         dict(seqlens_k=_diff("cu_seqlens_k", cu_seqlens_k), page_table=table)
     result: Any = attention(q, k, v, cu_seqlens_q=cu_seqlens_q, max_seqlen_q=max_seqlen_q,
                        max_seqlen_k=max_seqlen_k, causal=causal, window=_window(window_size),
-                       softcap=_softcap(softcap), scale=softmax_scale, return_lse=bool(return_attn_probs),
+                       softcap=_softcap(softcap), scale=softmax_scale, return_lse=probs,
                        **keys, **_sinks(learnable_sink, q))
-    if return_attn_probs:
+    if probs:
         out, lse = result
         return out, lse, _empty_probs(q)
     return result
@@ -615,9 +624,9 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
     keys, values, table = k_cache, v_cache, page_table
     if cache_batch_idx is not None:  # (rows to be copied: after the append, stand-ins for its checks)
         keys, values, table = _cache_rows_by_index(k_cache, v_cache, cache_batch_idx, gather=not appending)
-    masks: dict[str, Any] = dict(causal=bool(causal), window=_window(window_size), softcap=_softcap(softcap),
+    masks: dict[str, Any] = dict(causal=flag("causal", causal), window=_window(window_size), softcap=_softcap(softcap),
                                  scale=softmax_scale)
-    return_lse = bool(return_softmax_lse)
+    return_lse = flag("return_softmax_lse", return_softmax_lse)
 
     # Every check of the attention that follows, made before the append writes into the cache
     # (under torch.compile the operators' fake functions make them while the graph is traced).
