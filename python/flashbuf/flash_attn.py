@@ -105,10 +105,40 @@ def _sinks(learnable_sink: Any, q: Any) -> dict:
     if not _HAS_SINKS:
         raise NotImplementedError("learnable_sink: this flashbuf build's attention() takes no sinks yet")
     if _is_torch(learnable_sink):
+        if learnable_sink.is_complex() or learnable_sink.dtype == torch.bool:
+            raise TypeError(f"learnable_sink: expected real logits, got dtype {learnable_sink.dtype}")
         return {"sinks": learnable_sink.float()}
     if _is_torch(q):
         raise TypeError(f"learnable_sink: expected a torch.Tensor, as q is, got {type(learnable_sink).__name__}")
-    return {"sinks": np.asarray(learnable_sink, dtype=np.float32)}
+    values = np.asarray(learnable_sink)
+    if values.dtype.kind not in "fiu":  # (complex, bool, text, objects)
+        raise TypeError(f"learnable_sink: expected real logits, got dtype {values.dtype}")
+    return {"sinks": values.astype(np.float32, copy=False)}
+
+
+def _byte_span(x: Any) -> Optional[Tuple[int, int]]:
+    """The bytes [first, end) that x's elements lie in (None when it has none)."""
+    if x is None or (x.numel() if _is_torch(x) else x.size) == 0:
+        return None
+    if _is_torch(x):
+        start, itemsize = x.data_ptr(), x.element_size()
+        strides = [s * itemsize for s in x.stride()]
+    else:
+        start, itemsize, strides = x.ctypes.data, x.itemsize, list(x.strides)
+    reach = [(n - 1) * s for n, s in zip(x.shape, strides)]
+    return start + sum(r for r in reach if r < 0), start + sum(r for r in reach if r > 0) + itemsize
+
+
+def _refuse_inputs_in_cache(k_cache: Any, v_cache: Any, **inputs: Any) -> None:
+    """The append writes k_cache and v_cache before attention reads its inputs: an input that
+    shares bytes with either would be read changed (docs/errors.md: no output may share a byte
+    range with an input), so it is refused, named, before anything is written."""
+    caches = [span for span in (_byte_span(k_cache), _byte_span(v_cache)) if span is not None]
+    for name, x in inputs.items():
+        span = _byte_span(x)
+        if span is not None and any(span[0] < end and start < span[1] for start, end in caches):
+            raise ValueError(f"{name}: shares memory with k_cache or v_cache, which the append writes before "
+                             f"attention reads {name}; pass a copy")
 
 
 def _page_table(page_table: Any, block_table: Any) -> Any:
@@ -609,6 +639,8 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
     if page_table is not None:
         page_table = _integer_array("page_table", page_table, tuple(page_table.shape))
     appending = k is not None and k.shape[0] > 0 and k.shape[1] > 0
+    if appending and not _compiling():  # (fake tensors under torch.compile have no addresses)
+        _refuse_inputs_in_cache(k_cache, v_cache, q=q, learnable_sink=sinks.get("sinks"))
     if k is not None and cache_seqlens is None:
         raise ValueError("cache_seqlens: required with k and v (the positions to append them at)")
     raw_lengths = capacity if cache_seqlens is None else cache_seqlens

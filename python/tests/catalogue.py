@@ -299,6 +299,8 @@ def _cases():
              "softcap = 'big'"))
     add(Case("scale_as_text", "attention", lambda L: attention(L, *qkv(L), scale="0.5"), T, "scale", "",
              "scale = '0.5' (text float() would read)"))
+    add(Case("causal_as_text", "attention", lambda L: attention(L, *qkv(L), causal="False"), T, "causal", "bool",
+             "causal = 'False' (text bool() would read as true)"))
     add(Case("window_below_minus_one", "attention", lambda L: attention(L, *qkv(L), window=(-2, 0)), V,
              "mask.window_left", ">= -1", "window = (-2, 0)"))
     add(Case("window_below_minus_one_right_unbounded", "attention", lambda L: attention(L, *qkv(L), window=(-5, -1)),

@@ -385,6 +385,13 @@ def test_with_kvcache_bad_arguments_write_nothing(kind):
          dict(page_table=table, cache_batch_idx=x.int32([0, 1]))),
     ]
     cases.append((ValueError, r"^q: 3 heads are not a multiple", dict(k=k, v=v, cache_seqlens=0, q=q[:, :, :3])))
+    # q read after the append wrote the cache it views; flags as text (bool("False") is True)
+    cases.append((ValueError, r"^q: shares memory with k_cache", dict(k=k, v=v, cache_seqlens=0, q=v_cache[:, 5:])))
+    cases.append((TypeError, r"^causal: expected a bool", dict(k=k, v=v, cache_seqlens=0, causal="False")))
+    cases.append((TypeError, r"^return_softmax_lse: expected a bool", dict(return_softmax_lse="no")))
+    if flash_attn._HAS_SINKS:
+        cases.append((ValueError, r"^learnable_sink: shares memory with k_cache",
+                      dict(k=k, v=v, cache_seqlens=0, learnable_sink=k_cache[1, 7, 1, :4])))
     cases.append((ValueError, r"^q: head dim 8 does not match", dict(k=k, v=v, cache_seqlens=0, q=q[..., :8])))
     if kind == "torch":
         cases.append((TypeError, r"^k: dtype", dict(k=k.double(), v=v, cache_seqlens=0)))
@@ -408,6 +415,10 @@ def test_with_kvcache_bad_arguments_write_nothing(kind):
         flash_attn.flash_attn_varlen_func(q[0], k[0], v[0], x.int32([0, 3]), x.int32([0, 3]), 3.5, 3)
     with pytest.raises(TypeError, match=r"^dropout_p: expected a number"):
         flash_attn.flash_attn_func(q, k, v, dropout_p="none")
+    with pytest.raises(TypeError, match=r"^return_attn_probs: expected a bool"):
+        flash_attn.flash_attn_func(q, k, v, return_attn_probs="yes")
+    with pytest.raises(TypeError, match=r"^deterministic: expected a bool"):
+        flash_attn.flash_attn_varlen_func(q[0], k[0], v[0], x.int32([0, 3]), x.int32([0, 3]), 3, 3, deterministic="x")
     with pytest.raises(ValueError, match=r"^q: expected rank 3"):
         flash_attn.flash_attn_varlen_func(q, k, v, x.int32([0, 3]), x.int32([0, 3]), 3, 3)
 
@@ -537,6 +548,10 @@ def test_learnable_sink_of_another_kind_than_q_is_named():
     q, k, v = x.randn(1, 3, 2, 16), x.randn(1, 4, 2, 16), x.randn(1, 4, 2, 16)
     with pytest.raises(TypeError, match=r"^learnable_sink: expected a torch.Tensor"):
         flash_attn.flash_attn_func(q, k, v, learnable_sink=[0.5, -1.0])
+    with pytest.raises(TypeError, match=r"^learnable_sink: expected real logits"):  # .float() drops the imaginary part
+        flash_attn.flash_attn_func(q, k, v, learnable_sink=torch.tensor([0.5, 1j]))
+    with pytest.raises(TypeError, match=r"^learnable_sink: expected real logits"):  # float() would not read it
+        flash_attn.flash_attn_func(q.numpy(), k.numpy(), v.numpy(), learnable_sink=["a", "b"])
 
 
 @pytest.mark.skipif(torch is None, reason="needs PyTorch")
