@@ -228,8 +228,10 @@ def _device_pair(device) -> tuple[str, int]:
     if torch is not None and isinstance(device, torch.device):
         kind, index = device.type, device.index
     else:
-        kind, _, index = str(device).partition(":")
-        index = int(index) if index else None
+        kind, _, text = str(device).partition(":")
+        if text and not text.isdigit():
+            raise ValueError(f"device: expected 'cpu' or 'cuda[:index]', got {device!r}")
+        index = int(text) if text else None
     if kind not in ("cpu", "cuda"):
         raise ValueError(f"device: expected 'cpu' or 'cuda[:index]', got {device!r}")
     if kind == "cuda" and index is None:

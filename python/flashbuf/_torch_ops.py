@@ -40,6 +40,8 @@ def _check(name: str, t: Optional[Tensor]) -> None:
         return
     if not isinstance(t, Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor (or None), got {type(t).__name__}")
+    if t.is_nested or t.layout != torch.strided:  # (their sizes and strides are not a dense array's)
+        raise TypeError(f"{name}: expected a dense (strided) tensor, got layout {'nested' if t.is_nested else t.layout}")
     if t.dtype not in _DTYPE_NAMES:
         raise TypeError(f"{name}: unsupported dtype {t.dtype}; expected bfloat16, float16, float32 or int32")
     if t.device.type not in ("cpu", "cuda"):

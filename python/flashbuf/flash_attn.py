@@ -419,10 +419,10 @@ def _check_kv_cache_args(q: Any, k_cache: Any, v_cache: Any, k: Any, v: Any,
         if tuple(new.shape) != want:
             raise ValueError(f"{name}: expected shape {want} [batch, seqlen_new, nheads_k, headdim] to append to "
                              f"{name}_cache, got {tuple(new.shape)}")
+        if _is_torch(new) != _is_torch(cache) or (_is_torch(new) and new.device != cache.device):
+            raise ValueError(f"{name}: must be on {name}_cache's device (and of its framework)")
         if new.dtype != cache.dtype:
             raise TypeError(f"{name}: dtype {new.dtype} does not match {name}_cache's {cache.dtype}")
-        if _is_torch(new) != _is_torch(cache) or (_is_torch(new) and new.device != cache.device):
-            raise ValueError(f"{name}: must be on {name}_cache's device")
 
 
 def _host_int64(x: Any) -> np.ndarray:
@@ -580,7 +580,7 @@ def _decode_plan(key: tuple) -> Optional[DecodePlan]:
         try:
             plan = DecodePlan(batch, q_per_seq, heads_q, heads_kv, head_dim, head_dim_v, max_seqlen_k, page_size,
                               dtype=dtype, device=device, allocate_workspace=not device.startswith("cuda"))
-        except ValueError:
+        except (ValueError, TypeError):  # (a dtype the plan does not take: attention() names q)
             plan = None
     if len(_PLANS) >= _MAX_PLANS:  # forget the oldest shape
         del _PLANS[next(iter(_PLANS))]

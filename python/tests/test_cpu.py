@@ -160,6 +160,8 @@ def test_decode_plan_run(page_size, q_per_seq):
 
 
 def test_decode_plan_rejects_mismatched_inputs():
+    with pytest.raises(ValueError, match=r"^device: expected 'cpu' or 'cuda\[:index\]', got 'cuda:abc'"):
+        flashbuf.DecodePlan(2, 1, 4, 4, 32, 32, 16, 0, dtype="fp32", device="cuda:abc")
     plan = flashbuf.DecodePlan(2, 1, 4, 4, 32, 32, 16, 0, dtype="fp32", device="cpu")
     q = np.zeros((2, 1, 4, 32), np.float16)
     k = np.zeros((2, 16, 4, 32), np.float16)

@@ -217,6 +217,12 @@ def test_errors_cross_the_dispatcher(gen):
         flashbuf.attention(q, k, k)
     with pytest.raises(TypeError, match=r"^k: "):
         flashbuf.attention(randn(1, 4, 2, 16, generator=gen), k.half(), k.half())
+    # layouts whose sizes and strides are not a dense array's, named as such
+    with pytest.raises(TypeError, match=r"^k: expected a dense \(strided\) tensor, got layout torch.sparse_coo"):
+        flashbuf.attention(k, k.to_sparse(), k)
+    nested = torch.nested.nested_tensor([randn(4, 2, 16, generator=gen), randn(3, 2, 16, generator=gen)])
+    with pytest.raises(TypeError, match=r"^q: expected a dense \(strided\) tensor, got layout nested"):
+        flashbuf.attention(nested, k, k)
 
 
 def test_flashbuf_imported_before_torch_in_a_fresh_process(tmp_path):
