@@ -31,8 +31,10 @@ Tensors: PyTorch on CUDA or the CPU, or NumPy arrays (CPU backend), as attention
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
-from typing import Any, Optional, Sequence, Tuple, Union
+import re
+from typing import Any, Iterator, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -57,6 +59,21 @@ def _is_torch(x: Any) -> bool:
 
 
 # ---- argument conversion --------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _callers_names(**names: str) -> Iterator[None]:
+    """The library's checks name its own arguments (k, seqlens_k, sinks); where this module passed
+    them what its caller gave under FlashAttention's names (k_cache, cache_seqlens,
+    learnable_sink), an error that names one of them is raised again naming the caller's."""
+    try:
+        yield
+    except (ValueError, TypeError) as e:
+        message = str(e)
+        named = re.match(r"[A-Za-z_]+(?=[:\[])", message)
+        if named is None or named.group(0) not in names or type(e) not in (ValueError, TypeError):
+            raise
+        raise type(e)(names[named.group(0)] + message[named.end():]) from None
+
 
 def _flags(deterministic: Any, return_attn_probs: Any) -> bool:
     """return_attn_probs as a bool, deterministic checked as one too (the forward pass is
@@ -218,8 +235,9 @@ def flash_attn_func(q: Array, k: Array, v: Array, dropout_p: float = 0.0, softma
     probs = _flags(deterministic, return_attn_probs)
     _rank("q", q, 4, "(batch, seqlen, nheads, headdim); packed sequences go to flash_attn_varlen_func")
     q, k, v = _unit_last_stride(q), _unit_last_stride(k), _unit_last_stride(v)
-    result: Any = attention(q, k, v, causal=causal, window=_window(window_size), softcap=_softcap(softcap),
-                            scale=softmax_scale, return_lse=probs, **_sinks(learnable_sink, q))
+    with _callers_names(sinks="learnable_sink"):
+        result: Any = attention(q, k, v, causal=causal, window=_window(window_size), softcap=_softcap(softcap),
+                                scale=softmax_scale, return_lse=probs, **_sinks(learnable_sink, q))
     if probs:
         out, lse = result
         return out, lse, _empty_probs(q)
@@ -251,12 +269,17 @@ def flash_attn_varlen_func(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu
     _rank("q", q, 3, "(total_q, nheads, headdim) with cu_seqlens_q")
     q, k, v = _unit_last_stride(q), _unit_last_stride(k), _unit_last_stride(v)
     table = _page_table(page_table, block_table)
+    table_name = "page_table" if page_table is not None else "block_table"
+    if table is not None and tuple(getattr(cu_seqlens_k, "shape", ())) != tuple(getattr(cu_seqlens_q, "shape", ())):
+        raise ValueError(f"cu_seqlens_k: expected shape {tuple(cu_seqlens_q.shape)} like cu_seqlens_q [batch + 1], "
+                         f"got {tuple(cu_seqlens_k.shape)}")
     keys = dict(cu_seqlens_k=cu_seqlens_k) if table is None else \
         dict(seqlens_k=_diff("cu_seqlens_k", cu_seqlens_k), page_table=table)
-    result: Any = attention(q, k, v, cu_seqlens_q=cu_seqlens_q, max_seqlen_q=max_seqlen_q,
-                       max_seqlen_k=max_seqlen_k, causal=causal, window=_window(window_size),
-                       softcap=_softcap(softcap), scale=softmax_scale, return_lse=probs,
-                       **keys, **_sinks(learnable_sink, q))
+    with _callers_names(sinks="learnable_sink", seqlens_k="cu_seqlens_k", page_table=table_name):
+        result: Any = attention(q, k, v, cu_seqlens_q=cu_seqlens_q, max_seqlen_q=max_seqlen_q,
+                                max_seqlen_k=max_seqlen_k, causal=causal, window=_window(window_size),
+                                softcap=_softcap(softcap), scale=softmax_scale, return_lse=probs,
+                                **keys, **_sinks(learnable_sink, q))
     if probs:
         out, lse = result
         return out, lse, _empty_probs(q)
@@ -395,6 +418,9 @@ def _check_kv_cache_args(q: Any, k_cache: Any, v_cache: Any, k: Any, v: Any,
                              f"expected 1..{_MAX_PAGE_SIZE}")
     elif cache_batch_idx is not None:
         _rank("cache_batch_idx", cache_batch_idx, 1, "(batch,)")
+        if _is_torch(cache_batch_idx) != _is_torch(q):
+            raise TypeError(f"cache_batch_idx: expected a {'torch.Tensor' if _is_torch(q) else 'numpy.ndarray'}, "
+                            f"as q is, got {type(cache_batch_idx).__name__}")
         if cache_batch_idx.shape[0] != batch:
             raise ValueError(f"cache_batch_idx: expected shape ({batch},) [batch], got {tuple(cache_batch_idx.shape)}")
     elif k_cache.shape[0] != batch:
@@ -668,11 +694,15 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
         page_size = keys.shape[1] if table is not None else 0
         plan = _decode_plan((batch, seqlen_q, q.shape[2], keys.shape[2], q.shape[3], values.shape[3], capacity,
                              page_size, _dtype_key(q), _device_key(q)))
+    # (The attention's errors name what the caller passed: the cache, its lengths, the sinks.)
+    names = dict(k="k_cache", v="v_cache", seqlens_k="cache_seqlens", sinks="learnable_sink",
+                 page_table="block_table" if block_table is not None else "page_table")
     if appending and not _compiling():
-        if plan is not None:
-            plan._check(q, keys, values, lengths, table, **masks, **sinks)
-        else:
-            _check_attention(q, keys, values, seqlens_k=lengths, page_table=table, **masks, **sinks)
+        with _callers_names(**names):
+            if plan is not None:
+                plan._check(q, keys, values, lengths, table, **masks, **sinks)
+            else:
+                _check_attention(q, keys, values, seqlens_k=lengths, page_table=table, **masks, **sinks)
     if appending:
         append_kv(k_cache, v_cache, k, v, append_at, cache_batch_idx=cache_batch_idx, page_table=page_table)
         if cache_batch_idx is not None and table is None:  # the rows, copied now that they hold k and v
@@ -684,6 +714,9 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
         # CPU plan traced by torch.compile runs on its own one (a NumPy buffer is not traceable),
         # which no run writes: the CPU backend does not split, its workspace_bytes is 0.
         workspace = None if _compiling() and plan.device == "cpu" else plan.new_workspace()
-        return plan.run(q, keys, values, lengths, table, return_lse=return_lse, workspace=workspace, **masks,
-                        **sinks)
-    return attention(q, keys, values, seqlens_k=lengths, page_table=table, return_lse=return_lse, **masks, **sinks)
+        with _callers_names(**names):
+            return plan.run(q, keys, values, lengths, table, return_lse=return_lse, workspace=workspace, **masks,
+                            **sinks)
+    with _callers_names(**names):
+        return attention(q, keys, values, seqlens_k=lengths, page_table=table, return_lse=return_lse, **masks,
+                         **sinks)

@@ -426,6 +426,33 @@ def test_with_kvcache_bad_arguments_write_nothing(kind):
         flash_attn.flash_attn_varlen_func(q, k, v, x.int32([0, 3]), x.int32([0, 3]), 3, 3)
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_errors_name_flash_attn_arguments_not_the_library_ones(kind):
+    """The library's checks behind these entry points name its own arguments (k, seqlens_k,
+    sinks, page_table); the errors name what the caller passed instead."""
+    x = arrays(kind)
+    q, k_cache = x.randn(2, 1, 4, 8), x.randn(2, 16, 2, 8)
+    cases = [
+        (ValueError, r"^cache_seqlens\[0\]: 17 keys exceed", lambda: flash_attn.flash_attn_with_kvcache(
+            q, k_cache, k_cache, cache_seqlens=17)),
+        (ValueError, r"^k_cache: expected shape", lambda: flash_attn.flash_attn_with_kvcache(
+            q, k_cache[..., :4], k_cache[..., :4], cache_seqlens=3)),
+        (ValueError, r"^cu_seqlens_k: expected shape \(3,\) like cu_seqlens_q", lambda: flash_attn.flash_attn_varlen_func(
+            q[:, 0], k_cache, k_cache, x.int32([0, 1, 2]), x.int32([0, 5]), 1, 5, block_table=x.int32([[0], [1]]))),
+        (ValueError, r"^cu_seqlens_k\[1\]: 35 keys exceed", lambda: flash_attn.flash_attn_varlen_func(
+            q[:, 0], k_cache, k_cache, x.int32([0, 1, 2]), x.int32([0, 5, 40]), 1, 5, block_table=x.int32([[0], [1]]))),
+    ]
+    if flash_attn._HAS_SINKS:
+        cases.append((ValueError, r"^learnable_sink: expected shape \(4\)", lambda: flash_attn.flash_attn_func(
+            q, k_cache, k_cache, learnable_sink=x.randn(3))))
+    if kind == "torch":
+        cases.append((TypeError, r"^cache_batch_idx: expected a torch.Tensor", lambda: flash_attn.flash_attn_with_kvcache(
+            q, k_cache, k_cache, cache_seqlens=3, cache_batch_idx=np.array([1, 0], np.int32))))
+    for error, message, call in cases:
+        with pytest.raises(error, match=message):
+            call()
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_with_kvcache_bad_indices_and_scalars_write_nothing(kind):
     """Index values and scalars the append or the attention after it would refuse, or would wrap
     around the cache (a negative cache_seqlens or page), are refused before the append writes
