@@ -22,6 +22,6 @@ ab() {  # ab NAME BENCH_ARGS...: the rule against both forced grids, interleaved
 ab grid128 --prefill --backend sm90 --d 128 --s 2048,4096,8192 --causal both
 ab serving --serving --serving-cases gqa
 (cd /tmp && PYTHONPATH=$pkg timeout 240 python3 -m pytest -q -p no:cacheprovider --rootdir $R \
-   $R/python/tests/test_gpu.py $R/python/tests/test_compat_gpu.py $R/python/tests/test_reliability.py $R/python/tests/test_sinks.py \
+   $R/python/tests/test_gpu.py $R/python/tests/test_compat_gpu.py $R/python/tests/test_reliability.py $R/python/tests/test_sinks.py $R/python/tests/test_catalogue.py \
    > $O/pytest-cuda.log 2>&1); tail -3 $O/pytest-cuda.log
 el pytest; (cd $OUT && tar czf c.tgz c)
