@@ -1,6 +1,6 @@
 # Stop 69, any card, one call (about 300 s): main's package with the records' instantiations, the
 # new grid rule (persistent_grid_pays: D 128 up to 17 key tiles an item) against both forced grids
-# at D 128 and the serving GQA rows, then the CUDA Python tests of the package. Here first:
+# at D 128 and the serving GQA rows, with the CUDA Python tests of the package first (they fit a short budget). Here first:
 #   mkdir -p .abp && git rev-parse --short HEAD > .commit && cp bench/results/ab/stop69-rule-proof-call.sh .abp/call.sh
 # then `bash .abp/call.sh` with carry [".deps", ".commit", ".abp"].
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
@@ -19,9 +19,9 @@ ab() {  # ab NAME BENCH_ARGS...: the rule against both forced grids, interleaved
   python3 bench/ab_summary.py --table $O/$name rule per-block persistent | tee $O/$name-table.log
   el $name; (cd $OUT && tar czf c.tgz c)
 }
-ab grid128 --prefill --backend sm90 --d 128 --s 2048,4096,8192 --causal both
-ab serving --serving --serving-cases gqa
-(cd /tmp && PYTHONPATH=$pkg timeout 240 python3 -m pytest -q -p no:cacheprovider --rootdir $R \
+(cd /tmp && PYTHONPATH=$pkg timeout 150 python3 -m pytest -q -p no:cacheprovider --rootdir $R \
    $R/python/tests/test_gpu.py $R/python/tests/test_compat_gpu.py $R/python/tests/test_reliability.py $R/python/tests/test_sinks.py $R/python/tests/test_catalogue.py \
    > $O/pytest-cuda.log 2>&1); tail -3 $O/pytest-cuda.log
 el pytest; (cd $OUT && tar czf c.tgz c)
+ab grid128 --prefill --backend sm90 --d 128 --s 2048,4096,8192 --causal both
+ab serving --serving --serving-cases gqa
