@@ -64,6 +64,8 @@ def _np_in(name: str, a):
         return None
     if not isinstance(a, np.ndarray):
         raise TypeError(f"{name}: expected a numpy.ndarray (or torch.Tensor inputs throughout), got {type(a).__name__}")
+    if isinstance(a, np.ma.MaskedArray):  # (its mask would be ignored: the values under it are read)
+        raise TypeError(f"{name}: a numpy.ma.MaskedArray; pass a plain array (a.filled(...) or np.ma.getdata(a))")
     if a.dtype == np.uint16:  # would be read as bfloat16 bits (see _C)
         raise TypeError(f"{name}: dtype uint16 is not supported; expected bfloat16, float16, float32 or int32")
     if NUMPY_BF16 is not None and a.dtype == NUMPY_BF16:

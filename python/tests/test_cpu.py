@@ -159,6 +159,13 @@ def test_decode_plan_run(page_size, q_per_seq):
         assert_lse_close(lse, lse_ref)
 
 
+def test_masked_arrays_are_refused_not_read_under_their_mask():
+    x = np.zeros((1, 4, 2, 16), np.float32)
+    masked = np.ma.array(x, mask=np.zeros_like(x, dtype=bool))
+    with pytest.raises(TypeError, match=r"^k: a numpy.ma.MaskedArray"):
+        flashbuf.attention(x, masked, x)
+
+
 def test_decode_plan_rejects_mismatched_inputs():
     with pytest.raises(ValueError, match=r"^device: expected 'cpu' or 'cuda\[:index\]', got 'cuda:abc'"):
         flashbuf.DecodePlan(2, 1, 4, 4, 32, 32, 16, 0, dtype="fp32", device="cuda:abc")
