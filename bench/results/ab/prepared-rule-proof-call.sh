@@ -1,7 +1,7 @@
 # Stop 69, any card, one call (about 300 s): main's package with the records' instantiations, the
 # new grid rule (persistent_grid_pays: D 128 up to 17 key tiles an item) against both forced grids
 # at D 128 and the serving GQA rows, with the CUDA Python tests of the package first (they fit a short budget). Here first:
-#   mkdir -p .abp && git rev-parse --short HEAD > .commit && cp bench/results/ab/stop69-rule-proof-call.sh .abp/call.sh
+#   mkdir -p .abp && git rev-parse --short HEAD > .commit && cp bench/results/ab/prepared-rule-proof-call.sh .abp/call.sh
 # then `bash .abp/call.sh` with carry [".deps", ".commit", ".abp"].
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
 O=$OUT/c; mkdir -p $O; R=$PWD

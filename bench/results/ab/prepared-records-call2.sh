@@ -1,7 +1,7 @@
 # Stop 69, H200 call 2 of 2, right after call 1 on the warm machine: FA4's first part completes it,
 # records.sh makes the prefill files of record the grid rule and the cache walk touch, then the
 # CUDA Python tests of the package (torch operator, compat entry points, bad inputs, sinks).
-#   cp bench/results/ab/h200-stop69-records-call2.sh .abp/call2.sh
+#   cp bench/results/ab/prepared-records-call2.sh .abp/call2.sh
 # then `bash .abp/call2.sh` with carry [".commit", ".abp", ".fa4site/part.aa", ".fa4site/SHA256SUMS"].
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
 O=$OUT/c; mkdir -p $O; R=$PWD

@@ -2,7 +2,7 @@
 # with the records' instantiations and stashes FA4's second part, then times the new grid rule
 # (persistent_grid_pays: D 128 up to 17 key tiles an item) against both forced grids on it, as
 # prepared-grid-choice-call.sh did on an H100, at D 128 and the serving GQA rows. Here first:
-#   mkdir -p .abp && git rev-parse --short HEAD > .commit && cp bench/results/ab/h200-stop69-records-call1.sh .abp/call1.sh
+#   mkdir -p .abp && git rev-parse --short HEAD > .commit && cp bench/results/ab/prepared-records-call1.sh .abp/call1.sh
 # then `bash .abp/call1.sh` with carry [".deps", ".commit", ".abp", ".fa4site/part.ab", ".fa4site/SHA256SUMS"].
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
 O=$OUT/c; mkdir -p $O
