@@ -425,6 +425,7 @@ def test_with_kvcache_bad_arguments_write_nothing(kind):
     with pytest.raises(ValueError, match=r"^q: expected rank 3"):
         flash_attn.flash_attn_varlen_func(q, k, v, x.int32([0, 3]), x.int32([0, 3]), 3, 3)
 
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_errors_name_flash_attn_arguments_not_the_library_ones(kind):
     """The library's checks behind these entry points name its own arguments (k, seqlens_k,
