@@ -415,8 +415,8 @@ def test_with_kvcache_bad_arguments_write_nothing(kind):
         flash_attn.flash_attn_varlen_func(q[0], k[0], v[0], x.int32([0, 3]), x.int32([0, 3]), 3.5, 3)
     with pytest.raises(TypeError, match=r"^dropout_p: expected a number"):
         flash_attn.flash_attn_func(q, k, v, dropout_p="none")
+    wide = [a.double() if kind == "torch" else a.astype(np.float64) for a in (q, k_cache, v_cache)]
     with pytest.raises(TypeError, match=r"^q: unsupported dtype"):  # (not the plan's `dtype`)
-        wide = [a.double() if kind == "torch" else a.astype(np.float64) for a in (q, k_cache, v_cache)]
         flash_attn.flash_attn_with_kvcache(*wide, cache_seqlens=3)
     with pytest.raises(TypeError, match=r"^return_attn_probs: expected a bool"):
         flash_attn.flash_attn_func(q, k, v, return_attn_probs="yes")
