@@ -31,10 +31,9 @@ Tensors: PyTorch on CUDA or the CPU, or NumPy arrays (CPU backend), as attention
 """
 from __future__ import annotations
 
-import contextlib
 import inspect
 import re
-from typing import Any, Iterator, Optional, Sequence, Tuple, Union
+from typing import Any, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -60,19 +59,28 @@ def _is_torch(x: Any) -> bool:
 
 # ---- argument conversion --------------------------------------------------------------------
 
-@contextlib.contextmanager
-def _callers_names(**names: str) -> Iterator[None]:
+class _CallersNames:
     """The library's checks name its own arguments (k, seqlens_k, sinks); where this module passed
     them what its caller gave under FlashAttention's names (k_cache, cache_seqlens,
-    learnable_sink), an error that names one of them is raised again naming the caller's."""
-    try:
-        yield
-    except (ValueError, TypeError) as e:
-        message = str(e)
+    learnable_sink), an error raised inside `with _CallersNames(k="k_cache", ...)` that names one
+    of them is raised again naming the caller's. (A class, not a generator: it wraps every call.)"""
+
+    __slots__ = ("names",)
+
+    def __init__(self, **names: str):
+        self.names = names
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, error: Any, traceback: Any) -> bool:
+        if kind is not ValueError and kind is not TypeError:
+            return False
+        message = str(error)
         named = re.match(r"[A-Za-z_]+(?=[:\[])", message)
-        if named is None or named.group(0) not in names or type(e) not in (ValueError, TypeError):
-            raise
-        raise type(e)(names[named.group(0)] + message[named.end():]) from None
+        if named is None or named.group(0) not in self.names:
+            return False
+        raise kind(self.names[named.group(0)] + message[named.end():]) from None
 
 
 def _flags(deterministic: Any, return_attn_probs: Any) -> bool:
@@ -133,27 +141,39 @@ def _sinks(learnable_sink: Any, q: Any) -> dict:
     return {"sinks": values.astype(np.float32, copy=False)}
 
 
-def _byte_span(x: Any) -> Optional[Tuple[int, int]]:
-    """The bytes [first, end) that x's elements lie in (None when it has none)."""
-    if x is None or (x.numel() if _is_torch(x) else x.size) == 0:
-        return None
-    if _is_torch(x):
-        start, itemsize = x.data_ptr(), x.element_size()
-        strides = [s * itemsize for s in x.stride()]
-    else:
-        start, itemsize, strides = x.ctypes.data, x.itemsize, list(x.strides)
-    reach = [(n - 1) * s for n, s in zip(x.shape, strides)]
-    return start + sum(r for r in reach if r < 0), start + sum(r for r in reach if r > 0) + itemsize
+def _shares_bytes(a: Any, b: Any) -> bool:
+    """Whether the byte ranges a's and b's elements lie in meet (NumPy's may_share_memory test;
+    for torch tensors on one device, first whether their allocations meet at all, which is cheap)."""
+    if not _is_torch(a):
+        return np.may_share_memory(a, b)
+    if a.device != b.device or a.numel() == 0 or b.numel() == 0:
+        return False
+    sa, sb = a.untyped_storage(), b.untyped_storage()
+    if sa.data_ptr() >= sb.data_ptr() + sb.nbytes() or sb.data_ptr() >= sa.data_ptr() + sa.nbytes():
+        return False
+    (a_first, a_end), (b_first, b_end) = _torch_byte_span(a), _torch_byte_span(b)
+    return a_first < b_end and b_first < a_end
+
+
+def _torch_byte_span(x: Any) -> Tuple[int, int]:
+    """The bytes [first, end) that a non-empty tensor's elements lie in."""
+    first = end = x.data_ptr()
+    itemsize = x.element_size()
+    for size, stride in zip(x.shape, x.stride()):
+        reach = (size - 1) * stride * itemsize
+        if reach < 0:
+            first += reach
+        else:
+            end += reach
+    return first, end + itemsize
 
 
 def _refuse_inputs_in_cache(k_cache: Any, v_cache: Any, **inputs: Any) -> None:
     """The append writes k_cache and v_cache before attention reads its inputs: an input that
     shares bytes with either would be read changed (docs/errors.md: no output may share a byte
     range with an input), so it is refused, named, before anything is written."""
-    caches = [span for span in (_byte_span(k_cache), _byte_span(v_cache)) if span is not None]
     for name, x in inputs.items():
-        span = _byte_span(x)
-        if span is not None and any(span[0] < end and start < span[1] for start, end in caches):
+        if x is not None and (_shares_bytes(x, k_cache) or _shares_bytes(x, v_cache)):
             raise ValueError(f"{name}: shares memory with k_cache or v_cache, which the append writes before "
                              f"attention reads {name}; pass a copy")
 
@@ -235,7 +255,7 @@ def flash_attn_func(q: Array, k: Array, v: Array, dropout_p: float = 0.0, softma
     probs = _flags(deterministic, return_attn_probs)
     _rank("q", q, 4, "(batch, seqlen, nheads, headdim); packed sequences go to flash_attn_varlen_func")
     q, k, v = _unit_last_stride(q), _unit_last_stride(k), _unit_last_stride(v)
-    with _callers_names(sinks="learnable_sink"):
+    with _CallersNames(sinks="learnable_sink"):
         result: Any = attention(q, k, v, causal=causal, window=_window(window_size), softcap=_softcap(softcap),
                                 scale=softmax_scale, return_lse=probs, **_sinks(learnable_sink, q))
     if probs:
@@ -275,7 +295,7 @@ def flash_attn_varlen_func(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu
                          f"got {tuple(cu_seqlens_k.shape)}")
     keys = dict(cu_seqlens_k=cu_seqlens_k) if table is None else \
         dict(seqlens_k=_diff("cu_seqlens_k", cu_seqlens_k), page_table=table)
-    with _callers_names(sinks="learnable_sink", seqlens_k="cu_seqlens_k", page_table=table_name):
+    with _CallersNames(sinks="learnable_sink", seqlens_k="cu_seqlens_k", page_table=table_name):
         result: Any = attention(q, k, v, cu_seqlens_q=cu_seqlens_q, max_seqlen_q=max_seqlen_q,
                                 max_seqlen_k=max_seqlen_k, causal=causal, window=_window(window_size),
                                 softcap=_softcap(softcap), scale=softmax_scale, return_lse=probs,
@@ -665,8 +685,6 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
     if page_table is not None:
         page_table = _integer_array("page_table", page_table, tuple(page_table.shape))
     appending = k is not None and k.shape[0] > 0 and k.shape[1] > 0
-    if appending and not _compiling():  # (fake tensors under torch.compile have no addresses)
-        _refuse_inputs_in_cache(k_cache, v_cache, q=q, learnable_sink=sinks.get("sinks"))
     if k is not None and cache_seqlens is None:
         raise ValueError("cache_seqlens: required with k and v (the positions to append them at)")
     raw_lengths = capacity if cache_seqlens is None else cache_seqlens
@@ -695,14 +713,16 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
         plan = _decode_plan((batch, seqlen_q, q.shape[2], keys.shape[2], q.shape[3], values.shape[3], capacity,
                              page_size, _dtype_key(q), _device_key(q)))
     # (The attention's errors name what the caller passed: the cache, its lengths, the sinks.)
-    names = dict(k="k_cache", v="v_cache", seqlens_k="cache_seqlens", sinks="learnable_sink",
-                 page_table="block_table" if block_table is not None else "page_table")
+    callers_names = _CallersNames(k="k_cache", v="v_cache", seqlens_k="cache_seqlens", sinks="learnable_sink",
+                                  page_table="block_table" if block_table is not None else "page_table")
     if appending and not _compiling():
-        with _callers_names(**names):
+        with callers_names:
             if plan is not None:
                 plan._check(q, keys, values, lengths, table, **masks, **sinks)
             else:
                 _check_attention(q, keys, values, seqlens_k=lengths, page_table=table, **masks, **sinks)
+        # (Not under torch.compile: fake tensors have no addresses.)
+        _refuse_inputs_in_cache(k_cache, v_cache, q=q, learnable_sink=sinks.get("sinks"))
     if appending:
         append_kv(k_cache, v_cache, k, v, append_at, cache_batch_idx=cache_batch_idx, page_table=page_table)
         if cache_batch_idx is not None and table is None:  # the rows, copied now that they hold k and v
@@ -714,9 +734,9 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
         # CPU plan traced by torch.compile runs on its own one (a NumPy buffer is not traceable),
         # which no run writes: the CPU backend does not split, its workspace_bytes is 0.
         workspace = None if _compiling() and plan.device == "cpu" else plan.new_workspace()
-        with _callers_names(**names):
+        with callers_names:
             return plan.run(q, keys, values, lengths, table, return_lse=return_lse, workspace=workspace, **masks,
                             **sinks)
-    with _callers_names(**names):
+    with callers_names:
         return attention(q, keys, values, seqlens_k=lengths, page_table=table, return_lse=return_lse, **masks,
                          **sinks)
