@@ -292,6 +292,14 @@ bool addresses_each_element_once(int rank, const std::int64_t* shape, const std:
   return true;
 }
 
+// The rows of a page (dimension 1 of a paged cache `arg`): 1..kMaxPageSize, what the kernels read.
+void expect_page_size(const char* arg, std::int64_t page_size) {
+  if (page_size < 1 || page_size > kMaxPageSize) {
+    fail(arg, "page size " + std::to_string(page_size) + " (dimension 1 of paged " + arg +
+                  ") not supported: expected 1.." + std::to_string(kMaxPageSize));
+  }
+}
+
 // An output must hold one element per address: a broadcast (stride-0) or otherwise
 // self-overlapping view would have several rows written to one place.
 void expect_no_internal_overlap(const char* arg, const TensorView& t) {
@@ -578,9 +586,7 @@ AttentionProblem validate_attention_impl(const AttentionArgs& a, const Attention
     page_size = a.k.shape[1];
     heads_kv = a.k.shape[2];
     expect_shape("k", a.k, {{kAny, "num_pages"}, {kAny, "page_size"}, {kAny, "heads_kv"}, {head_dim, "head_dim"}});
-    if (page_size < 1 || page_size > kMaxPageSize) {
-      fail("k", "page size " + std::to_string(page_size) + " (dimension 1 of paged k) not supported: expected 1.." + std::to_string(kMaxPageSize));
-    }
+    expect_page_size("k", page_size);
     expect_shape("v", a.v, {{num_pages, "num_pages"}, {page_size, "page_size"}, {heads_kv, "heads_kv"}, {kAny, "head_dim_v"}});
     head_dim_v = a.v.shape[3];
     expect_index_tensor("page_table", a.page_table, {{batch, "batch"}, {kAny, "max_pages"}});
@@ -1107,10 +1113,7 @@ AppendProblem validate_append(const AppendKvArgs& a, CheckScope scope) {
   const std::int64_t dv = a.v_cache.shape[3];
   // attention and decode read pages of up to kMaxPageSize rows: a pool the append could fill but
   // neither could read is refused here too.
-  if (paged && (entries < 1 || entries > kMaxPageSize)) {
-    fail("k_cache", "page size " + std::to_string(entries) +
-                        " (dimension 1 of paged k_cache) not supported: expected 1.." + std::to_string(kMaxPageSize));
-  }
+  if (paged) expect_page_size("k_cache", entries);
   expect_shape("k", a.k, {{batch, "batch"}, {seqlen_new, "seqlen_new"}, {heads, "heads_kv"}, {d, "head_dim"}});
   expect_shape("v", a.v, {{batch, "batch"}, {seqlen_new, "seqlen_new"}, {heads, "heads_kv"}, {dv, "head_dim_v"}});
   expect_index_tensor("cache_seqlens", a.cache_seqlens, {{batch, "batch"}});
