@@ -10,14 +10,8 @@ nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader | he
 export FLASHBUF_PACKAGE_CMAKE_ARGS="-DFLASHBUF_INSTANTIATIONS=bf16_64_64;bf16_128_128;bf16_256_256 -DFLASHBUF_DECODE_INSTANTIATIONS=bf16_128"
 OUT=$O bash scripts/gpu/records.sh prefill-sm90 prefill-serving prefill-paged 2>&1 | tail -5; el package
 pkg=$HOME/flashbuf-package; c=$(cat .commit)
-ab() {  # ab NAME BENCH_ARGS...: the rule against both forced grids, interleaved
-  local name=$1; shift
-  timeout 200 python3 bench/ab_interleaved.py --out $O/$name --rounds 3 \
-    --tuning per-block:FLASHBUF_PREFILL_GRID=off --tuning persistent:FLASHBUF_PREFILL_GRID=on \
-    rule=$pkg:$c per-block=$pkg:$c persistent=$pkg:$c -- "$@" --target-ms 5 --anchors none > $O/ab-$name.log 2>&1
-  tail -3 $O/ab-$name.log
-  python3 bench/ab_summary.py --table $O/$name rule per-block persistent | tee $O/$name-table.log
-  el $name; (cd $OUT && tar czf c.tgz c)
+ab() {  # ab NAME BENCH_ARGS...: the rule against both forced grids (scripts/gpu/prefill_grid_ab.sh)
+  bash scripts/gpu/prefill_grid_ab.sh $pkg $c $O "$@"; el $1; (cd $OUT && tar czf c.tgz c)
 }
 ab grid128 --prefill --backend sm90 --d 128 --s 2048,4096,8192 --causal both
 ab serving --serving --serving-cases gqa

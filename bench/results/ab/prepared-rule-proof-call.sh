@@ -11,13 +11,8 @@ export FLASHBUF_PACKAGE_CMAKE_ARGS="-DFLASHBUF_INSTANTIATIONS=bf16_64_64;bf16_12
 source scripts/gpu/commit_package.sh
 pkg=$HOME/flashbuf-package; c=$(cat .commit)
 commit_package $pkg $O/pip.log || exit 1; el package
-ab() {  # ab NAME BENCH_ARGS...: the rule against both forced grids, interleaved
-  local name=$1; shift
-  timeout 200 python3 bench/ab_interleaved.py --out $O/$name --rounds 3 \
-    --tuning per-block:FLASHBUF_PREFILL_GRID=off --tuning persistent:FLASHBUF_PREFILL_GRID=on \
-    rule=$pkg:$c per-block=$pkg:$c persistent=$pkg:$c -- "$@" --target-ms 5 --anchors none > $O/ab-$name.log 2>&1
-  python3 bench/ab_summary.py --table $O/$name rule per-block persistent | tee $O/$name-table.log
-  el $name; (cd $OUT && tar czf c.tgz c)
+ab() {  # ab NAME BENCH_ARGS...: the rule against both forced grids (scripts/gpu/prefill_grid_ab.sh)
+  bash scripts/gpu/prefill_grid_ab.sh $pkg $c $O "$@"; el $1; (cd $OUT && tar czf c.tgz c)
 }
 (cd /tmp && PYTHONPATH=$pkg timeout 150 python3 -m pytest -q -p no:cacheprovider --rootdir $R \
    $R/python/tests/test_gpu.py $R/python/tests/test_compat_gpu.py $R/python/tests/test_reliability.py $R/python/tests/test_sinks.py $R/python/tests/test_catalogue.py \
