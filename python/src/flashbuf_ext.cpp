@@ -33,6 +33,10 @@ namespace {
 using InArray = nb::ndarray<nb::ro>;  // inputs: read-only arrays are fine
 using OutArray = nb::ndarray<>;       // outputs and the workspace: writable
 
+// The dtypes the library takes, as _common.EXPECTED_DTYPES tells them.
+const std::string kExpectedDtypes =
+    "expected bfloat16, float16 or float32 (data) or int32 (offsets, lengths, page tables)";
+
 flashbuf::DType dtype_of(const std::string& name, nb::dlpack::dtype dt) {
   using Code = nb::dlpack::dtype_code;
   if (dt.lanes == 1 && dt.bits == 16 && dt.code == static_cast<std::uint8_t>(Code::Bfloat))
@@ -48,7 +52,7 @@ flashbuf::DType dtype_of(const std::string& name, nb::dlpack::dtype dt) {
   throw flashbuf::ArgumentError(
       name,
       "unsupported dtype (DLPack code " + std::to_string(dt.code) + ", " + std::to_string(dt.bits) +
-          " bits); expected bfloat16, float16, float32 or int32",
+          " bits); " + kExpectedDtypes,
       /*type_error=*/true);
 }
 
@@ -103,7 +107,7 @@ flashbuf::DType dtype_from_name(const std::string& name, const std::string& dtyp
   if (dtype == "fp16") return flashbuf::DType::fp16;
   if (dtype == "fp32") return flashbuf::DType::fp32;
   if (dtype == "int32") return flashbuf::DType::int32;
-  throw flashbuf::ArgumentError(name, "unsupported dtype " + dtype + "; expected bfloat16, float16, float32 or int32",
+  throw flashbuf::ArgumentError(name, "unsupported dtype " + dtype + "; " + kExpectedDtypes,
                                 /*type_error=*/true);
 }
 
