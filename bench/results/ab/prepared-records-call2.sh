@@ -16,7 +16,7 @@ el records; (cd $OUT && tar czf c.tgz c)
 left=$(( 560 - ($(date +%s) - t0) ))
 if [ $left -gt 40 ]; then
   (cd /tmp && PYTHONPATH=$HOME/flashbuf-package timeout $left python3 -m pytest -q -p no:cacheprovider --rootdir $R \
-     $R/python/tests/test_gpu.py $R/python/tests/test_compat_gpu.py $R/python/tests/test_reliability.py $R/python/tests/test_sinks.py \
+     $R/python/tests/test_gpu.py $R/python/tests/test_compat_gpu.py $R/python/tests/test_reliability.py $R/python/tests/test_sinks.py $R/python/tests/test_catalogue.py \
      > $O/pytest-cuda.log 2>&1); tail -3 $O/pytest-cuda.log
 fi
 el pytest; (cd $OUT && tar czf c.tgz c)
