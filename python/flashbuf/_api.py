@@ -24,8 +24,8 @@ except ImportError:  # the package works on NumPy alone
     torch = None
 
 from . import _C
-from ._common import (EXPECTED_DTYPES, NUMPY_BF16, PLAN_FIELDS, WORKSPACE_ALIGNMENT, Array, Window, as_float32, flag,
-                      attention_output_shapes, int32, last,
+from ._common import (EXPECTED_DTYPES, NUMPY_BF16, PLAN_FIELDS, WORKSPACE_ALIGNMENT, Array, Window, as_float32,
+                      flag, attention_output_shapes, int32, last,
                       merge_contract_inputs, merge_contract_outputs, merge_output_shapes, real, softmax_scale,
                       window_pair)
 

@@ -249,7 +249,7 @@ def _cases():
              cuda_check_inputs=True))
     add(Case("cu_seqlens_int64", "attention",
              lambda L: (lambda q, k, v, kw: attention(L, q, k, v, **{**kw, "cu_seqlens_q": L.cast(kw["cu_seqlens_q"], "int64")}))(*varlen(L)),
-             T, "cu_seqlens_q", "", "int64 offsets"))
+             T, "cu_seqlens_q", "int32 (offsets", "int64 offsets"))
     add(Case("seqlen_above_max", "attention",
              lambda L: (lambda q, k, v, kw: attention(L, q, k, v, max_seqlen_q=4, check=True, **kw))(*varlen(L)), V,
              "cu_seqlens_q[2]", "more than max_seqlen_q", "a sequence longer than max_seqlen_q",
