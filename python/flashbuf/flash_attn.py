@@ -178,10 +178,11 @@ def _refuse_inputs_in_cache(k_cache: Any, v_cache: Any, **inputs: Any) -> None:
                              f"attention reads {name}; pass a copy")
 
 
-def _page_table(page_table: Any, block_table: Any) -> Any:
+def _page_table(page_table: Any, block_table: Any) -> Tuple[Any, str]:
+    """The page table, whichever of its two names the caller gave it, and that name."""
     if block_table is not None and page_table is not None:
         raise ValueError("block_table: an alias of page_table; pass one of them, not both")
-    return block_table if page_table is None else page_table
+    return (page_table, "page_table") if block_table is None else (block_table, "block_table")
 
 
 def _empty_probs(q: Any) -> Any:
@@ -288,11 +289,11 @@ def flash_attn_varlen_func(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu
     probs = _flags(deterministic, return_attn_probs)
     _rank("q", q, 3, "(total_q, nheads, headdim) with cu_seqlens_q")
     q, k, v = _unit_last_stride(q), _unit_last_stride(k), _unit_last_stride(v)
-    table = _page_table(page_table, block_table)
-    table_name = "page_table" if page_table is not None else "block_table"
-    if table is not None and tuple(getattr(cu_seqlens_k, "shape", ())) != tuple(getattr(cu_seqlens_q, "shape", ())):
-        raise ValueError(f"cu_seqlens_k: expected shape {tuple(cu_seqlens_q.shape)} like cu_seqlens_q [batch + 1], "
-                         f"got {tuple(cu_seqlens_k.shape)}")
+    table, table_name = _page_table(page_table, block_table)
+    if table is not None:  # (the lengths are taken from cu_seqlens_k here, before attention() sees it)
+        want, got = (tuple(getattr(x, "shape", ())) for x in (cu_seqlens_q, cu_seqlens_k))
+        if got != want:
+            raise ValueError(f"cu_seqlens_k: expected shape {want} like cu_seqlens_q [batch + 1], got {got}")
     keys = dict(cu_seqlens_k=cu_seqlens_k) if table is None else \
         dict(seqlens_k=_diff("cu_seqlens_k", cu_seqlens_k), page_table=table)
     with _CallersNames(sinks="learnable_sink", seqlens_k="cu_seqlens_k", page_table=table_name):
@@ -671,7 +672,7 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
     """
     _refuse_unsupported(rotary_cos=rotary_cos, rotary_sin=rotary_sin, cache_leftpad=cache_leftpad,
                         alibi_slopes=alibi_slopes)
-    page_table = _page_table(page_table, block_table)
+    page_table, table_name = _page_table(page_table, block_table)
     if isinstance(num_splits, bool) or not isinstance(num_splits, (int, np.integer)) or num_splits < 0:
         raise ValueError(f"num_splits: expected an int >= 0 (0 = heuristic, 1 = no split), got {num_splits!r}")
     sinks = _sinks(learnable_sink, q)
@@ -714,7 +715,7 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
                              page_size, _dtype_key(q), _device_key(q)))
     # (The attention's errors name what the caller passed: the cache, its lengths, the sinks.)
     callers_names = _CallersNames(k="k_cache", v="v_cache", seqlens_k="cache_seqlens", sinks="learnable_sink",
-                                  page_table="block_table" if block_table is not None else "page_table")
+                                  page_table=table_name)
     if appending and not _compiling():
         with callers_names:
             if plan is not None:
