@@ -677,24 +677,26 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
         raise ValueError(f"num_splits: expected an int >= 0 (0 = heuristic, 1 = no split), got {num_splits!r}")
     sinks = _sinks(learnable_sink, q)
     q, k, v = _unit_last_stride(q), _unit_last_stride(k), _unit_last_stride(v)
-    _check_kv_cache_args(q, k_cache, v_cache, k, v, cache_batch_idx, page_table)
-    batch, seqlen_q = q.shape[0], q.shape[1]
-    capacity = page_table.shape[1] * k_cache.shape[1] if page_table is not None else k_cache.shape[1]
-
-    if cache_batch_idx is not None:
-        cache_batch_idx = _as_int32(_integer_array("cache_batch_idx", cache_batch_idx, (batch,)))
-    if page_table is not None:
-        page_table = _integer_array("page_table", page_table, tuple(page_table.shape))
-    appending = k is not None and k.shape[0] > 0 and k.shape[1] > 0
-    if k is not None and cache_seqlens is None:
-        raise ValueError("cache_seqlens: required with k and v (the positions to append them at)")
-    raw_lengths = capacity if cache_seqlens is None else cache_seqlens
-    lengths = _int32_lengths("cache_seqlens", raw_lengths, batch, q)
-    append_at = lengths
-    if appending:  # (cache_batch_idx's rows included)
-        _check_append_entries(k_cache, k, _host_lengths(raw_lengths, batch), cache_batch_idx, page_table)
-    elif cache_batch_idx is not None:
-        _check_cache_rows(k_cache, cache_batch_idx)
+    # (The checks and the append name the page table as the caller did: block_table or page_table.)
+    table_named = _CallersNames(page_table=table_name)
+    with table_named:
+        _check_kv_cache_args(q, k_cache, v_cache, k, v, cache_batch_idx, page_table)
+        batch, seqlen_q = q.shape[0], q.shape[1]
+        capacity = page_table.shape[1] * k_cache.shape[1] if page_table is not None else k_cache.shape[1]
+        if cache_batch_idx is not None:
+            cache_batch_idx = _as_int32(_integer_array("cache_batch_idx", cache_batch_idx, (batch,)))
+        if page_table is not None:
+            page_table = _integer_array("page_table", page_table, tuple(page_table.shape))
+        appending = k is not None and k.shape[0] > 0 and k.shape[1] > 0
+        if k is not None and cache_seqlens is None:
+            raise ValueError("cache_seqlens: required with k and v (the positions to append them at)")
+        raw_lengths = capacity if cache_seqlens is None else cache_seqlens
+        lengths = _int32_lengths("cache_seqlens", raw_lengths, batch, q)
+        append_at = lengths
+        if appending:  # (cache_batch_idx's rows included)
+            _check_append_entries(k_cache, k, _host_lengths(raw_lengths, batch), cache_batch_idx, page_table)
+        elif cache_batch_idx is not None:
+            _check_cache_rows(k_cache, cache_batch_idx)
     if k is not None:
         lengths = lengths + k.shape[1]
 
@@ -725,7 +727,8 @@ def flash_attn_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optiona
         # (Not under torch.compile: fake tensors have no addresses.)
         _refuse_inputs_in_cache(k_cache, v_cache, q=q, learnable_sink=sinks.get("sinks"))
     if appending:
-        append_kv(k_cache, v_cache, k, v, append_at, cache_batch_idx=cache_batch_idx, page_table=page_table)
+        with table_named:
+            append_kv(k_cache, v_cache, k, v, append_at, cache_batch_idx=cache_batch_idx, page_table=page_table)
         if cache_batch_idx is not None and table is None:  # the rows, copied now that they hold k and v
             keys, values, table = _cache_rows_by_index(k_cache, v_cache, cache_batch_idx)
     if plan is not None:

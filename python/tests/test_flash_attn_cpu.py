@@ -441,6 +441,11 @@ def test_errors_name_flash_attn_arguments_not_the_library_ones(kind):
             q[:, 0], k_cache, k_cache, x.int32([0, 1, 2]), x.int32([0, 5]), 1, 5, block_table=x.int32([[0], [1]]))),
         (ValueError, r"^cu_seqlens_k\[1\]: 35 keys exceed", lambda: flash_attn.flash_attn_varlen_func(
             q[:, 0], k_cache, k_cache, x.int32([0, 1, 2]), x.int32([0, 5, 40]), 1, 5, block_table=x.int32([[0], [1]]))),
+        (ValueError, r"^block_table: expected 2 rows", lambda: flash_attn.flash_attn_with_kvcache(
+            q, k_cache, k_cache, cache_seqlens=3, block_table=x.int32([[0], [1], [0]]))),
+        (ValueError, r"^block_table: entries 0\.\.9 where the append writes", lambda: flash_attn.flash_attn_with_kvcache(
+            q, k_cache, k_cache, k=x.randn(2, 1, 2, 8), v=x.randn(2, 1, 2, 8), cache_seqlens=3,
+            block_table=x.int32([[0], [9]]))),
     ]
     if flash_attn._HAS_SINKS:
         cases.append((ValueError, r"^learnable_sink: expected shape \(4\)", lambda: flash_attn.flash_attn_func(
