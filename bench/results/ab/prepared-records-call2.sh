@@ -1,9 +1,8 @@
-# Stop 70, H200 call 2 of 2 (after prepared-records-call1.sh on the warm machine). Here first:
+# H200 call 2 of 2, right after prepared-records-call1.sh on the warm machine: FA4's first part
+# completes it, then records.sh makes the prefill files of record one at a time, each packed as it
+# ends (so a cut call still brings back the ones done). Here first:
 #   cp bench/results/ab/prepared-records-call2.sh .abp/call2.sh
 # then `bash .abp/call2.sh` with carry [".commit", ".abp", ".fa4site/part.aa", ".fa4site/SHA256SUMS"].
-# H200 call 2 of 2, right after call 1 on the warm machine: FA4's first part completes it, then
-# records.sh makes the prefill files of record one at a time, each packed as it ends (so a cut
-# call still brings back the ones done).
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
 O=$OUT/c; mkdir -p $O
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader | head -1
