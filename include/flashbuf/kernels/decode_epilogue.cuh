@@ -153,6 +153,9 @@ struct DecodeEpilogue {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = wm * 16 + (lane >> 2) + 8 * h;
+      // Rows past the packed rows (a GQA group of 4 fills 4 of a tile's 16) are never read by
+      // the merges: their stores, three quarters of the staging there, are skipped.
+      if (row0 + r >= rows_total) continue;
       float* const orow = so + (wn * kRows + r) * kOStride + 2 * (lane & 3);
 #pragma unroll
       for (int n = 0; n < kON; ++n) {
