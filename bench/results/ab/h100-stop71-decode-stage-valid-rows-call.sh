@@ -1,11 +1,9 @@
 # decode-stage-valid-rows (the decode epilogue's staging skips the rows past the packed rows: 12
-# of a tile's 16 at a GQA group of 4) against main, one call (about 150 s). Here first:
-#   git checkout main && git apply --check bench/results/ab/prepared-decode-stage-valid-rows.patch &&
-#   git checkout -b decode-stage-valid-rows && git apply bench/results/ab/prepared-decode-stage-valid-rows.patch &&
-#   git commit -qam "decode-stage-valid-rows" && git checkout main &&
-#   scripts/ab_trees.sh -p decode-stage-valid-rows && git rev-parse --short HEAD > .commit &&
-#   cp bench/results/ab/prepared-decode-stage-valid-rows-call.sh .abp/call.sh
-# then `bash .abp/call.sh` with carry [".deps", ".abp", ".commit"].
+# of a tile's 16 at a GQA group of 4) against main, one call (127 s on an H100 at stop 71; results
+# in h100-ab-stop71-decode-stage-valid-rows/; landed as d52d6bd). It ran as
+#   scripts/ab_trees.sh -p decode-stage-valid-rows && git rev-parse --short HEAD > .commit
+#   cp <this file> .abp/call.sh
+# with the branch one commit on main, then `bash .abp/call.sh` with carry [".deps", ".abp", ".commit"].
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
 O=/root/call/c; rm -rf $O; mkdir -p $O; pack() { tar -C /root/call -czf $OUT/c.tgz c; }
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader | head -1 | tee $O/gpu.txt
