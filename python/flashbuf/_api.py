@@ -24,8 +24,8 @@ except ImportError:  # the package works on NumPy alone
     torch = None
 
 from . import _C
-from ._common import (EXPECTED_DTYPES, NUMPY_BF16, PLAN_FIELDS, WORKSPACE_ALIGNMENT, Array, Window, as_float32,
-                      flag, attention_output_shapes, int32, last,
+from ._common import (NUMPY_BF16, PLAN_FIELDS, WORKSPACE_ALIGNMENT, Array, Window, as_float32, flag,
+                      attention_output_shapes, int32, last,
                       merge_contract_inputs, merge_contract_outputs, merge_output_shapes, real, softmax_scale,
                       window_pair)
 
@@ -67,11 +67,11 @@ def _np_in(name: str, a):
     if isinstance(a, np.ma.MaskedArray):  # (its mask would be ignored: the values under it are read)
         raise TypeError(f"{name}: a numpy.ma.MaskedArray; pass a plain array (a.filled(...) or np.ma.getdata(a))")
     if a.dtype == np.uint16:  # would be read as bfloat16 bits (see _C)
-        raise TypeError(f"{name}: dtype uint16 is not supported; {EXPECTED_DTYPES}")
+        raise TypeError(f"{name}: dtype uint16 is not supported; {_C.EXPECTED_DTYPES}")
     if NUMPY_BF16 is not None and a.dtype == NUMPY_BF16:
         return a.view(np.uint16)
     if a.dtype not in _NUMPY_DTYPES:  # float8, float64, ...: named here, before DLPack
-        raise TypeError(f"{name}: unsupported dtype {a.dtype}; {EXPECTED_DTYPES}")
+        raise TypeError(f"{name}: unsupported dtype {a.dtype}; {_C.EXPECTED_DTYPES}")
     return a
 
 

@@ -37,10 +37,6 @@ last = _LastBackend()
 
 INT32_MAX = 2**31 - 1
 
-# What an argument of an unsupported dtype is told: data (q, k, v, out, sinks) is bfloat16,
-# float16 or float32, and index arrays (offsets, lengths, page tables) are int32.
-EXPECTED_DTYPES = "expected bfloat16, float16 or float32 (data) or int32 (offsets, lengths, page tables)"
-
 
 def int32(name: str, value: Any) -> int:
     """An int argument as the C++ API takes it (int), or a ValueError/TypeError naming it."""

@@ -28,10 +28,10 @@ import torch
 from torch import Tensor
 
 from . import _C
-from ._common import EXPECTED_DTYPES, last, merge_contract_inputs, merge_contract_outputs, merge_output_shapes
+from ._common import last, merge_contract_inputs, merge_contract_outputs, merge_output_shapes
 
 # The dtypes the library takes; anything else is refused here, naming the argument, before
-# DLPack (which may not export it) is asked (the message: _common.EXPECTED_DTYPES).
+# DLPack (which may not export it) is asked, told what the extension tells (_C.EXPECTED_DTYPES).
 _DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32", torch.int32: "int32"}
 
 
@@ -43,7 +43,7 @@ def _check(name: str, t: Optional[Tensor]) -> None:
     if t.is_nested or t.layout != torch.strided:  # (their sizes and strides are not a dense array's)
         raise TypeError(f"{name}: expected a dense (strided) tensor, got layout {'nested' if t.is_nested else t.layout}")
     if t.dtype not in _DTYPE_NAMES:
-        raise TypeError(f"{name}: unsupported dtype {t.dtype}; {EXPECTED_DTYPES}")
+        raise TypeError(f"{name}: unsupported dtype {t.dtype}; {_C.EXPECTED_DTYPES}")
     if t.device.type not in ("cpu", "cuda"):
         raise ValueError(f"{name}: tensors must live on the CPU or a CUDA device, got {t.device}")
 

@@ -33,7 +33,9 @@ namespace {
 using InArray = nb::ndarray<nb::ro>;  // inputs: read-only arrays are fine
 using OutArray = nb::ndarray<>;       // outputs and the workspace: writable
 
-// The dtypes the library takes, as _common.EXPECTED_DTYPES tells them.
+// What an argument of an unsupported dtype is told: data (q, k, v, out, sinks) is bfloat16,
+// float16 or float32, index arrays are int32. Exported as _C.EXPECTED_DTYPES, so that the
+// Python checks (NumPy and torch inputs, before DLPack) tell the same.
 const std::string kExpectedDtypes =
     "expected bfloat16, float16 or float32 (data) or int32 (offsets, lengths, page tables)";
 
@@ -564,4 +566,5 @@ NB_MODULE(_C, m) {
   m.def("build_info", &flashbuf::build_info);
   m.attr("__version__") = FLASHBUF_VERSION_STRING;  // include/flashbuf/version.hpp
   m.attr("PLAN_WORKSPACE_BYTES_INDEX") = std::tuple_size_v<PlanTuple> - 1;
+  m.attr("EXPECTED_DTYPES") = kExpectedDtypes;
 }
