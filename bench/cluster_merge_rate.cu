@@ -4,7 +4,7 @@
 // 128 threads; each block holds the normalised O of 4 rows x 128 channels and their LSEs, as
 // after its warps' merge). Every block first spins `work` cycles (its key tiles), then:
 //   none: writes its own part to global memory (no merge: the floor);
-//   pull: the kernel's merge (decode_epilogue.cuh's merge_cluster): parts into its own shared
+//   pull: decode_epilogue.cuh's merge_cluster: parts into its own shared
 //         memory, cluster barrier (arrive.release / wait), one lane per (piece, part) reads its
 //         part from the peer's shared memory, the lane group reduces with shuffles and stores,
 //         then a relaxed cluster barrier keeps shared memory alive for the peers;
@@ -13,10 +13,15 @@
 //         shared memory with st.async (complete_tx on the owner's mbarrier); the owner waits on
 //         its own mbarrier, reads locally, reduces and stores. No cluster barrier at the end:
 //         no block reads another's shared memory, and each owner lives until its bytes landed;
-//   push+bar: push, then the relaxed cluster barrier at the end all the same.
-// Every merged output is checked on the host. Each launch replays 20 times in a CUDA graph
-// (median of 7).
+//   push+bar: push, then the relaxed cluster barrier at the end all the same;
+//   barriers: none's stores between pull's two cluster barriers (what the barriers cost);
+//   copy:   push, but the owner stores part 0 as it landed (the transfer without the reduce);
+//   serial: push with one owner thread a piece over its parts in sequence (no shuffles).
+// Every merged output (pull, push, push+bar, serial) is checked on the host. Each launch
+// replays 20 times in a CUDA graph (median of 7). The pull merge's "one row tile" form is now
+// the library's push (merge_pushed); this file keeps both as they were measured.
 //   nvcc -O3 -std=c++17 -arch=sm_90a -Iinclude bench/cluster_merge_rate.cu -o cmr && ./cmr
+// Result: bench/results/ab/h100-stop73-cluster-merge-rate.txt.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -57,28 +62,6 @@ __device__ __forceinline__ void spin(int cycles) {
   const long long t0 = clock64();
   while (clock64() - t0 < cycles) {
   }
-}
-
-__device__ __forceinline__ void st_async_v4(std::uint32_t addr, float4 v, std::uint32_t bar) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(addr),
-               "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(bar)
-               : "memory");
-}
-__device__ __forceinline__ void st_async_f32(std::uint32_t addr, float v, std::uint32_t bar) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];\n" ::"r"(addr), "r"(__float_as_uint(v)),
-               "r"(bar)
-               : "memory");
-}
-__device__ __forceinline__ void mbarrier_wait_parity_cluster(std::uint64_t* bar, int parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "wait_loop:\n"
-      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra wait_loop;\n"
-      "}\n" ::"r"(sm80::smem_u32(bar)),
-      "r"(parity)
-      : "memory");
 }
 
 // Reduce one (piece, part) lane's values over its group of g lanes; the first lane stores.
@@ -194,15 +177,15 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(float* out, int n, int 
       const int slot = M == kPushSerial ? (p / n) * n + split : (idx / (kThreads * n)) * kThreads + idx % kThreads;
       const std::uint32_t bar = sm90::mapa_shared_cluster(&land_bar, owner);
       const std::uint32_t a = sm90::mapa_shared_cluster(land_o + slot * 8, owner);
-      st_async_v4(a, make_float4(part_o(item, split, r, c * 8), part_o(item, split, r, c * 8 + 1), part_o(item, split, r, c * 8 + 2),
+      sm90::st_async_v4_f32(a, make_float4(part_o(item, split, r, c * 8), part_o(item, split, r, c * 8 + 1), part_o(item, split, r, c * 8 + 2),
                                  part_o(item, split, r, c * 8 + 3)),
                   bar);
-      st_async_v4(a + 16, make_float4(part_o(item, split, r, c * 8 + 4), part_o(item, split, r, c * 8 + 5),
+      sm90::st_async_v4_f32(a + 16, make_float4(part_o(item, split, r, c * 8 + 4), part_o(item, split, r, c * 8 + 5),
                                       part_o(item, split, r, c * 8 + 6), part_o(item, split, r, c * 8 + 7)),
                   bar);
-      st_async_f32(sm90::mapa_shared_cluster(land_l + slot, owner), part_lse(item, split, r), bar);
+      sm90::st_async_f32(sm90::mapa_shared_cluster(land_l + slot, owner), part_lse(item, split, r), bar);
     }
-    mbarrier_wait_parity_cluster(&land_bar, 0);
+    sm90::mbarrier_wait_parity_acquire_cluster(&land_bar, 0);
     if constexpr (M == kPushSerial) {
       // One thread a piece: its n parts from this block's own shared memory, in sequence.
       for (int pc = split + tid * n; pc < kPieces; pc += kThreads * n) {

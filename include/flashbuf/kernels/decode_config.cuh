@@ -83,8 +83,20 @@ struct DecodeTile {
   // block's alone, and a split of 4 tiles then has all of them (and their page entries) in
   // flight at once. As many stages as fit, at most 6.
   static constexpr int kQBytes = kRows * kRowBytes;
+  // The cluster merge at one row tile pushes (decode_epilogue.cuh): each block stores every
+  // piece of its part (a row's 8 channels, fp32, and the row's LSE) into the shared memory of
+  // the block that merges that piece, which learns from an mbarrier of its own that all have
+  // landed. A peer may push while this block still streams its keys, so the landing slots lie
+  // past everything else (the ring, Q, the page entries, the epilogue). Piece i of the P =
+  // kRows * D / 8 goes to block i % n as slot (i / n) * n + split: at most P + n - 1 slots.
+  // More row tiles pull their peers' parts after a cluster barrier instead: their landing
+  // would cost blocks per SM.
+  static constexpr bool kPushMerge = MTiles == 1;
+  static constexpr int kLandingSlots = kPushMerge ? kRows * (HeadDim / 8) + ::flashbuf::split_kv::kMaxClusterSplits - 1 : 0;
+  static constexpr int kLandingBarrierBytes = 16;  // the mbarrier, padded so the slots stay 16-byte aligned
+  static constexpr int kLandingBytes = kPushMerge ? round_up(kLandingBarrierBytes + kLandingSlots * (8 + 1) * 4, 16) : 0;
   static constexpr int kDeepStagesFit =
-      (kMaxSmemBytesDeep - kQBytes - page_entry_bytes(kMaxDeepStages, kBlockN)) / kStageBytes;
+      (kMaxSmemBytesDeep - kQBytes - page_entry_bytes(kMaxDeepStages, kBlockN) - kLandingBytes) / kStageBytes;
   static constexpr int kDeepStages =
       kDeepStagesFit > kMaxDeepStages ? kMaxDeepStages : (kDeepStagesFit < kStages ? kStages : kDeepStagesFit);
   // Q stays in registers (D/16 x 4 words per warp) up to D = 128; at D = 256 the O
@@ -98,12 +110,14 @@ struct DecodeTile {
   static constexpr int kEpilogueOBytes = kWarpsN * kRows * (HeadDim + kOPad) * 4;
   static constexpr int kEpilogueBytes = kEpilogueOBytes + kWarpsN * kRows * 2 * 4 + kRows * 4;
   // Layout for a ring of `stages`: the ring, Q, then (paged caches) the page-table entries
-  // (page_entry_bytes). The epilogue reuses all of it from the start.
+  // (page_entry_bytes). The epilogue reuses all of it from the start. Then the push merge's
+  // landing (its mbarrier, the slots' O, their LSEs), which nothing else reuses.
   static constexpr int q_offset(int stages) { return stages * kStageBytes; }
-  static constexpr int smem_bytes(int stages) {
+  static constexpr int landing_offset(int stages) {
     const int main = q_offset(stages) + kQBytes + page_entry_bytes(stages, kBlockN);
-    return main > kEpilogueBytes ? main : kEpilogueBytes;
+    return round_up(main > kEpilogueBytes ? main : kEpilogueBytes, 16);
   }
+  static constexpr int smem_bytes(int stages) { return landing_offset(stages) + kLandingBytes; }
   static constexpr int kSmemBytes = smem_bytes(kStages);
   static constexpr int kDeepSmemBytes = smem_bytes(kDeepStages);
   // Tile loads: threads cover a tile row by row, kChunksPerRow threads per key row.

@@ -12,6 +12,8 @@
 #include "flashbuf/arch/sm80/cp_async.cuh"
 #include "flashbuf/arch/sm80/fast_math.cuh"
 #include "flashbuf/arch/sm90/cluster.cuh"
+#include "flashbuf/arch/sm90/mbarrier.cuh"
+#include "flashbuf/arch/sm90/tma.cuh"
 #include "flashbuf/buffers/online_softmax.cuh"
 #include "flashbuf/buffers/part_merge.cuh"
 #include "flashbuf/buffers/tensor_core.cuh"
@@ -102,7 +104,8 @@ __device__ __forceinline__ void store_output(const DecodeParams& p, int b, int t
 
 // One block's epilogue: where its rows and split are, and its shared memory (the pipeline's,
 // free once the last tile is consumed: every warp's O, padded by kOPad floats a row against
-// bank conflicts, then (max, sum) per warp and row, then the block's LSE per row).
+// bank conflicts, then (max, sum) per warp and row, then the block's LSE per row; and, at one
+// row tile, the push merge's landing past all of it: decode_config.cuh).
 template <class Elem, int D, int MT>
 struct DecodeEpilogue {
   using Tile = DecodeTile<D, MT>;
@@ -111,15 +114,41 @@ struct DecodeEpilogue {
   static constexpr int kON = D / 8;        // n8 tiles of O per warp
   static constexpr int kOutChunks = D / 8;  // 8 outputs per thread and step: one 16-byte store
   static constexpr int kOStride = D + Tile::kOPad;  // floats per row of the epilogue O
+  static constexpr int kPieceBytes = (8 + 1) * 4;   // a pushed piece: 8 channels and the row's LSE
 
   const DecodeParams& p;
   unsigned char* smem;
+  unsigned char* landing;  // the push merge's landing (Tile::landing_offset of the ring in use)
   int b, hkv, split, row0, rows_total;
   int tid, lane, wm, wn;
 
   __device__ float* o_smem() const { return reinterpret_cast<float*>(smem); }
   __device__ float* ml_smem() const { return o_smem() + Tile::kWarpsN * kRows * kOStride; }  // (max, sum) per warp and row
   __device__ float* lse_smem() const { return ml_smem() + Tile::kWarpsN * kRows * 2; }  // the block's LSE (base 2) per row
+  __device__ static std::uint64_t* landing_barrier(unsigned char* landing) { return reinterpret_cast<std::uint64_t*>(landing); }
+  __device__ float* landing_o() const { return reinterpret_cast<float*>(landing + Tile::kLandingBarrierBytes); }  // 8 floats a slot
+  __device__ float* landing_lse() const { return landing_o() + Tile::kLandingSlots * 8; }
+
+  // Whether this launch merges its splits by pushing (one row tile, the cluster merge).
+  __device__ static bool pushes(const DecodeParams& p) {
+    return Tile::kPushMerge && p.num_splits > 1 && p.merge == SplitMerge::cluster;
+  }
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Early in the kernel, where the push merge runs: the landing barrier is initialised (one
+  // arrival a thread, in merge_pushed, with the bytes its slots expect) and published to the
+  // peers by a cluster arrival, which they wait for before their first push (merge_warps). The
+  // whole key loop lies between the two, so neither waits in practice.
+  __device__ static void open_landing(const DecodeParams& p, unsigned char* landing, int tid) {
+    if (!pushes(p)) return;
+    if (tid == 0) {
+      sm90::mbarrier_init(landing_barrier(landing), kThreads);
+      sm90::fence_mbarrier_init();
+    }
+    __syncwarp();  // the arrival is .aligned: the whole warp, converged
+    sm90::barrier_cluster_arrive_relaxed();
+  }
+#endif
 
   template <class Softmax, class OBuf>
   __device__ void run(Softmax& softmax, OBuf& out) const {
@@ -127,7 +156,13 @@ struct DecodeEpilogue {
     const SplitMerge merge = p.num_splits == 1 ? SplitMerge::none : p.merge;
     merge_warps(merge);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (merge == SplitMerge::cluster) merge_cluster();
+    if (merge == SplitMerge::cluster) {
+      if (pushes(p)) {
+        merge_pushed();
+      } else {
+        merge_cluster();
+      }
+    }
 #endif
   }
 
@@ -177,6 +212,10 @@ struct DecodeEpilogue {
     float* const so = o_smem();
     float* const sml = ml_smem();
     float* const sxl = lse_smem();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const bool push = pushes(p);
+    if (push) sm90::barrier_cluster_wait();  // every peer's landing barrier is initialised (open_landing)
+#endif
 #pragma unroll
     for (int i = 0; i < kOutPasses; ++i) {
       const int idx = i * kThreads + tid;
@@ -193,6 +232,12 @@ struct DecodeEpilogue {
       if (merge == SplitMerge::none) {
         store_output<Elem>(p, b, token, head, c, acc, lse2, sink);
       } else if (merge == SplitMerge::cluster) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        if (push) {
+          push_piece(r * kOutChunks + c, acc, lse2);
+          continue;
+        }
+#endif
         store_piece(so + r * kOStride + c * 8, acc);  // over warp 0's O: only this thread uses these 8 floats
         if (c == 0) sxl[r] = lse2;
       } else {
@@ -205,13 +250,89 @@ struct DecodeEpilogue {
   }
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // the cluster intrinsics exist from sm_90 on
-  // Cluster merge: the num_splits blocks of this (sequence, kv head, row chunk) are one
-  // cluster (rank = split), each holding its normalised O and LSE in shared memory. One
-  // thread per (piece, part): a piece (row, 8 channels) owns a group of g = next power of two
-  // >= num_splits adjacent lanes, lane j reads part j from block j's shared memory, and the
-  // group reduces with shuffles; the group's first lane stores. The pieces spread over every
-  // block of the cluster. (One thread merging all parts of a piece ran ~600 instructions in
-  // one warp of one block after the barrier: the latency-bound rows' largest single cost.)
+  // The cluster merge of one (row, 8 channels) piece over a group of g = next power of two >=
+  // num_splits adjacent lanes, lane j holding part j (LSE l, O lo / hi; lanes past the parts
+  // hold l = -inf and O = 0); the group reduces with shuffles and its first lane, if `stores`,
+  // writes the final O and LSE. Every lane of the warp calls it (the shuffles).
+  __device__ void reduce_piece(int g, float l, float4 lo, float4 hi, bool stores, int token, int head, int c,
+                               float sink) const {
+    PartMerge<> parts{l};  // empty splits (LSE -inf, O = 0) weigh 0; a NaN part makes the piece NaN
+    for (int o = 1; o < g; o <<= 1) parts.add(__shfl_xor_sync(0xffffffffu, parts.max, o));
+    const float f = parts.weight(l);
+    float acc[8] = {f * lo.x, f * lo.y, f * lo.z, f * lo.w, f * hi.x, f * hi.y, f * hi.z, f * hi.w};
+    float sum = f;
+    for (int o = 1; o < g; o <<= 1) {
+      sum += __shfl_xor_sync(0xffffffffu, sum, o);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], o);
+    }
+    if (stores) {
+      const float inv = PartMerge<>::inverse(sum);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[e] *= inv;
+      store_output<Elem>(p, b, token, head, c, acc, parts.lse(sum), sink);
+    }
+  }
+
+  // Push merge, the sending side: piece i of this block's part (8 channels of its normalised O
+  // and the row's LSE) into the landing of block i % n, slot (i / n) * n + split.
+  __device__ void push_piece(int piece, const float (&acc)[8], float lse2) const {
+    const int n = p.num_splits;
+    const int owner = piece % n;
+    const int slot = (piece / n) * n + split;
+    const std::uint32_t bar = sm90::mapa_shared_cluster(landing_barrier(landing), owner);
+    const std::uint32_t o = sm90::mapa_shared_cluster(landing_o() + slot * 8, owner);
+    sm90::st_async_v4_f32(o, make_float4(acc[0], acc[1], acc[2], acc[3]), bar);
+    sm90::st_async_v4_f32(o + 16, make_float4(acc[4], acc[5], acc[6], acc[7]), bar);
+    sm90::st_async_f32(sm90::mapa_shared_cluster(landing_lse() + slot, owner), lse2, bar);
+  }
+
+  // Push merge, the merging side: this block merges pieces split, split + n, ... of the rows;
+  // lane group k of its items takes local piece k (piece k * n + split), lane j of the group
+  // the part that block j pushed into slot k * n + j. Each thread arrives on the landing
+  // barrier with the bytes of its own slots, then waits for every slot to have landed. No
+  // block reads another's shared memory, and this one lives until its bytes have landed, so
+  // no cluster barrier closes the merge. (One cluster barrier and a round trip of peer reads
+  // fewer than merge_cluster: bench/NOTES-decode.md.)
+  __device__ void merge_pushed() const {
+    const int n = p.num_splits;
+    const int g = 1 << (32 - __clz(n - 1));  // n in [2, 16]: g in [2, 16], divides 32
+    const int pieces = min(kRows, rows_total - row0) * kOutChunks;
+    const int items = (pieces > split ? ceil_div(pieces - split, n) : 0) * g;
+    std::uint32_t bytes = 0;
+    for (int i = tid; i < items; i += kThreads) bytes += (i & (g - 1)) < n ? kPieceBytes : 0;
+    std::uint64_t* const bar = landing_barrier(landing);
+    sm90::mbarrier_arrive_expect_tx(bar, bytes);
+    sm90::mbarrier_wait_parity_acquire_cluster(bar, 0);
+    const float* const lo_slots = landing_o();
+    const float* const lse_slots = landing_lse();
+    // Warp-uniform trip count (every lane joins the shuffles); lanes past the end read nothing.
+    for (int i = tid; i - lane < items; i += kThreads) {
+      const int part = i & (g - 1);
+      const int piece = (i / g) * n + split;
+      const int c = piece % kOutChunks;
+      const auto [token, head] = p.packed_row(row0 + piece / kOutChunks, hkv);
+      const bool stores = i < items && part == 0;
+      const float sink = stores ? load_sink(p, head) : 0.0f;
+      float l = kNegInf;
+      float4 lo = make_float4(0.0f, 0.0f, 0.0f, 0.0f), hi = lo;
+      if (i < items && part < n) {
+        const int slot = (i / g) * n + part;
+        l = lse_slots[slot];
+        lo = reinterpret_cast<const float4*>(lo_slots + slot * 8)[0];
+        hi = reinterpret_cast<const float4*>(lo_slots + slot * 8)[1];
+      }
+      reduce_piece(g, l, lo, hi, stores, token, head, c, sink);
+    }
+  }
+
+  // Pull merge (more than one row tile): the num_splits blocks of this (sequence, kv head, row
+  // chunk) are one cluster (rank = split), each holding its normalised O and LSE in shared
+  // memory. One thread per (piece, part): a piece (row, 8 channels) owns a group of g adjacent
+  // lanes, lane j reads part j from block j's shared memory (reduce_piece). The pieces spread
+  // over every block of the cluster. (One thread merging all parts of a piece ran ~600
+  // instructions in one warp of one block after the barrier: the latency-bound rows' largest
+  // single cost.)
   __device__ void merge_cluster() const {
     float* const so = o_smem();
     float* const sxl = lse_smem();
@@ -226,8 +347,7 @@ struct DecodeEpilogue {
       const int piece = idx / g;
       const int r = piece / kOutChunks;
       const int c = piece % kOutChunks;
-      const int gr = row0 + r;
-      const auto [token, head] = p.packed_row(gr, hkv);
+      const auto [token, head] = p.packed_row(row0 + r, hkv);
       const bool stores = idx < items && part == 0;
       const float sink = stores ? load_sink(p, head) : 0.0f;
       float l = kNegInf;
@@ -238,22 +358,7 @@ struct DecodeEpilogue {
         lo = sm90::ld_shared_cluster_v4_f32(a);
         hi = sm90::ld_shared_cluster_v4_f32(a + 16);
       }
-      PartMerge<> parts{l};  // empty splits (LSE -inf, O = 0) weigh 0; a NaN part makes the piece NaN
-      for (int o = 1; o < g; o <<= 1) parts.add(__shfl_xor_sync(0xffffffffu, parts.max, o));
-      const float f = parts.weight(l);
-      float acc[8] = {f * lo.x, f * lo.y, f * lo.z, f * lo.w, f * hi.x, f * hi.y, f * hi.z, f * hi.w};
-      float sum = f;
-      for (int o = 1; o < g; o <<= 1) {
-        sum += __shfl_xor_sync(0xffffffffu, sum, o);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], o);
-      }
-      if (stores) {
-        const float inv = PartMerge<>::inverse(sum);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[e] *= inv;
-        store_output<Elem>(p, b, token, head, c, acc, parts.lse(sum), sink);
-      }
+      reduce_piece(g, l, lo, hi, stores, token, head, c, sink);
     }
     // Keep this block's shared memory alive until the peers have read it. Relaxed: the reads
     // are complete (their values are in the stores above), and the stores need not drain

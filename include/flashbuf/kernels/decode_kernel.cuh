@@ -19,7 +19,8 @@
 // device, so a captured CUDA graph replays correctly for any lengths <= max_seqlen_k.
 //
 // Shared memory of one block (D = 128, MTiles = 1: 3 stages, 100 KB; the deep ring of a paged
-// grid with one block per SM has 6, 199 KB, then the page-entry slots after Q):
+// grid with one block per SM has 6, 199 KB, then the page-entry slots after Q; at one row tile
+// the push merge's landing, 10 KB, follows: decode_config.cuh):
 //
 //   stage 0                  stage 1                  stage 2                  Q
 //   +-----------+-----------+-----------+-----------+-----------+-----------+---------+
@@ -120,6 +121,15 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
 
   // The combine (if any) may start launching: its blocks wait for this grid to finish.
   sm90::griddepcontrol_launch_dependents();
+  // The push merge's landing barrier (decode_epilogue.cuh): in the lean kernel before any copy
+  // (after them, its initialising thread's fence cost the contiguous latency rows 3-4%); in
+  // the general one after the prologue, so that the page entries' round trip, which the first
+  // copies wait on, goes out first (measured: bench/NOTES-decode.md, stop 73).
+  using Epilogue = DecodeEpilogue<Elem, D, MT>;
+  unsigned char* const landing = smem + (deep ? Tile::landing_offset(Tile::kDeepStages) : Tile::landing_offset(kStages));
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if constexpr (Lean) Epilogue::open_landing(p, landing, tid);
+#endif
 
   // ---- which keys this block may read, before its sequence's length is known -------------
   // The length is a dependent global load; every copy that does not need it is issued while
@@ -195,6 +205,9 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
   const auto k_seq = [&] { return KVSource<Elem>{k_head + b * p.k_batch_stride, p.k_row_stride}; };
   const auto v_seq = [&] { return KVSource<Elem>{v_head + b * p.v_batch_stride, p.v_row_stride}; };
   if (static_splits) ring.issue_prologue(S, early_hi, k_seq(), v_seq());
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if constexpr (!Lean) Epilogue::open_landing(p, landing, tid);
+#endif
 
   // ---- the length: this block's keys ----------------------------------------------------
   const int len = len_loaded < 0 ? 0 : (len_loaded > p.kv_capacity ? p.kv_capacity : len_loaded);  // bad lengths stay in bounds
@@ -301,7 +314,7 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
   }
 
   // ---- epilogue (decode_epilogue.cuh) -------------------------------------------------
-  DecodeEpilogue<Elem, D, MT>{p, smem, b, hkv, split, row0, rows_total, tid, lane, wm, wn}.run(softmax, out);
+  Epilogue{p, smem, landing, b, hkv, split, row0, rows_total, tid, lane, wm, wn}.run(softmax, out);
 }
 
 }  // namespace flashbuf::kernels::decode

@@ -1,6 +1,6 @@
-// arch/sm90: thread-block clusters — the cluster barrier and reads of a peer block's shared
-// memory (distributed shared memory). One PTX family per file; wrappers are named after the
-// instruction they emit. Compiled for sm_90+ only (callers guard with __CUDA_ARCH__ >= 900).
+// arch/sm90: thread-block clusters — the cluster barrier, and reads of and asynchronous stores
+// into a peer block's shared memory (distributed shared memory). One PTX family per file;
+// wrappers are named after the instruction they emit. Compiled for sm_90+ only (callers guard with __CUDA_ARCH__ >= 900).
 #pragma once
 
 #include <cstdint>
@@ -51,6 +51,22 @@ __device__ __forceinline__ float4 ld_shared_cluster_v4_f32(std::uint32_t addr) {
                : "r"(addr)
                : "memory");
   return v;
+}
+
+// st.async: stores into a peer block's shared memory (`addr`, a shared::cluster address from
+// mapa) that complete their bytes on the peer's mbarrier (`remote_bar`, mapped the same way):
+// the peer learns that they have landed by waiting on its own barrier, whose expected
+// transaction bytes count them (mbarrier_wait_parity_acquire_cluster).
+__device__ __forceinline__ void st_async_v4_f32(std::uint32_t addr, float4 v, std::uint32_t remote_bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(addr),
+               "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(remote_bar)
+               : "memory");
+}
+
+__device__ __forceinline__ void st_async_f32(std::uint32_t addr, float v, std::uint32_t remote_bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];\n" ::"r"(addr), "f"(v),
+               "r"(remote_bar)
+               : "memory");
 }
 
 #endif

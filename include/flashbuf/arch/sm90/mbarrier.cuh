@@ -49,4 +49,18 @@ __device__ __forceinline__ void mbarrier_wait_parity(std::uint64_t* bar, int par
       : "memory");
 }
 
+// As mbarrier_wait_parity, acquiring at cluster scope: for a phase whose transaction bytes peer
+// blocks of the cluster wrote (st.async), so that their data is visible here afterwards.
+__device__ __forceinline__ void mbarrier_wait_parity_acquire_cluster(std::uint64_t* bar, int parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "wait_loop:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra wait_loop;\n"
+      "}\n" ::"r"(sm80::smem_u32(bar)),
+      "r"(parity)
+      : "memory");
+}
+
 }  // namespace flashbuf::sm90
