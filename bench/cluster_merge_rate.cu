@@ -34,18 +34,11 @@
 #include "flashbuf/arch/sm90/cluster.cuh"
 #include "flashbuf/arch/sm90/mbarrier.cuh"
 #include "flashbuf/arch/sm90/tma.cuh"
+#include "flashbuf/buffers/part_merge.cuh"
+#include "replay_timer.cuh"
 
 namespace sm80 = flashbuf::sm80;
 namespace sm90 = flashbuf::sm90;
-#define CK(x)                                        \
-  do {                                               \
-    cudaError_t e = (x);                             \
-    if (e != cudaSuccess) {                          \
-      printf("%s: %s\n", #x, cudaGetErrorString(e)); \
-      exit(1);                                       \
-    }                                                \
-  } while (0)
-
 constexpr int kThreads = 128, kRows = 4, kD = 128, kChunks = kD / 8, kPieces = kRows * kChunks;
 constexpr int kOStride = kD + 8;
 
@@ -64,26 +57,17 @@ __device__ __forceinline__ void spin(int cycles) {
   }
 }
 
-// Reduce one (piece, part) lane's values over its group of g lanes; the first lane stores.
+// One (piece, part) lane's values merged over its group of g lanes (the library's
+// merge_lane_group, as decode's cluster merges run it); the first lane stores.
 __device__ __forceinline__ void reduce_store(float l, float4 lo, float4 hi, int g, bool stores, float* dst) {
-  float mx = l;
-  for (int o = 1; o < g; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-  const float f = exp2f(l - mx);
-  float acc[8] = {f * lo.x, f * lo.y, f * lo.z, f * lo.w, f * hi.x, f * hi.y, f * hi.z, f * hi.w};
-  float sum = f;
-  for (int o = 1; o < g; o <<= 1) {
-    sum += __shfl_xor_sync(0xffffffffu, sum, o);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], o);
-  }
+  float acc[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+  flashbuf::merge_lane_group(g, l, acc);
   if (stores) {
-    const float inv = 1.0f / sum;
     float4* d = reinterpret_cast<float4*>(dst);
-    d[0] = make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
-    d[1] = make_float4(acc[4] * inv, acc[5] * inv, acc[6] * inv, acc[7] * inv);
+    d[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    d[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
   }
 }
-
 #endif
 
 template <Mode M>
@@ -254,31 +238,10 @@ float time_it(int items, int n, int work, float* out) {
   attr[0].val.clusterDim.z = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  cudaStream_t st;
-  CK(cudaStreamCreate(&st));
-  cfg.stream = st;
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-  for (int i = 0; i < 20; ++i) CK(cudaLaunchKernelEx(&cfg, kernel, out, n, work));
-  CK(cudaStreamEndCapture(st, &g));
-  CK(cudaGraphInstantiate(&ge, g, 0));
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  std::vector<float> ts;
-  for (int rep = 0; rep < 7; ++rep) {
-    CK(cudaGraphLaunch(ge, st));
-    cudaEventRecord(a, st);
-    CK(cudaGraphLaunch(ge, st));
-    cudaEventRecord(b, st);
-    CK(cudaStreamSynchronize(st));
-    float ms;
-    cudaEventElapsedTime(&ms, a, b);
-    ts.push_back(ms * 1000.f / 20);
-  }
-  std::sort(ts.begin(), ts.end());
-  return ts[3];
+  return replayed_launch_us([&](cudaStream_t st) {
+    cfg.stream = st;
+    CK(cudaLaunchKernelEx(&cfg, kernel, out, n, work));
+  });
 }
 
 // The merged rows against the host's merge of the same parts.

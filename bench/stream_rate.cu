@@ -20,18 +20,11 @@
 #include "flashbuf/arch/sm80/cp_async.cuh"
 #include "flashbuf/arch/sm90/mbarrier.cuh"
 #include "flashbuf/arch/sm90/tma.cuh"
+#include "replay_timer.cuh"
 
 using flashbuf::sm80::smem_u32;
 namespace sm80 = flashbuf::sm80;
 namespace sm90 = flashbuf::sm90;
-#define CK(x)                                        \
-  do {                                               \
-    cudaError_t e = (x);                             \
-    if (e != cudaSuccess) {                          \
-      printf("%s: %s\n", #x, cudaGetErrorString(e)); \
-      exit(1);                                       \
-    }                                                \
-  } while (0)
 constexpr int kRows = 64, kRowBytes = 256, kTile = kRows * kRowBytes;  // one K tile (V alike): 16 KB
 template <int S>
 __global__ void __launch_bounds__(128)
@@ -103,30 +96,7 @@ __global__ void __launch_bounds__(128)
 template <class K>
 float time_it(K kernel, int blocks, int smem, const char* src, long stride, int tiles, float* sink) {
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  cudaStream_t st;
-  CK(cudaStreamCreate(&st));
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-  for (int i = 0; i < 20; ++i) kernel<<<blocks, 128, smem, st>>>(src, stride, tiles, sink);
-  CK(cudaStreamEndCapture(st, &g));
-  CK(cudaGraphInstantiate(&ge, g, 0));
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  std::vector<float> ts;
-  for (int rep = 0; rep < 7; ++rep) {
-    CK(cudaGraphLaunch(ge, st));
-    cudaEventRecord(a, st);
-    CK(cudaGraphLaunch(ge, st));
-    cudaEventRecord(b, st);
-    CK(cudaStreamSynchronize(st));
-    float ms;
-    cudaEventElapsedTime(&ms, a, b);
-    ts.push_back(ms * 1000.f / 20);
-  }
-  std::sort(ts.begin(), ts.end());
-  return ts[3];
+  return replayed_launch_us([&](cudaStream_t st) { kernel<<<blocks, 128, smem, st>>>(src, stride, tiles, sink); });
 }
 int main() {
   const long stride = 2048;  // 8 heads x 128 x 2 B: one head's rows, like a (B, S, Hkv, D) cache

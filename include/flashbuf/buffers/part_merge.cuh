@@ -1,7 +1,8 @@
 // buffers: the merge of partial softmax states over disjoint keys, the device form of
 // core/softmax_state.hpp's merge and merge_partials (on the MUFU), for every device
 // merge: decode's merge of the warps that split a block's keys, its in-cluster merge of the
-// splits, and the combine kernel (merge_states, and decode's split-KV combine).
+// splits (over lane groups: merge_lane_group), and the combine kernel (merge_states, and
+// decode's split-KV combine).
 //
 // A part is a log-scale l (its running max, whose row sum travels beside it, or its LSE, whose
 // sum is 1): base 2 in the kernels, natural log (NaturalLog) where LSEs cross the API, as in
@@ -44,5 +45,29 @@ struct PartMerge {
     return sum == 0.0f ? kNegInf : max + (NaturalLog ? log2_sum * kLn2 : log2_sum);
   }
 };
+
+// The merge of one piece's parts held one per lane by a group of g adjacent lanes (g a power of
+// two dividing the warp; decode's cluster merges): lane j holds part j's base-2 log-scale l and
+// its 8 outputs o, normalised (each part's sum is 1 in its own scale, so the merged sum is the
+// sum of the weights); lanes past the parts hold l = -inf and o = 0. Every lane of the group
+// ends with the merged, normalised outputs in o and returns the merged log-scale. Every lane of
+// the warp calls it (the shuffles).
+__device__ __forceinline__ float merge_lane_group(int g, float l, float (&o)[8]) {
+  PartMerge<> parts{l};
+  for (int m = 1; m < g; m <<= 1) parts.add(__shfl_xor_sync(0xffffffffu, parts.max, m));
+  const float f = parts.weight(l);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) o[e] = f * o[e];
+  float sum = f;
+  for (int m = 1; m < g; m <<= 1) {
+    sum += __shfl_xor_sync(0xffffffffu, sum, m);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) o[e] += __shfl_xor_sync(0xffffffffu, o[e], m);
+  }
+  const float inv = PartMerge<>::inverse(sum);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) o[e] *= inv;
+  return parts.lse(sum);
+}
 
 }  // namespace flashbuf

@@ -252,26 +252,13 @@ struct DecodeEpilogue {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // the cluster intrinsics exist from sm_90 on
   // The cluster merge of one (row, 8 channels) piece over a group of g = next power of two >=
   // num_splits adjacent lanes, lane j holding part j (LSE l, O lo / hi; lanes past the parts
-  // hold l = -inf and O = 0); the group reduces with shuffles and its first lane, if `stores`,
-  // writes the final O and LSE. Every lane of the warp calls it (the shuffles).
+  // hold l = -inf and O = 0: merge_lane_group); the group's first lane, if `stores`, writes the
+  // final O and LSE. Every lane of the warp calls it (the shuffles).
   __device__ void reduce_piece(int g, float l, float4 lo, float4 hi, bool stores, int token, int head, int c,
                                float sink) const {
-    PartMerge<> parts{l};  // empty splits (LSE -inf, O = 0) weigh 0; a NaN part makes the piece NaN
-    for (int o = 1; o < g; o <<= 1) parts.add(__shfl_xor_sync(0xffffffffu, parts.max, o));
-    const float f = parts.weight(l);
-    float acc[8] = {f * lo.x, f * lo.y, f * lo.z, f * lo.w, f * hi.x, f * hi.y, f * hi.z, f * hi.w};
-    float sum = f;
-    for (int o = 1; o < g; o <<= 1) {
-      sum += __shfl_xor_sync(0xffffffffu, sum, o);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], o);
-    }
-    if (stores) {
-      const float inv = PartMerge<>::inverse(sum);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) acc[e] *= inv;
-      store_output<Elem>(p, b, token, head, c, acc, parts.lse(sum), sink);
-    }
+    float acc[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    const float lse2 = merge_lane_group(g, l, acc);  // empty splits weigh 0; a NaN part makes the piece NaN
+    if (stores) store_output<Elem>(p, b, token, head, c, acc, lse2, sink);
   }
 
   // Push merge, the sending side: piece i of this block's part (8 channels of its normalised O
