@@ -18,8 +18,9 @@
 //   copy:   push, but the owner stores part 0 as it landed (the transfer without the reduce);
 //   serial: push with one owner thread a piece over its parts in sequence (no shuffles).
 // Every merged output (pull, push, push+bar, serial) is checked on the host. Each launch
-// replays 20 times in a CUDA graph (median of 7). The pull merge's "one row tile" form is now
-// the library's push (merge_pushed); this file keeps both as they were measured.
+// replays 20 times in a CUDA graph (median of 7). The library now pushes at one row tile
+// (decode_epilogue.cuh's merge_pushed), with another slot layout than this file's push (there
+// piece i goes to block i % n; here each (piece, part) lane goes to the block that pulled it).
 //   nvcc -O3 -std=c++17 -arch=sm_90a -Iinclude bench/cluster_merge_rate.cu -o cmr && ./cmr
 // Result: bench/results/ab/h100-stop73-cluster-merge-rate.txt.
 #include <cuda_runtime.h>
@@ -33,7 +34,6 @@
 #include "flashbuf/arch/sm80/cp_async.cuh"
 #include "flashbuf/arch/sm90/cluster.cuh"
 #include "flashbuf/arch/sm90/mbarrier.cuh"
-#include "flashbuf/arch/sm90/tma.cuh"
 #include "flashbuf/buffers/part_merge.cuh"
 #include "replay_timer.cuh"
 

@@ -616,6 +616,14 @@ std::vector<Case> feature_cases() {
     add(c);
   }
   {
+    // One packed row a block (one token, a head of its own): 8 pieces at D 64, so the cluster
+    // merges of 11 splits have blocks that merge no piece of the push merge (they only push).
+    Case c{"mha_bf16_d64_one_row"};
+    c.d = 64, c.hq = 4, c.hkv = 4, c.lens = {1, 70, 333, 1000};
+    c.page = 16;
+    add(c);
+  }
+  {
     Case c{"group8_bf16_d128_t8_mtiles4_long"};
     c.hq = 16, c.hkv = 2, c.t = 8, c.lens = {2100, 1};
     c.page = 48, c.mask = Mask::window(300, 0);

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "flashbuf/arch/sm80/cp_async.cuh"
+#include "flashbuf/arch/sm90/mbarrier.cuh"
 #include "flashbuf/arch/sm90/tma.cuh"
 #include "flashbuf/arch/sm90/wgmma.cuh"
 #include "flashbuf/buffers/concepts.cuh"

@@ -104,8 +104,8 @@ struct DecodeTile {
   static constexpr bool kQInRegisters = HeadDim <= 128;
   // Epilogue: every warp's O (fp32, rows padded by 8 floats against bank conflicts) and its
   // (max, sum) per row, aliased over the pipeline buffers once the last tile is consumed;
-  // then the block's LSE per row (the cluster merge reads it, with the block's normalised O
-  // written over warp 0's O).
+  // then the block's LSE per row (the pull cluster merge reads it, with the block's normalised
+  // O written over warp 0's O).
   static constexpr int kOPad = 8;
   static constexpr int kEpilogueOBytes = kWarpsN * kRows * (HeadDim + kOPad) * 4;
   static constexpr int kEpilogueBytes = kEpilogueOBytes + kWarpsN * kRows * 2 * 4 + kRows * 4;

@@ -1,10 +1,11 @@
 // kernels, decode: the split-KV kernel's epilogue (decode_kernel.cuh). After its last key
 // tile every warp holds O (unnormalised) and the running max and sum of its 16 rows over its
 // slice of the keys; the epilogue merges the warps of each row in shared memory, normalises,
-// and then, by the plan's SplitMerge: writes the final O and LSE (one split), keeps the block's
-// part for the merge inside its thread-block cluster (sm_90: merge_cluster), or writes the
-// part to the workspace for the combine kernel (combine.cuh). The head's sink joins each row
-// where its final O and LSE are written.
+// and then, by the plan's SplitMerge: writes the final O and LSE (one split), merges the splits
+// inside its thread-block cluster (sm_90: at one row tile each block pushes its part's pieces
+// to the blocks that merge them, merge_pushed; with more, each keeps its part for its peers to
+// read, merge_cluster), or writes the part to the workspace for the combine kernel
+// (combine.cuh). The head's sink joins each row where its final O and LSE are written.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +14,6 @@
 #include "flashbuf/arch/sm80/fast_math.cuh"
 #include "flashbuf/arch/sm90/cluster.cuh"
 #include "flashbuf/arch/sm90/mbarrier.cuh"
-#include "flashbuf/arch/sm90/tma.cuh"
 #include "flashbuf/buffers/online_softmax.cuh"
 #include "flashbuf/buffers/part_merge.cuh"
 #include "flashbuf/buffers/tensor_core.cuh"
@@ -62,7 +62,7 @@ __device__ __forceinline__ float merge_piece(Lse lse, Weight weight, Piece piece
 }
 
 // A merged piece (8 channels of a row, two 16-byte stores) where a later merge reads it:
-// shared memory for the cluster merge, the workspace for the combine kernel.
+// shared memory for the pull cluster merge, the workspace for the combine kernel.
 __device__ __forceinline__ void store_piece(float* dst, const float (&acc)[8]) {
   float4* const d = reinterpret_cast<float4*>(dst);
   d[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
@@ -138,7 +138,7 @@ struct DecodeEpilogue {
   // Early in the kernel, where the push merge runs: the landing barrier is initialised (one
   // arrival a thread, in merge_pushed, with the bytes its slots expect) and published to the
   // peers by a cluster arrival, which they wait for before their first push (merge_warps). The
-  // whole key loop lies between the two, so neither waits in practice.
+  // key loop lies between the two, so the wait is short.
   __device__ static void open_landing(const DecodeParams& p, unsigned char* landing, int tid) {
     if (!pushes(p)) return;
     if (tid == 0) {
@@ -205,7 +205,8 @@ struct DecodeEpilogue {
   }
 
   // Each row's warps merged and normalised: the final O and LSE (merge none), the block's part
-  // over warp 0's O and the LSE slots (cluster), or its part in the workspace.
+  // pushed to the blocks that merge it (cluster, one row tile: push_piece) or over warp 0's O
+  // and the LSE slots (cluster, more row tiles), or its part in the workspace.
   __device__ void merge_warps(SplitMerge merge) const {
     const int T = p.q_per_seq;
     constexpr int kOutPasses = ceil_div(kRows * kOutChunks, kThreads);

@@ -34,7 +34,8 @@
 //
 //   so the 8 rows an ldmatrix phase reads (same logical chunk, rows r..r+7) hit 8 distinct
 //   16-byte bank groups, and a warp's cp.async writes (consecutive chunks of one row) too.
-//   After the last tile the whole buffer is reused for the epilogue (per-warp O and (m, l)).
+//   After the last tile the whole buffer, but the push merge's landing, is reused for the
+//   epilogue (per-warp O and (m, l)).
 #pragma once
 
 #include <cuda_bf16.h>

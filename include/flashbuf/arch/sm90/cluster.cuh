@@ -17,10 +17,11 @@ __device__ __forceinline__ void barrier_cluster_arrive_release() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
 }
 
-// barrier.cluster.arrive.relaxed: no memory ordering, no fence before the arrival. For the
+// barrier.cluster.arrive.relaxed: no memory ordering, no fence before the arrival. For a
 // barrier that only keeps every block's shared memory alive until its peers are done reading
 // it (a read whose value has been used is complete), so a block's global stores do not have
-// to drain before its peers may exit.
+// to drain before its peers may exit; or one that publishes an mbarrier's initialisation,
+// which fence_mbarrier_init has ordered already.
 __device__ __forceinline__ void barrier_cluster_arrive_relaxed() {
   asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
 }

@@ -20,9 +20,17 @@ __device__ __forceinline__ void mbarrier_init(std::uint64_t* bar, int expected_a
 }
 
 // Makes this thread's mbarrier.init visible to the other proxies (the TMA unit completes
-// transactions on the barriers); issued by the initialising thread before the block barrier.
+// transactions on the barriers) and to the cluster's other blocks (their st.async does);
+// issued by the initialising thread before the block or cluster barrier that publishes it.
 __device__ __forceinline__ void fence_mbarrier_init() {
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+// Arrives on `bar` (one of its expected arrivals) and adds `bytes` to the transaction count
+// the current phase waits for (bulk copies and st.async complete it).
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(std::uint64_t* bar, std::uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(sm80::smem_u32(bar)), "r"(bytes)
+               : "memory");
 }
 
 __device__ __forceinline__ void mbarrier_arrive(std::uint64_t* bar) {

@@ -9,16 +9,10 @@
 #include <cstdint>
 
 #include "flashbuf/arch/sm80/cp_async.cuh"
+#include "flashbuf/arch/sm90/mbarrier.cuh"  // mbarrier_arrive_expect_tx: the count its copies complete
 #include "flashbuf/arch/sm90/target.cuh"
 
 namespace flashbuf::sm90 {
-
-// Arrives on `bar` (one of its expected arrivals) and adds `bytes` to the transaction count
-// the current phase waits for.
-__device__ __forceinline__ void mbarrier_arrive_expect_tx(std::uint64_t* bar, std::uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(sm80::smem_u32(bar)), "r"(bytes)
-               : "memory");
-}
 
 // cp.async.bulk.tensor.4d global -> shared: the box at coordinates (c0 innermost .. c3).
 __device__ __forceinline__ void cp_async_bulk_tensor_4d_g2s(void* smem_dst, const CUtensorMap* map, int c0, int c1,
