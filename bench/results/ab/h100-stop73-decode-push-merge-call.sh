@@ -8,7 +8,7 @@ t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
 O=/root/call/c; rm -rf $O; mkdir -p $O; pack() { tar -C /root/call -czf $OUT/c.tgz c; }
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader | head -1 | tee $O/gpu.txt
 source scripts/gpu/device_deps.sh unpack >/dev/null
-W=decode-push-merge
+W=${W:-decode-push-merge}  # the branch against main (its patch in .abp)
 export AB_CMAKE_ARGS="-DFLASHBUF_INSTANTIATIONS=bf16_128_128 -DFLASHBUF_DECODE_INSTANTIATIONS=bf16_64;bf16_128"
 export AB_TEST_CMAKE_ARGS="-DFLASHBUF_INSTANTIATIONS=bf16_128_128"  # every decode instantiation (the default list)
 bash scripts/gpu/trees_from_patches.sh base $W >/dev/null; T=/root/ab

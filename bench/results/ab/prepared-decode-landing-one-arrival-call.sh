@@ -1,27 +1,9 @@
 # Prepared at stop 73, not yet run: decode-landing-one-arrival (the push merge's landing barrier
 # armed once, by thread 0 in open_landing, with every byte its slots receive, so that merge_pushed
-# only waits) against main, one call. The branch is the patch beside this file:
+# only waits) against main: the push merge's own call (tests, interleaved A/B on the latency rows,
+# sanitizers) with this branch. The branch is the patch beside this file:
 #   git checkout -b decode-landing-one-arrival && git apply bench/results/ab/prepared-decode-landing-one-arrival.patch \
 #     && git commit -qam one-arrival && git checkout main && scripts/ab_trees.sh -p decode-landing-one-arrival
 #   git rev-parse --short HEAD > .commit && cp <this file> .abp/call.sh
 # then `bash .abp/call.sh` with carry [".deps", ".abp", ".commit"] (about 220 s).
-t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
-O=/root/call/c; rm -rf $O; mkdir -p $O; pack() { tar -C /root/call -czf $OUT/c.tgz c; }
-nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader | head -1 | tee $O/gpu.txt
-source scripts/gpu/device_deps.sh unpack >/dev/null
-W=decode-landing-one-arrival
-export AB_CMAKE_ARGS="-DFLASHBUF_INSTANTIATIONS=bf16_128_128 -DFLASHBUF_DECODE_INSTANTIATIONS=bf16_64;bf16_128"
-export AB_TEST_CMAKE_ARGS="-DFLASHBUF_INSTANTIATIONS=bf16_128_128"  # every decode instantiation (the default list)
-bash scripts/gpu/trees_from_patches.sh base $W >/dev/null; T=/root/ab
-# The branch's decode, sinks and fuzz tests (every decode instantiation), then the A/B on the latency rows.
-timeout 330 env GPU_TESTS='*Decode*:*MergeStates*:*NanRule*:*Sinks*:*Fuzz*' TEST_SHARDS=16 TEST_TIMEOUT_S=150 AB_TEST_TREES=$W \
-  AB_INTERLEAVE=1 AB_ROUNDS=5 OUT=$O/d scripts/gpu_ab.sh $T/base $T/$W -- --decode --heads 32/8,64/8,32/32 --b 1,8 \
-  --kv 512,2048,8192 --pages 0,16 --target-ms 5 --anchors none > $O/ab.log 2>&1
-grep -A3 "tests:" $O/ab.log; grep -A 40 "$W / base" $O/ab.log; el ab
-pack
-B=$T/$W/build-ab/tests/flashbuf_gpu_tests
-for tool in memcheck racecheck synccheck initcheck; do
-  timeout 40 compute-sanitizer --tool $tool --error-exitcode 9 $B --gtest_filter='DecodeSanitizer.*' --gtest_brief=1 \
-    > $O/san-$tool.log 2>&1
-  echo "$tool exit $?"; done; el san
-rm -f $O/*/*.png; pack; ls -la $OUT/c.tgz
+W=decode-landing-one-arrival bash bench/results/ab/h100-stop73-decode-push-merge-call.sh

@@ -122,10 +122,11 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
 
   // The combine (if any) may start launching: its blocks wait for this grid to finish.
   sm90::griddepcontrol_launch_dependents();
-  // The push merge's landing barrier (decode_epilogue.cuh): in the lean kernel before any copy
-  // (after them, its initialising thread's fence cost the contiguous latency rows 3-4%); in
-  // the general one after the prologue, so that the page entries' round trip, which the first
-  // copies wait on, goes out first (measured: bench/NOTES-decode.md, stop 73).
+  // The push merge's landing barrier (decode_epilogue.cuh): in the lean kernel before any copy,
+  // since its initialising thread's fence, placed after the copies, delays that thread; in the
+  // general one after the prologue, so that the page entries' round trip, which the first copies
+  // wait on, goes out first. Both placements were measured against the others
+  // (bench/NOTES-decode.md).
   using Epilogue = DecodeEpilogue<Elem, D, MT>;
   unsigned char* const landing = smem + (deep ? Tile::landing_offset(Tile::kDeepStages) : Tile::landing_offset(kStages));
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
