@@ -1,10 +1,10 @@
-# Prepared at stop 73, not yet run: the decode split plan under the push merge. The plan's split
+# Prepared at stop 73, run at stop 74 on an H100 (h100-stop74-decode-split-sweep/table.txt): the decode split plan under the push merge. The plan's split
 # counts were fit when the cluster merge pulled (1.30 µs a launch by bench/cluster_merge_rate.cu,
 # the push 0.94); at B 1 KV 2k, 16 splits of 2 tiles in one 16-block cluster lost to 8 of 4 by about
 # 1 µs then (stop 42's sweep: 7.76 against 6.79 µs). This times the library's plan against forced
 # split counts (FLASHBUF_DECODE_SPLITS; the cluster merge wherever the device's clusters hold
 # them) on the B 1 rows, alternating, two rounds, on any card (ratios within the call). Here:
-#   mkdir -p .abp && git rev-parse --short HEAD > .commit && cp bench/results/ab/prepared-decode-split-sweep-call.sh .abp/call.sh
+#   mkdir -p .abp && git rev-parse --short HEAD > .commit && cp bench/results/ab/h100-stop74-decode-split-sweep-call.sh .abp/call.sh
 # then `bash .abp/call.sh` with carry [".deps", ".abp", ".commit"] (about 250 s).
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
 O=$OUT/c; mkdir -p $O
