@@ -15,8 +15,11 @@
 //     `total_mb` / (items x n) of a buffer (the split's keys and values), read once with 16-byte
 //     loads, and where each block does nothing (the launch alone).
 // The bytes streamed are the same for every n: only how many blocks share them, and in which
-// clusters, changes. Each block's sum is written, so the loads cannot be dropped.
+// clusters, changes. Each block's sum is written, so the loads cannot be dropped. These are plain
+// loads, eight a thread in flight, slower per block than decode's ring: the streaming times rank
+// launches of this kernel, not decode's; the placement is the hardware's either way.
 //   nvcc -O3 -std=c++17 -arch=sm_90a -Iinclude bench/cluster_placement.cu -o cpl && ./cpl [items] [smem_kb] [total_mb]
+// Result: bench/results/ab/h100-stop74-cluster-placement.txt.
 #include <cuda_runtime.h>
 
 #include <algorithm>
