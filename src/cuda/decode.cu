@@ -217,7 +217,7 @@ void cuda_plan_decode(const DecodeProblem& pr, DecodePlan& plan) {
     // The deep ring's shared memory holds one block per SM: its cluster residency is the plan's.
     choice = dk::choose_decode_splits(device.sm_count, info.blocks_per_sm, work, pr.max_seqlen_k, shape.block_n,
                                       max_cluster, /*prefer_cluster=*/merge == dk::SplitMerge::cluster,
-                                      split_kv::kDefaultMaxSplits, info.deep_ring ? info.deep_active_clusters : nullptr);
+                                      split_kv::kDefaultMaxSplits, info.deep_ring ? info.deep_active_clusters : nullptr, pr.page_size > 0);
   } else if (choice.num_splits > 1) {
     choice.merge = choice.num_splits <= max_cluster ? dk::SplitMerge::cluster : dk::SplitMerge::workspace;
   }

@@ -49,11 +49,14 @@ enum class SplitMerge { none, cluster, workspace };
 // that fit the GPCs' free SMs one block each, the hardware places a further cluster two blocks
 // to an SM (`bench/cluster_placement.cu`: on 132 SMs, 7 clusters of 16 fit one block per SM; the
 // eighth shares 8 SMs), and a launch runs at the pace of its doubled SMs: 8 splits of twice the
-// tiles, in clusters of 8, then go faster.
+// tiles or more, in clusters of 8, then go faster. Up to 16 tiles each for contiguous caches; paged
+// ones keep the doubled large cluster past 8 tiles, where a split leaves the deep ring.
 namespace split_kv {
 inline constexpr int kClusterMaxSplitsUsed = 8;
 inline constexpr int kClusterMaxTilesPerSplit = 4;
 inline constexpr int kLargeClusterMaxTilesPerSplit = 8;
+inline constexpr int kUndoubledMaxTilesPerSplit = 16;
+inline constexpr int kUndoubledPagedMaxTilesPerSplit = 8;
 }  // namespace split_kv
 
 struct SplitChoice {
@@ -74,15 +77,14 @@ struct SplitChoice {
 //   else merges the workspace's own count of more than 8 splits where the device's clusters hold
 //   them and they are of <= 8 tiles (see above). Where `one_per_sm_clusters` (indexed by cluster
 //   size: the clusters resident at once at one block per SM, 0 or null: unknown) says the items'
-//   clusters of that size would not all sit one block per SM, 8 splits of <= 8 tiles instead.
-//   `prefer_cluster` (FLASHBUF_DECODE_MERGE=cluster)
-//   drops those limits: as many splits as the wave and the cluster allow, always merged in the
-//   cluster.
+//   clusters of that size would not all sit one block per SM, 8 splits instead, of <= 16 tiles
+//   (contiguous) or <= 8 (`paged`). `prefer_cluster` (FLASHBUF_DECODE_MERGE=cluster) drops those
+//   limits: as many splits as the wave and the cluster allow, always merged in the cluster.
 // The count is then reduced to the number whole-tile splits of max_seqlen_k fill evenly.
 constexpr SplitChoice choose_decode_splits(int sms, int blocks_per_sm, std::int64_t work_items, int max_seqlen_k,
                                            int block_n, int max_cluster, bool prefer_cluster = false,
                                            int max_splits = split_kv::kDefaultMaxSplits,
-                                           const int* one_per_sm_clusters = nullptr) {
+                                           const int* one_per_sm_clusters = nullptr, bool paged = false) {
   const int slots = sms * blocks_per_sm;
   if (slots <= 0 || work_items <= 0 || max_seqlen_k <= 0 || block_n <= 0 || max_splits <= 1) return {};
   if (2 * work_items > slots) return {};
@@ -116,8 +118,10 @@ constexpr SplitChoice choose_decode_splits(int sms, int blocks_per_sm, std::int6
       const int large = balanced(splits);
       const int spread = one_per_sm_clusters == nullptr ? 0 : one_per_sm_clusters[large];
       const bool doubled = spread > 0 && work_items > spread;
+      const int undoubled_max_tiles =
+          paged ? split_kv::kUndoubledPagedMaxTilesPerSplit : split_kv::kUndoubledMaxTilesPerSplit;
       if (doubled && small == split_kv::kClusterMaxSplitsUsed &&
-          ceil_div(tiles, static_cast<int>(small)) <= split_kv::kLargeClusterMaxTilesPerSplit) {
+          ceil_div(tiles, static_cast<int>(small)) <= undoubled_max_tiles) {
         return {balanced(small), SplitMerge::cluster};
       }
       return {large, SplitMerge::cluster};
