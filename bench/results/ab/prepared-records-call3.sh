@@ -1,7 +1,6 @@
 # H200 call 3, right after prepared-records-call2.sh on the warm machine (FA4's two parts and the
-# package are there already): the decode file of record (about 214 s), then the B 1 split sweep on
-# the same package (about 110 s; h100-stop74-decode-split-sweep-call.sh: on an H100, 8 splits beat
-# the plan's 16 at KV 4k-8k contiguous, where stop 42's H200 sweep had clusters of 16 ahead). Here first:
+# package are there already): the decode file of record (about 214 s), then the spread-cluster A/B
+# (about 150 s; prepared-decode-spread-call.sh: the plan's two rules that won on an H100). Here first:
 #   cp bench/results/ab/prepared-records-call3.sh .abp/call3.sh
 # then `bash .abp/call3.sh` with carry [".commit", ".abp"].
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
@@ -11,4 +10,4 @@ nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || { echo "not 
 export FLASHBUF_PACKAGE_CMAKE_ARGS="-DFLASHBUF_INSTANTIATIONS=bf16_64_64;bf16_128_128;bf16_256_256 -DFLASHBUF_DECODE_INSTANTIATIONS=bf16_128"
 OUT=$O bash scripts/gpu/records.sh decode 2>&1 | grep -E "^records:|cudnn|median"
 el decode; (cd $OUT && tar czf c.tgz c)
-timeout 200 bash bench/results/ab/h100-stop74-decode-split-sweep-call.sh 2>&1 | tail -20
+timeout 250 bash bench/results/ab/prepared-decode-spread-call.sh 2>&1 | tail -50
