@@ -1,6 +1,7 @@
 // The single-file measurement tools' timer (bench/stream_rate.cu, bench/cluster_merge_rate.cu,
-// bench/cluster_placement.cu): microseconds per launch of `launch(stream)` (one kernel launch), captured 20 times into a
-// CUDA graph and replayed: the median of 7 timed replays, each right after an untimed one.
+// bench/cluster_placement.cu): microseconds per launch of `launch(stream)` (one kernel launch),
+// captured 20 times into a CUDA graph and replayed: the median of 7 timed replays, each right
+// after an untimed one.
 // Errors end the program with the failing call (CK).
 #pragma once
 
