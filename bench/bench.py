@@ -439,6 +439,9 @@ def bench_decode_shape(hq: int, hkv: int, b: int, skv: int, pages, args) -> list
             else:
                 caches = [(q, k, v, None) for q, k, v in sets]
             plan = flashbuf.DecodePlan(b, 1, hq, hkv, d, dv, skv, page, dtype=torch.bfloat16, device=DEV)
+            # The plan the row times (a forced FLASHBUF_DECODE_SPLITS or _MERGE shows here too).
+            row["splits"] = plan.num_splits
+            row["merge"] = "none" if plan.num_splits == 1 else "workspace" if plan.workspace_bytes else "cluster"
             for name, sinks in variants.items():
                 def run(q, k, v, table, plan=plan, kw=sinks_kw(sinks)):
                     return plan.run(q, k, v, seqlens, table, **kw)

@@ -23,6 +23,9 @@ class StubPlan:
 
     def __init__(self, log, attention, b, q_per_seq, hq, hkv, d, dv, skv, page, dtype=None, device=None):
         self.log, self.attention, self.page = log, attention, page
+        # a made-up plan per layout, which the rows must report: 4 splits in clusters contiguous,
+        # 2 through a workspace paged
+        self.num_splits, self.workspace_bytes = (2, 4096) if page else (4, 0)
 
     def run(self, q, k, v, seqlens, table):
         assert (table is None) == (self.page == 0), f"page {self.page} plan given the other layout"
@@ -78,3 +81,4 @@ def test_decode_rows_time_every_entry_each_round(monkeypatch):
         assert row["flashbuf"] == times[("flashbuf", row["page"])]
         assert row["cudnn"] == times[("cudnn", None)]
         assert row["max_abs_err"] < 1e-2 and row["kernel"] == "decode"
+        assert (row["splits"], row["merge"]) == ((2, "workspace") if row["page"] else (4, "cluster"))
