@@ -87,6 +87,9 @@ TEST(DecodeHost, DeepRingForShortPagedSplitsAtOneBlockPerSm) {
   EXPECT_FALSE(dk::choose_deep_ring(false, 8, 8, 4, Merge::workspace, 132, 0)) << "contiguous keeps the shared ring";
   EXPECT_FALSE(dk::choose_deep_ring(true, 64, 4, 2, Merge::workspace, 132, 0)) << "256 blocks: two per SM";
   EXPECT_TRUE(dk::choose_deep_ring(true, 8, 16, 8, Merge::cluster, 132, 16)) << "L 8k: 8 clusters of 16, 16 resident";
+  // H100 / H200 hold only 7 clusters of 16 at the deep ring's one block per SM
+  // (bench/cluster_placement.cu): B=1 Hkv=8 L 8k keeps the shared ring.
+  EXPECT_FALSE(dk::choose_deep_ring(true, 8, 16, 8, Merge::cluster, 132, 7)) << "L 8k: 8 clusters of 16, 7 resident";
   EXPECT_FALSE(dk::choose_deep_ring(true, 64, 2, 4, Merge::cluster, 132, 60)) << "64 pairs, 60 resident";
   EXPECT_TRUE(dk::choose_deep_ring(true, 1, 1, 2, Merge::none, 132, 0));
   // Longer splits keep the shared ring: B=8 Hkv=8 L 2k (2 splits of 16 tiles), B=1 Hkv=32 L 8k
