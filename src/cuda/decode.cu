@@ -214,8 +214,10 @@ void cuda_plan_decode(const DecodeProblem& pr, DecodePlan& plan) {
   if (choice.num_splits == 0) {
     const DeviceInfo device = cuda_query_device(pr.device_index);
     const std::int64_t work = static_cast<std::int64_t>(pr.batch) * pr.heads_kv * shape.row_chunks;
+    // The deep ring's shared memory holds one block per SM: its cluster residency is the plan's.
     choice = dk::choose_decode_splits(device.sm_count, info.blocks_per_sm, work, pr.max_seqlen_k, shape.block_n,
-                                      max_cluster, /*prefer_cluster=*/merge == dk::SplitMerge::cluster);
+                                      max_cluster, /*prefer_cluster=*/merge == dk::SplitMerge::cluster,
+                                      split_kv::kDefaultMaxSplits, info.deep_ring ? info.deep_active_clusters : nullptr);
   } else if (choice.num_splits > 1) {
     choice.merge = choice.num_splits <= max_cluster ? dk::SplitMerge::cluster : dk::SplitMerge::workspace;
   }

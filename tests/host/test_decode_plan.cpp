@@ -64,6 +64,24 @@ TEST(DecodeHost, SplitHeuristicAndWorkspace) {
   EXPECT_EQ(choose(64, 32768, 0), P(2, Merge::workspace));
   EXPECT_EQ(choose(8, 100, 0), P(1, Merge::none)) << "too few keys to split";
   EXPECT_EQ(choose(8, 0, 16), P(1, Merge::none));
+  // Clusters of more than 8 only where each of the items' clusters can sit one block per SM
+  // (H100 / H200: 7 clusters of 9-16 blocks at one block per SM, bench/cluster_placement.cu);
+  // else 8 splits of <= 8 tiles, else the large cluster all the same.
+  int one_per_sm[flashbuf::split_kv::kMaxClusterSplits + 1] = {0, 132, 66, 44, 30, 22, 22, 15, 15};
+  for (int c = 9; c <= flashbuf::split_kv::kMaxClusterSplits; ++c) one_per_sm[c] = 7;
+  auto placed = [&](std::int64_t items, int keys) {
+    const dk::SplitChoice c = dk::choose_decode_splits(132, 2, items, keys, 64, 16, false,
+                                                       flashbuf::split_kv::kDefaultMaxSplits, one_per_sm);
+    return std::make_pair(c.num_splits, c.merge);
+  };
+  EXPECT_EQ(placed(8, 4096), P(8, Merge::cluster)) << "B=1 Hkv=8 L=4k: 8 clusters of 16 would double 16 SMs";
+  EXPECT_EQ(placed(8, 3072), P(8, Merge::cluster)) << "B=1 Hkv=8 L=3k: 8 splits of 6 tiles, not 12 of 4";
+  EXPECT_EQ(placed(8, 8192), P(16, Merge::cluster)) << "8 splits would be of 16 tiles";
+  EXPECT_EQ(placed(4, 4096), P(16, Merge::cluster)) << "B=1 Hkv=4 L=4k: 4 clusters of 16 sit one block per SM";
+  EXPECT_EQ(placed(8, 2048), P(8, Merge::cluster)) << "no large cluster in question";
+  EXPECT_EQ(placed(8, 16384), P(16, Merge::workspace));
+  one_per_sm[16] = 0;  // unknown: as without the array
+  EXPECT_EQ(placed(8, 4096), P(16, Merge::cluster));
   // Three blocks per SM: more items than SMs can still split, and take no cluster.
   EXPECT_EQ(dk::choose_decode_splits(132, 3, 150, 8192, 64, 16).merge, Merge::workspace);
   const auto w = dk::workspace_layout(3, 2, 4, 8, 128);

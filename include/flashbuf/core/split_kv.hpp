@@ -44,7 +44,13 @@ enum class SplitMerge { none, cluster, workspace };
 // co-scheduling leaves SMs idle), and with long splits in clusters of 4. So: one block per SM;
 // clusters of up to 8 splits of at most 4 tiles (or pairs); larger clusters (to the device's 16)
 // only with the workspace's own split count, of at most 8 tiles each (filling a larger cluster
-// instead would cut the keys into more, shorter splits than the workspace takes, which loses).
+// instead would cut the keys into more, shorter splits than the workspace takes, which loses),
+// and only where those clusters can each sit one block per SM. Past the clusters of n > 8 blocks
+// that fit the GPCs' free SMs one block each, the hardware places a further cluster two blocks
+// to an SM (`bench/cluster_placement.cu`: on 132 SMs, 7 clusters of 16 fit one block per SM; the
+// eighth shares 8 SMs), and a launch runs at the pace of its doubled SMs: 8 splits of up to 8
+// tiles, in clusters of 8, then go faster (measured on an H100; longer splits than that lost paged
+// and are not measured against the doubled clusters on an H200, so they keep the large cluster).
 namespace split_kv {
 inline constexpr int kClusterMaxSplitsUsed = 8;
 inline constexpr int kClusterMaxTilesPerSplit = 4;
@@ -67,13 +73,17 @@ struct SplitChoice {
 //   the device, 0 = none) keeps the grid to at most one block per SM. It takes up to 8 splits
 //   when that is at least the workspace's count, with splits of <= 4 tiles or clusters of 2, and
 //   else merges the workspace's own count of more than 8 splits where the device's clusters hold
-//   them and they are of <= 8 tiles (see above). `prefer_cluster` (FLASHBUF_DECODE_MERGE=cluster)
+//   them and they are of <= 8 tiles (see above). Where `one_per_sm_clusters` (indexed by cluster
+//   size: the clusters resident at once at one block per SM, 0 or null: unknown) says the items'
+//   clusters of that size would not all sit one block per SM, 8 splits of <= 8 tiles instead.
+//   `prefer_cluster` (FLASHBUF_DECODE_MERGE=cluster)
 //   drops those limits: as many splits as the wave and the cluster allow, always merged in the
 //   cluster.
 // The count is then reduced to the number whole-tile splits of max_seqlen_k fill evenly.
 constexpr SplitChoice choose_decode_splits(int sms, int blocks_per_sm, std::int64_t work_items, int max_seqlen_k,
                                            int block_n, int max_cluster, bool prefer_cluster = false,
-                                           int max_splits = split_kv::kDefaultMaxSplits) {
+                                           int max_splits = split_kv::kDefaultMaxSplits,
+                                           const int* one_per_sm_clusters = nullptr) {
   const int slots = sms * blocks_per_sm;
   if (slots <= 0 || work_items <= 0 || max_seqlen_k <= 0 || block_n <= 0 || max_splits <= 1) return {};
   if (2 * work_items > slots) return {};
@@ -104,7 +114,14 @@ constexpr SplitChoice choose_decode_splits(int sms, int blocks_per_sm, std::int6
     }
     if (splits > split_kv::kClusterMaxSplitsUsed && splits <= c &&
         ceil_div(tiles, static_cast<int>(splits)) <= split_kv::kLargeClusterMaxTilesPerSplit) {
-      return {balanced(splits), SplitMerge::cluster};
+      const int large = balanced(splits);
+      const int spread = one_per_sm_clusters == nullptr ? 0 : one_per_sm_clusters[large];
+      const bool doubled = spread > 0 && work_items > spread;
+      if (doubled && small == split_kv::kClusterMaxSplitsUsed &&
+          ceil_div(tiles, static_cast<int>(small)) <= split_kv::kLargeClusterMaxTilesPerSplit) {
+        return {balanced(small), SplitMerge::cluster};
+      }
+      return {large, SplitMerge::cluster};
     }
   }
   if (splits <= 1) return {};
