@@ -1,6 +1,6 @@
 # H200 call 3, right after prepared-records-call2.sh on the warm machine (FA4's two parts and the
 # package are there already): the decode file of record (about 214 s), then the spread-cluster A/B
-# (about 150 s; prepared-decode-spread-call.sh: the plan's two rules that won on an H100). Here first:
+# (about 150 s; prepared-decode-spread-call.sh: the plan's spread-cluster rule and its held extension). Here first:
 #   cp bench/results/ab/prepared-records-call3.sh .abp/call3.sh
 # then `bash .abp/call3.sh` with carry [".commit", ".abp"].
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
