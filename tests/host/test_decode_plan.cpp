@@ -65,7 +65,7 @@ TEST(DecodeHost, SplitHeuristicAndWorkspace) {
   EXPECT_EQ(choose(8, 100, 0), P(1, Merge::none)) << "too few keys to split";
   EXPECT_EQ(choose(8, 0, 16), P(1, Merge::none));
   // Clusters of more than 8 only where each of the items' clusters can sit one block per SM
-  // (H100 / H200: 7 clusters of 9-16 blocks at one block per SM, bench/cluster_placement.cu);
+  // (an H100 holds 7 clusters of 12 or of 16 blocks at one block per SM, bench/cluster_placement.cu);
   // else 8 splits of <= 8 tiles, else the large cluster all the same.
   int one_per_sm[flashbuf::split_kv::kMaxClusterSplits + 1] = {0, 132, 66, 44, 30, 22, 22, 15, 15};
   for (int c = 9; c <= flashbuf::split_kv::kMaxClusterSplits; ++c) one_per_sm[c] = 7;
@@ -105,7 +105,7 @@ TEST(DecodeHost, DeepRingForShortPagedSplitsAtOneBlockPerSm) {
   EXPECT_FALSE(dk::choose_deep_ring(false, 8, 8, 4, Merge::workspace, 132, 0)) << "contiguous keeps the shared ring";
   EXPECT_FALSE(dk::choose_deep_ring(true, 64, 4, 2, Merge::workspace, 132, 0)) << "256 blocks: two per SM";
   EXPECT_TRUE(dk::choose_deep_ring(true, 8, 16, 8, Merge::cluster, 132, 16)) << "L 8k: 8 clusters of 16, 16 resident";
-  // H100 / H200 hold only 7 clusters of 16 at the deep ring's one block per SM
+  // An H100 holds only 7 clusters of 16 at the deep ring's one block per SM
   // (bench/cluster_placement.cu): B=1 Hkv=8 L 8k keeps the shared ring.
   EXPECT_FALSE(dk::choose_deep_ring(true, 8, 16, 8, Merge::cluster, 132, 7)) << "L 8k: 8 clusters of 16, 7 resident";
   EXPECT_FALSE(dk::choose_deep_ring(true, 64, 2, 4, Merge::cluster, 132, 60)) << "64 pairs, 60 resident";

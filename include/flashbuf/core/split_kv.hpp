@@ -76,9 +76,8 @@ struct SplitChoice {
 //   them and they are of <= 8 tiles (see above). Where `one_per_sm_clusters` (indexed by cluster
 //   size: the clusters resident at once at one block per SM, 0 or null: unknown) says the items'
 //   clusters of that size would not all sit one block per SM, 8 splits of <= 8 tiles instead.
-//   `prefer_cluster` (FLASHBUF_DECODE_MERGE=cluster)
-//   drops those limits: as many splits as the wave and the cluster allow, always merged in the
-//   cluster.
+//   `prefer_cluster` (FLASHBUF_DECODE_MERGE=cluster) drops those limits: as many splits as the
+//   wave and the cluster allow, always merged in the cluster.
 // The count is then reduced to the number whole-tile splits of max_seqlen_k fill evenly.
 constexpr SplitChoice choose_decode_splits(int sms, int blocks_per_sm, std::int64_t work_items, int max_seqlen_k,
                                            int block_n, int max_cluster, bool prefer_cluster = false,
