@@ -21,7 +21,7 @@
 // replays 20 times in a CUDA graph (median of 7). The library now pushes at one row tile
 // (decode_epilogue.cuh's merge_pushed), with another slot layout than this file's push (there
 // piece i goes to block i % n; here each (piece, part) lane goes to the block that pulled it).
-//   nvcc -O3 -std=c++17 -arch=sm_90a -Iinclude bench/cluster_merge_rate.cu -o cmr && ./cmr
+//   nvcc -O3 -std=c++20 -arch=sm_90a -Iinclude -Isrc bench/cluster_merge_rate.cu -o cmr && ./cmr
 // Result: bench/results/ab/h100-stop73-cluster-merge-rate.txt.
 #include <cuda_runtime.h>
 
@@ -31,6 +31,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "cuda/cluster_launch.cuh"
 #include "flashbuf/arch/sm80/cp_async.cuh"
 #include "flashbuf/arch/sm90/cluster.cuh"
 #include "flashbuf/arch/sm90/mbarrier.cuh"
@@ -227,20 +228,10 @@ float time_it(int items, int n, int work, float* out) {
   auto kernel = merge_kernel<M>;
   const int smem = (kRows * kOStride + 32 + 4 * kThreads * 9) * 4;
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(items * n);
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = smem;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = n;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  flashbuf::detail::ClusterLaunchConfig launch(dim3(items * n), dim3(kThreads), smem, n);
   return replayed_launch_us([&](cudaStream_t st) {
-    cfg.stream = st;
-    CK(cudaLaunchKernelEx(&cfg, kernel, out, n, work));
+    launch.config.stream = st;
+    CK(cudaLaunchKernelEx(&launch.config, kernel, out, n, work));
   });
 }
 

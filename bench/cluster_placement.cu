@@ -18,7 +18,7 @@
 // clusters, changes. Each block's sum is written, so the loads cannot be dropped. These are plain
 // loads, eight a thread in flight, slower per block than decode's ring: the streaming times rank
 // launches of this kernel, not decode's; the placement is the hardware's either way.
-//   nvcc -O3 -std=c++17 -arch=sm_90a -Iinclude bench/cluster_placement.cu -o cpl && ./cpl [items] [smem_kb] [total_mb]
+//   nvcc -O3 -std=c++20 -arch=sm_90a -Iinclude -Isrc bench/cluster_placement.cu -o cpl && ./cpl [items] [smem_kb] [total_mb]
 // Result: bench/results/ab/h100-stop74-cluster-placement.txt.
 #include <cuda_runtime.h>
 
@@ -27,6 +27,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "cuda/cluster_launch.cuh"
 #include "replay_timer.cuh"
 
 constexpr int kThreads = 128, kPlacements = 10;
@@ -75,17 +76,8 @@ int main(int argc, char** argv) {
   printf("cluster | resident clusters | SMs used  most/SM  SMs with 2+ | us streaming  us empty\n");
   for (int n : {1, 2, 4, 8, 12, 16}) {
     const int blocks = items * n;
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr[1];
-    cfg.gridDim = dim3(blocks);
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = smem;
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = n;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = n > 1 ? 1 : 0;
+    flashbuf::detail::ClusterLaunchConfig launch(dim3(blocks), dim3(kThreads), smem, n);
+    cudaLaunchConfig_t& cfg = launch.config;
     int resident = 0;
     if (n > 1) CK(cudaOccupancyMaxActiveClusters(&resident, place_and_stream, &cfg));
     const long long per_block = total_vecs / blocks;

@@ -8,7 +8,7 @@
 //         padded to 272 B.
 // Each launch replays 20 times in a CUDA graph (median of 7); the 0-tile rows are the fixed
 // cost of a replayed launch. The source is the same every launch, so small grids read L2.
-//   nvcc -O3 -std=c++17 -arch=sm_90a -Iinclude bench/stream_rate.cu -o stream_rate && ./stream_rate
+//   nvcc -O3 -std=c++20 -arch=sm_90a -Iinclude bench/stream_rate.cu -o stream_rate && ./stream_rate
 // Result of record: bench/results/h200-stream-cpasync-bulk-20261130.txt.
 #include <cuda_runtime.h>
 

@@ -9,6 +9,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "cuda/cluster_launch.cuh"
 #include "cuda/device_cache.hpp"
 #include "flashbuf/kernels/decode_config.cuh"
 #include "flashbuf/kernels/decode_kernel.cuh"
@@ -33,6 +34,7 @@ struct DecodeKernelInfo {
 
 namespace launch_detail {
 
+using ::flashbuf::detail::ClusterLaunchConfig;
 using ::flashbuf::detail::PerDevice;
 
 // Per-kernel, per-device readiness: the resident blocks per SM once the kernel's dynamic
@@ -50,25 +52,12 @@ struct KernelState {
   static inline PerDevice<int> deep_active_clusters[kMaxClusterSplits + 1];
 };
 
-// The largest cluster (16, else the portable 8) of `kernel` that the device can schedule at
-// least one of, or 0: before sm_90, or when the kernel's code was compiled for an older
-// target (an sm_80 build JIT-compiled on Hopper has no cluster merge in it).
-// Clusters of `size` blocks of `kernel` resident at once on the current device (0: none, or
-// the query failed).
+// Clusters of `size` (>= 2) blocks of `kernel` resident at once on the current device (0:
+// none, or the query failed).
 inline int active_clusters(const void* kernel, int size, int threads, int smem_bytes) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(size);
-  config.blockDim = dim3(threads);
-  config.dynamicSmemBytes = smem_bytes;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = size;
-  attribute[0].val.clusterDim.y = 1;
-  attribute[0].val.clusterDim.z = 1;
-  config.attrs = attribute;
-  config.numAttrs = 1;
+  const ClusterLaunchConfig launch(dim3(size), dim3(threads), smem_bytes, size);
   int clusters = 0;
-  if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess) {
+  if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &launch.config) != cudaSuccess) {
     cudaGetLastError();
     return 0;
   }
@@ -81,6 +70,9 @@ inline void allow_nonportable_clusters(const void* kernel) {
   cudaGetLastError();
 }
 
+// The largest cluster (16, else the portable 8) of `kernel` that the device can schedule at
+// least one of, or 0: before sm_90, or when the kernel's code was compiled for an older
+// target (an sm_80 build JIT-compiled on Hopper has no cluster merge in it).
 inline int max_cluster_size(const void* kernel, int device, int threads, int smem_bytes) {
   int major = 0;
   cudaFuncAttributes attributes{};
@@ -175,19 +167,11 @@ cudaError_t launch(int device, const DecodeParams& params, dim3 grid, cudaStream
     const DecodeKernelInfo info = prepare<Elem, D, MT>(device);
     if (info.blocks_per_sm < 1) return info.error != cudaSuccess ? info.error : cudaErrorInvalidConfiguration;
   }
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid;
-  config.blockDim = dim3(Tile::kThreads);
-  config.dynamicSmemBytes = params.deep_ring ? Tile::kDeepSmemBytes : Tile::kSmemBytes;
-  config.stream = stream;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeClusterDimension;  // the splits of one item: one cluster
-  attribute[0].val.clusterDim.x = static_cast<unsigned>(params.num_splits);
-  attribute[0].val.clusterDim.y = 1;
-  attribute[0].val.clusterDim.z = 1;
-  config.attrs = attribute;
-  config.numAttrs = params.num_splits > 1 && params.merge == SplitMerge::cluster ? 1 : 0;
-  return cudaLaunchKernelEx(&config, kernel, params);  // reports this launch's own error
+  // The splits of one item merged in the cluster: one cluster.
+  const int cluster = params.num_splits > 1 && params.merge == SplitMerge::cluster ? params.num_splits : 1;
+  const ClusterLaunchConfig launch(grid, dim3(Tile::kThreads), params.deep_ring ? Tile::kDeepSmemBytes : Tile::kSmemBytes,
+                                   cluster, stream);
+  return cudaLaunchKernelEx(&launch.config, kernel, params);  // reports this launch's own error
 }
 
 }  // namespace launch_detail
