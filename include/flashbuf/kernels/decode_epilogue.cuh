@@ -251,14 +251,26 @@ struct DecodeEpilogue {
   }
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // the cluster intrinsics exist from sm_90 on
-  // The cluster merge of one (row, 8 channels) piece over a group of g = next power of two >=
-  // num_splits adjacent lanes, lane j holding part j (LSE l, O lo / hi; lanes past the parts
-  // hold l = -inf and O = 0: merge_lane_group); the group's first lane, if `stores`, writes the
-  // final O and LSE. Every lane of the warp calls it (the shuffles).
-  __device__ void reduce_piece(int g, float l, float4 lo, float4 hi, bool stores, int token, int head, int c,
-                               float sink) const {
+  // The lanes of a cluster merge: a group of g = next power of two >= n adjacent lanes per
+  // piece (n = num_splits in [2, 16]: g in [2, 16], divides 32), lane j holding part j.
+  __device__ static int lane_group(int n) { return 1 << (32 - __clz(n - 1)); }
+
+  // The cluster merge of one lane's part of piece `piece` (a row's 8 channels), `valid` for a
+  // lane inside the merge's items: `read(l, lo, hi)` loads the part's base-2 LSE and normalised
+  // O where the lane holds one (part < num_splits); the others keep l = -inf and O = 0 (weight
+  // 0: merge_lane_group; a NaN part makes the piece NaN). The group's first lane writes the
+  // final O and LSE with the head's sink. Every lane of the warp calls it (the shuffles).
+  template <class Read>
+  __device__ void merge_part(int g, int piece, int part, bool valid, Read read) const {
+    const int c = piece % kOutChunks;
+    const auto [token, head] = p.packed_row(row0 + piece / kOutChunks, hkv);
+    const bool stores = valid && part == 0;
+    const float sink = stores ? load_sink(p, head) : 0.0f;
+    float l = kNegInf;
+    float4 lo = make_float4(0.0f, 0.0f, 0.0f, 0.0f), hi = lo;
+    if (valid && part < p.num_splits) read(l, lo, hi);
     float acc[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-    const float lse2 = merge_lane_group(g, l, acc);  // empty splits weigh 0; a NaN part makes the piece NaN
+    const float lse2 = merge_lane_group(g, l, acc);
     if (stores) store_output<Elem>(p, b, token, head, c, acc, lse2, sink);
   }
 
@@ -284,7 +296,7 @@ struct DecodeEpilogue {
   // fewer than merge_cluster: bench/NOTES-decode.md.)
   __device__ void merge_pushed() const {
     const int n = p.num_splits;
-    const int g = 1 << (32 - __clz(n - 1));  // n in [2, 16]: g in [2, 16], divides 32
+    const int g = lane_group(n);
     const int pieces = min(kRows, rows_total - row0) * kOutChunks;
     const int items = (pieces > split ? ceil_div(pieces - split, n) : 0) * g;
     std::uint32_t bytes = 0;
@@ -296,28 +308,19 @@ struct DecodeEpilogue {
     const float* const lse_slots = landing_lse();
     // Warp-uniform trip count (every lane joins the shuffles); lanes past the end read nothing.
     for (int i = tid; i - lane < items; i += kThreads) {
-      const int part = i & (g - 1);
-      const int piece = (i / g) * n + split;
-      const int c = piece % kOutChunks;
-      const auto [token, head] = p.packed_row(row0 + piece / kOutChunks, hkv);
-      const bool stores = i < items && part == 0;
-      const float sink = stores ? load_sink(p, head) : 0.0f;
-      float l = kNegInf;
-      float4 lo = make_float4(0.0f, 0.0f, 0.0f, 0.0f), hi = lo;
-      if (i < items && part < n) {
-        const int slot = (i / g) * n + part;
+      const int slot = (i / g) * n + (i & (g - 1));
+      merge_part(g, (i / g) * n + split, i & (g - 1), i < items, [&](float& l, float4& lo, float4& hi) {
         l = lse_slots[slot];
         lo = reinterpret_cast<const float4*>(lo_slots + slot * 8)[0];
         hi = reinterpret_cast<const float4*>(lo_slots + slot * 8)[1];
-      }
-      reduce_piece(g, l, lo, hi, stores, token, head, c, sink);
+      });
     }
   }
 
   // Pull merge (more than one row tile): the num_splits blocks of this (sequence, kv head, row
   // chunk) are one cluster (rank = split), each holding its normalised O and LSE in shared
   // memory. One thread per (piece, part): a piece (row, 8 channels) owns a group of g adjacent
-  // lanes, lane j reads part j from block j's shared memory (reduce_piece). The pieces spread
+  // lanes, lane j reads part j from block j's shared memory (merge_part). The pieces spread
   // over every block of the cluster. (One thread merging all parts of a piece ran ~600
   // instructions in one warp of one block after the barrier: the latency-bound rows' largest
   // single cost.)
@@ -327,26 +330,19 @@ struct DecodeEpilogue {
     sm90::barrier_cluster_arrive_release();  // every block's partial is in its shared memory
     sm90::barrier_cluster_wait();
     const int n = p.num_splits;
-    const int g = 1 << (32 - __clz(n - 1));  // n in [2, 16]: g in [2, 16], divides 32
+    const int g = lane_group(n);
     const int items = min(kRows, rows_total - row0) * kOutChunks * g;
     // Warp-uniform trip count (every lane joins the shuffles); lanes past the end read nothing.
     for (int idx = split * kThreads + tid; idx - lane < items; idx += n * kThreads) {
       const int part = idx & (g - 1);
       const int piece = idx / g;
-      const int r = piece / kOutChunks;
-      const int c = piece % kOutChunks;
-      const auto [token, head] = p.packed_row(row0 + r, hkv);
-      const bool stores = idx < items && part == 0;
-      const float sink = stores ? load_sink(p, head) : 0.0f;
-      float l = kNegInf;
-      float4 lo = make_float4(0.0f, 0.0f, 0.0f, 0.0f), hi = lo;
-      if (idx < items && part < n) {
+      merge_part(g, piece, part, idx < items, [&](float& l, float4& lo, float4& hi) {
+        const int r = piece / kOutChunks;
         l = sm90::ld_shared_cluster_f32(sm90::mapa_shared_cluster(sxl + r, part));
-        const std::uint32_t a = sm90::mapa_shared_cluster(so + r * kOStride + c * 8, part);
+        const std::uint32_t a = sm90::mapa_shared_cluster(so + r * kOStride + (piece % kOutChunks) * 8, part);
         lo = sm90::ld_shared_cluster_v4_f32(a);
         hi = sm90::ld_shared_cluster_v4_f32(a + 16);
-      }
-      reduce_piece(g, l, lo, hi, stores, token, head, c, sink);
+      });
     }
     // Keep this block's shared memory alive until the peers have read it. Relaxed: the reads
     // are complete (their values are in the stores above), and the stores need not drain
