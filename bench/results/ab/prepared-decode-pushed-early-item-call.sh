@@ -3,7 +3,7 @@
 # arithmetic and the sink's global load overlap the landing; the idea of stop 73's review) against
 # main: the push merge's own call (decode, sinks, NaN-rule and fuzz tests; interleaved A/B on the
 # latency rows; the four sanitizers). ptxas, sm_90a bf16 D 128, one row tile: lean kernel 166
-# registers as main, general 200 -> 212, no spills. Its gain should show most with sinks, which the
+# registers as main, general 199 -> 206, no spills. Its gain should show most with sinks, which the
 # latency rows do not time: add `--sinks ab` to the A/B's bench arguments for that. The branch is
 # the patch beside this file:
 #   git checkout -b decode-pushed-early-item && git apply bench/results/ab/prepared-decode-pushed-early-item.patch \
