@@ -548,12 +548,17 @@ def _rows_as_pages(cache: Any, page_size: int) -> Any:
             return cache.view(shape)
         except RuntimeError:
             return None
-    view = cache.view()
     try:
-        view.shape = shape  # refuses (AttributeError) where a copy would be needed
-    except AttributeError:
+        return cache.reshape(shape, copy=False)  # NumPy >= 2.1: ValueError where a copy would be needed
+    except ValueError:
         return None
-    return view
+    except TypeError:  # older NumPy has no `copy`; there a view's shape, set in place, refuses instead
+        view = cache.view()
+        try:
+            view.shape = shape
+        except AttributeError:
+            return None
+        return view
 
 
 def _rows_stand_in(cache: Any, batch: int) -> Any:
