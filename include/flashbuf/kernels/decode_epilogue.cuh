@@ -17,6 +17,7 @@
 #include "flashbuf/buffers/online_softmax.cuh"
 #include "flashbuf/buffers/part_merge.cuh"
 #include "flashbuf/buffers/tensor_core.cuh"
+#include "flashbuf/kernels/block_trace.cuh"
 #include "flashbuf/core/config.hpp"
 #include "flashbuf/core/softmax_state.hpp"
 #include "flashbuf/kernels/decode_config.cuh"
@@ -153,8 +154,10 @@ struct DecodeEpilogue {
   template <class Softmax, class OBuf>
   __device__ void run(Softmax& softmax, OBuf& out) const {
     stage_warps(softmax, out);
+    FLASHBUF_TRACE_STEP(tid == 0, flashbuf_trace_decode_staged());
     const SplitMerge merge = p.num_splits == 1 ? SplitMerge::none : p.merge;
     merge_warps(merge);
+    FLASHBUF_TRACE_STEP(tid == 0, flashbuf_trace_decode_part_sent());
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (merge == SplitMerge::cluster) {
       if (pushes(p)) {
@@ -304,6 +307,7 @@ struct DecodeEpilogue {
     std::uint64_t* const bar = landing_barrier(landing);
     sm90::mbarrier_arrive_expect_tx(bar, bytes);
     sm90::mbarrier_wait_parity_acquire_cluster(bar, 0);
+    FLASHBUF_TRACE_STEP(tid == 0, flashbuf_trace_decode_landed());
     const float* const lo_slots = landing_o();
     const float* const lse_slots = landing_lse();
     // Warp-uniform trip count (every lane joins the shuffles); lanes past the end read nothing.

@@ -62,20 +62,18 @@
 #include "flashbuf/core/config.hpp"
 #include "flashbuf/core/mask.hpp"
 #include "flashbuf/core/softmax_state.hpp"
+#include "flashbuf/kernels/block_trace.cuh"
 #include "flashbuf/kernels/decode_config.cuh"
 #include "flashbuf/kernels/decode_epilogue.cuh"
 #include "flashbuf/kernels/decode_params.cuh"
 
 namespace flashbuf::kernels::decode {
 
-// Lean: the launch has a contiguous cache and no left window (the launcher checks), so the
-// paged copies, the page-entry ring, the deep ring and the splits cut from each sequence's own
-// length are compiled out. The latency-bound launches (a few blocks, each a handful of tiles)
-// run this kernel's body once per SM from a cold instruction cache, where the code's length is
-// itself a cost (bench/NOTES-decode.md, the profile of the latency-bound rows).
-template <class Elem, int D, int MT, bool Lean = false>
-__global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
-    decode_split_kv_kernel(const __grid_constant__ DecodeParams p) {
+// One block's work; decode_split_kv_kernel below is all it is, and bench/trace_decode.cu wraps
+// it in a kernel of its own with the timeline's hooks (block_trace.cuh).
+template <class Elem, int D, int MT, bool Lean>
+__device__ __forceinline__ void decode_split_kv_block(const DecodeParams& p) {
+  FLASHBUF_TRACE_STEP(threadIdx.x == 0, flashbuf_trace_decode_start());
   using Tile = DecodeTile<D, MT>;
   static_assert(check_decode_tile<D, MT>());
   // The buffers' m16n8k16 descriptions: S = Q K^T (K-major B) and O += P V (V N-major, read
@@ -213,6 +211,7 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
 
   // ---- the length: this block's keys ----------------------------------------------------
   const int len = len_loaded < 0 ? 0 : (len_loaded > p.kv_capacity ? p.kv_capacity : len_loaded);  // bad lengths stay in bounds
+  FLASHBUF_TRACE_STEP(tid == 0, flashbuf_trace_decode_length(len));
   const MaskParams mask{T, len, p.window_left, p.window_right};
   // Each sequence's visible keys, cut into num_splits whole-tile pieces (static: see above).
   const KeyRange seq = key_range(mask, 0, T);
@@ -271,6 +270,7 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
     }
     if (t < S - 1 && blk_hi < early_hi) ring.zero_v_rows_past(t, blk_hi);  // an early tile read past the length
     __syncthreads();  // tile t visible to all; tile t-1's buffer free for reuse
+    FLASHBUF_TRACE_STEP(tid == 0 && t == 0, flashbuf_trace_decode_first_tile());
     if (t == 0) qbuf.load_from_shared();  // Q has landed (a no-op unless it stays in registers)
     {
       const int next = t + S - 1;  // into tile t - 1's stage, free since the barrier above
@@ -315,8 +315,23 @@ __global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
     });
   }
 
+  // (The stamp waits for the warp's last product: its value depends on it.)
+  FLASHBUF_TRACE_STEP(lane == 0, flashbuf_trace_decode_keys_done(__float_as_int(out.o[0][D / 8 - 1][3]), n_tiles, split));
+
   // ---- epilogue (decode_epilogue.cuh) -------------------------------------------------
   Epilogue{p, smem, landing, b, hkv, split, row0, rows_total, tid, lane, wm, wn}.run(softmax, out);
+  FLASHBUF_TRACE_STEP(tid == 0, flashbuf_trace_decode_end());
+}
+
+// Lean: the launch has a contiguous cache and no left window (the launcher checks), so the
+// paged copies, the page-entry ring, the deep ring and the splits cut from each sequence's own
+// length are compiled out. The latency-bound launches (a few blocks, each a handful of tiles)
+// run this kernel's body once per SM from a cold instruction cache, where the code's length is
+// itself a cost (bench/NOTES-decode.md, the profile of the latency-bound rows).
+template <class Elem, int D, int MT, bool Lean = false>
+__global__ void __launch_bounds__(DecodeTile<D, MT>::kThreads)
+    decode_split_kv_kernel(const __grid_constant__ DecodeParams p) {
+  decode_split_kv_block<Elem, D, MT, Lean>(p);
 }
 
 }  // namespace flashbuf::kernels::decode

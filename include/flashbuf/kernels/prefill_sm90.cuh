@@ -48,19 +48,10 @@
 #include "flashbuf/buffers/smem_tile.cuh"
 #include "flashbuf/buffers/stage_ring_sm90.cuh"
 #include "flashbuf/buffers/tensor_core.cuh"
+#include "flashbuf/kernels/block_trace.cuh"
 #include "flashbuf/kernels/prefill_common.cuh"
 #include "flashbuf/kernels/prefill_params.hpp"
 #include "flashbuf/kernels/prefill_tiles.hpp"
-
-// bench/trace_prefill.cu's per-block timeline: where its unit defines FLASHBUF_BLOCK_TRACE and
-// the hooks, FLASHBUF_TRACE_STEP(cond, hook) calls the hook on the threads where cond holds; in
-// every other build it is nothing.
-#ifdef FLASHBUF_BLOCK_TRACE
-#define FLASHBUF_TRACE_STEP(cond, hook) \
-  if (cond) hook
-#else
-#define FLASHBUF_TRACE_STEP(cond, hook)
-#endif
 
 namespace flashbuf {
 
