@@ -38,6 +38,7 @@ enum Step : int {
   kFirstTile,   // Q and tile 0 landed, every warp past the tile's barrier
   kKeysDone,    // the last warp's last product done
   kStaged,      // every warp's O and (max, sum) in shared memory
+  kPeersOpen,   // the push merge's cluster wait passed: every peer's landing is initialised
   kPartSent,    // the warps merged and the block's part pushed (or, one split, O stored)
   kLanded,      // the peers' parts landed in this block's shared memory (the push merge)
   kEnd,         // this block's merged rows stored
@@ -78,6 +79,7 @@ __device__ void flashbuf_trace_decode_keys_done(int last_product, int tiles, int
   r[kSplit] = split;
 }
 __device__ void flashbuf_trace_decode_staged() { trace_record()[kStaged] = cycles(); }
+__device__ void flashbuf_trace_decode_peers_open() { trace_record()[kPeersOpen] = cycles(); }
 __device__ void flashbuf_trace_decode_part_sent() { trace_record()[kPartSent] = cycles(); }
 __device__ void flashbuf_trace_decode_landed() { trace_record()[kLanded] = cycles(); }
 __device__ void flashbuf_trace_decode_end() {
@@ -296,7 +298,8 @@ int main(int argc, char** argv) {
   printf("  first -> last block starts           %7.0f\n", median(first_start_spread));
   printf("  first block starts -> last block ends %6.0f\n", median(span));
   const char* names[kSteps] = {"", "start -> length loaded", "-> Q and tile 0 landed", "-> keys done (last warp)",
-                               "-> warps staged", "-> part sent (pushed)", "-> peers' parts landed",
+                               "-> warps staged", "-> peers' landings open", "-> part sent (pushed)",
+                               "-> peers' parts landed",
                                "-> rows stored (end)"};
   for (int s = kLength; s < kSteps; ++s)
     printf("  %-36s %7.0f  (%zu blocks)\n", names[s], median(step_ns[s]), step_ns[s].size() / traces);

@@ -219,6 +219,7 @@ struct DecodeEpilogue {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     const bool push = pushes(p);
     if (push) sm90::barrier_cluster_wait();  // every peer's landing barrier is initialised (open_landing)
+    FLASHBUF_TRACE_STEP(push && tid == 0, flashbuf_trace_decode_peers_open());
 #endif
 #pragma unroll
     for (int i = 0; i < kOutPasses; ++i) {
