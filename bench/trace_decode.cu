@@ -27,6 +27,8 @@
 #include <random>
 #include <vector>
 
+#include "block_clocks.cuh"
+
 #ifndef TRACE_NO_STAMPS
 #define FLASHBUF_BLOCK_TRACE
 #endif
@@ -47,44 +49,29 @@ enum Step : int {
 };
 constexpr int kMaxBlocks = 4096;
 __device__ unsigned long long trace_slots[kSlots * kMaxBlocks];
-__device__ unsigned long long* trace_record() {
-  return &trace_slots[kSlots * (blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z))];
-}
-// `after`: a value the read waits for (the compiler may not move the read above its work).
-__device__ unsigned long long cycles(int after = 0) {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%clock64;" : "=l"(t) : "r"(after));
-  return t;
-}
-__device__ unsigned long long global_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
+__device__ unsigned long long* trace_record() { return &trace_slots[kSlots * linear_block()]; }
 
 __device__ void flashbuf_trace_decode_start() {
   unsigned long long* r = trace_record();
   r[kStartNs] = global_ns();
-  r[kStart] = cycles();
-  unsigned sm;
-  asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-  r[kSm] = sm;
+  r[kStart] = sm_cycles();
+  r[kSm] = sm_id();
 }
-__device__ void flashbuf_trace_decode_length(int len) { trace_record()[kLength] = cycles(len); }
-__device__ void flashbuf_trace_decode_first_tile() { trace_record()[kFirstTile] = cycles(); }
+__device__ void flashbuf_trace_decode_length(int len) { trace_record()[kLength] = sm_cycles(len); }
+__device__ void flashbuf_trace_decode_first_tile() { trace_record()[kFirstTile] = sm_cycles(); }
 __device__ void flashbuf_trace_decode_keys_done(int last_product, int tiles, int split) {
   unsigned long long* r = trace_record();
-  atomicMax(r + kKeysDone, cycles(last_product));
+  atomicMax(r + kKeysDone, sm_cycles(last_product));
   r[kTiles] = tiles;
   r[kSplit] = split;
 }
-__device__ void flashbuf_trace_decode_staged() { trace_record()[kStaged] = cycles(); }
-__device__ void flashbuf_trace_decode_peers_open() { trace_record()[kPeersOpen] = cycles(); }
-__device__ void flashbuf_trace_decode_part_sent() { trace_record()[kPartSent] = cycles(); }
-__device__ void flashbuf_trace_decode_landed() { trace_record()[kLanded] = cycles(); }
+__device__ void flashbuf_trace_decode_staged() { trace_record()[kStaged] = sm_cycles(); }
+__device__ void flashbuf_trace_decode_peers_open() { trace_record()[kPeersOpen] = sm_cycles(); }
+__device__ void flashbuf_trace_decode_part_sent() { trace_record()[kPartSent] = sm_cycles(); }
+__device__ void flashbuf_trace_decode_landed() { trace_record()[kLanded] = sm_cycles(); }
 __device__ void flashbuf_trace_decode_end() {
   unsigned long long* r = trace_record();
-  r[kEnd] = cycles();
+  r[kEnd] = sm_cycles();
   r[kEndNs] = global_ns();
 }
 
@@ -115,10 +102,10 @@ __global__ void read_through(const uint4* buf, size_t vecs, unsigned* sink) {
 }
 // SM cycles per ns: one block spins about 200 µs reading both clocks.
 __global__ void clock_rate(double* rate) {
-  const unsigned long long c0 = cycles(), t0 = global_ns();
+  const unsigned long long c0 = sm_cycles(), t0 = global_ns();
   while (global_ns() - t0 < 200000) {
   }
-  *rate = double(cycles() - c0) / double(global_ns() - t0);
+  *rate = double(sm_cycles() - c0) / double(global_ns() - t0);
 }
 
 [[maybe_unused]] static double median(std::vector<double> v) {

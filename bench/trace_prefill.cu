@@ -13,6 +13,8 @@
 
 #include <cstddef>
 
+#include "block_clocks.cuh"
+
 // The kernel's trace hooks (prefill_sm90.cuh calls them where FLASHBUF_BLOCK_TRACE is defined),
 // a record of kTraceSlots per block of the grid: start (thread 0), SM, first tile done and last
 // product done (each the later of the two consumers), end (the later consumer's epilogue),
@@ -23,21 +25,12 @@
 // item found (thread 0, once PrefillBlock::make's key range is known: before the barriers).
 constexpr int kMaxTracedBlocks = 1 << 16, kTraceSlots = 14;
 __device__ unsigned long long flashbuf_block_trace[kTraceSlots * kMaxTracedBlocks];
-__device__ unsigned long long* trace_record() {
-  return &flashbuf_block_trace[kTraceSlots * (blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z))];
-}
-// `after`: a value the read waits for (the compiler may not move it above the value's work).
-__device__ unsigned long long trace_clock(int after = 0) {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t) : "r"(after));
-  return t;
-}
+__device__ unsigned long long* trace_record() { return &flashbuf_block_trace[kTraceSlots * linear_block()]; }
+__device__ unsigned long long trace_clock(int after = 0) { return global_ns(after); }
 __device__ void flashbuf_trace_block_start() {
-  unsigned sm;
-  asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
   unsigned long long* r = trace_record();
   r[0] = trace_clock();
-  r[1] = sm;
+  r[1] = sm_id();
 }
 __device__ void flashbuf_trace_first_tile_done() { atomicMax(trace_record() + 2, trace_clock()); }
 __device__ void flashbuf_trace_last_product() { atomicMax(trace_record() + 3, trace_clock()); }
@@ -70,9 +63,8 @@ __device__ unsigned long long flashbuf_tile_trace[kTileTraceSize];
 #endif
 __device__ __forceinline__ void flashbuf_trace_tile(int consumer, int tile, int stamp, float after) {
 #ifdef TRACE_TILES
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%clock64;" : "=l"(t) : "f"(after));
-  const unsigned block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  const unsigned long long t = sm_cycles(after);
+  const unsigned block = linear_block();
   if (threadIdx.x % 128 == 0 && block < kTileBlocks && tile < kTiles)
     flashbuf_tile_trace[((std::size_t(block) * kTileConsumers + consumer) * kTiles + tile) * kTileStamps + stamp] = t;
 #else
