@@ -17,9 +17,9 @@
 #include "flashbuf/buffers/online_softmax.cuh"
 #include "flashbuf/buffers/part_merge.cuh"
 #include "flashbuf/buffers/tensor_core.cuh"
-#include "flashbuf/kernels/block_trace.cuh"
 #include "flashbuf/core/config.hpp"
 #include "flashbuf/core/softmax_state.hpp"
+#include "flashbuf/kernels/block_trace.cuh"
 #include "flashbuf/kernels/decode_config.cuh"
 #include "flashbuf/kernels/decode_params.cuh"
 
