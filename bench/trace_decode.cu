@@ -36,7 +36,8 @@
 // The steps a block stamps (slot order). Each is thread 0's but keys_done, the latest warp's.
 enum Step : int {
   kStart,       // the block's first instruction
-  kLength,      // its sequence's length loaded (the first copies are out before it)
+  kIssued,      // Q's and the first tiles' copies issued (without a left window: before the length)
+  kLength,      // its sequence's length loaded (loaded before the copies, used after them)
   kFirstTile,   // Q and tile 0 landed, every warp past the tile's barrier
   kKeysDone,    // the last warp's last product done
   kStaged,      // every warp's O and (max, sum) in shared memory
@@ -57,6 +58,7 @@ __device__ void flashbuf_trace_decode_start() {
   r[kStart] = sm_cycles();
   r[kSm] = sm_id();
 }
+__device__ void flashbuf_trace_decode_copies_issued() { trace_record()[kIssued] = sm_cycles(); }
 __device__ void flashbuf_trace_decode_length(int len) { trace_record()[kLength] = sm_cycles(len); }
 __device__ void flashbuf_trace_decode_first_tile() { trace_record()[kFirstTile] = sm_cycles(); }
 __device__ void flashbuf_trace_decode_keys_done(int last_product, int tiles, int split) {
@@ -269,7 +271,7 @@ int main(int argc, char** argv) {
       last_start = std::max(last_start, r[kStartNs]);
       last = std::max(last, r[kEndNs]);
       unsigned long long prev = r[kStart];
-      for (int s = kLength; s < kSteps; ++s) {
+      for (int s = kIssued; s < kSteps; ++s) {
         if (r[s] == 0) continue;  // a step this block does not take (kLanded: not a merging block)
         step_ns[s].push_back(double(r[s] - prev) / rate);
         prev = r[s];
@@ -284,11 +286,11 @@ int main(int argc, char** argv) {
   printf("  marker's end -> first block starts   %7.0f\n", median(launch_gap));
   printf("  first -> last block starts           %7.0f\n", median(first_start_spread));
   printf("  first block starts -> last block ends %6.0f\n", median(span));
-  const char* names[kSteps] = {"", "start -> length loaded", "-> Q and tile 0 landed", "-> keys done (last warp)",
+  const char* names[kSteps] = {"", "start -> first copies issued", "-> length loaded", "-> Q and tile 0 landed", "-> keys done (last warp)",
                                "-> warps staged", "-> peers' landings open", "-> part sent (pushed)",
                                "-> peers' parts landed",
                                "-> rows stored (end)"};
-  for (int s = kLength; s < kSteps; ++s)
+  for (int s = kIssued; s < kSteps; ++s)
     printf("  %-36s %7.0f  (%zu blocks)\n", names[s], median(step_ns[s]), step_ns[s].size() / traces);
   return 0;
 #endif

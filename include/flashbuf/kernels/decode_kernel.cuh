@@ -205,6 +205,7 @@ __device__ __forceinline__ void decode_split_kv_block(const DecodeParams& p) {
   const auto k_seq = [&] { return KVSource<Elem>{k_head + b * p.k_batch_stride, p.k_row_stride}; };
   const auto v_seq = [&] { return KVSource<Elem>{v_head + b * p.v_batch_stride, p.v_row_stride}; };
   if (static_splits) ring.issue_prologue(S, early_hi, k_seq(), v_seq());
+  FLASHBUF_TRACE_STEP(tid == 0, flashbuf_trace_decode_copies_issued());
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if constexpr (!Lean) Epilogue::open_landing(p, landing, tid);
 #endif
