@@ -46,7 +46,7 @@ enum Step : int {
   kLanded,      // the peers' parts landed in this block's shared memory (the push merge)
   kEnd,         // this block's merged rows stored
   kSteps,
-  kStartNs = kSteps, kEndNs, kSm, kTiles, kSplit, kSlots
+  kStartNs = kSteps, kEndNs, kSlots
 };
 constexpr int kMaxBlocks = 4096;
 __device__ unsigned long long trace_slots[kSlots * kMaxBlocks];
@@ -56,16 +56,12 @@ __device__ void flashbuf_trace_decode_start() {
   unsigned long long* r = trace_record();
   r[kStartNs] = global_ns();
   r[kStart] = sm_cycles();
-  r[kSm] = sm_id();
 }
 __device__ void flashbuf_trace_decode_copies_issued() { trace_record()[kIssued] = sm_cycles(); }
 __device__ void flashbuf_trace_decode_length(int len) { trace_record()[kLength] = sm_cycles(len); }
 __device__ void flashbuf_trace_decode_first_tile() { trace_record()[kFirstTile] = sm_cycles(); }
-__device__ void flashbuf_trace_decode_keys_done(int last_product, int tiles, int split) {
-  unsigned long long* r = trace_record();
-  atomicMax(r + kKeysDone, sm_cycles(last_product));
-  r[kTiles] = tiles;
-  r[kSplit] = split;
+__device__ void flashbuf_trace_decode_keys_done(int last_product) {
+  atomicMax(trace_record() + kKeysDone, sm_cycles(last_product));
 }
 __device__ void flashbuf_trace_decode_staged() { trace_record()[kStaged] = sm_cycles(); }
 __device__ void flashbuf_trace_decode_peers_open() { trace_record()[kPeersOpen] = sm_cycles(); }

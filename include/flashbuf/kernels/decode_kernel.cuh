@@ -317,7 +317,7 @@ __device__ __forceinline__ void decode_split_kv_block(const DecodeParams& p) {
   }
 
   // (The stamp waits for the warp's last product: its value depends on it.)
-  FLASHBUF_TRACE_STEP(lane == 0, flashbuf_trace_decode_keys_done(__float_as_int(out.o[0][D / 8 - 1][3]), n_tiles, split));
+  FLASHBUF_TRACE_STEP(lane == 0, flashbuf_trace_decode_keys_done(__float_as_int(out.o[0][D / 8 - 1][3])));
 
   // ---- epilogue (decode_epilogue.cuh) -------------------------------------------------
   Epilogue{p, smem, landing, b, hkv, split, row0, rows_total, tid, lane, wm, wn}.run(softmax, out);
