@@ -1,11 +1,12 @@
 // Measurement tool (GPU machine; not a test, not the benchmark of record): where the time of a
 // latency-bound decode launch goes. It runs the library's decode block (decode_kernel.cuh's
 // decode_split_kv_block, the lean kernel: a contiguous cache) in a kernel of its own whose hooks
-// (block_trace.cuh) stamp each block's steps, for B 1 (or `batch`), Hq / Hkv heads, D 128 bf16, a
-// cache of `keys` keys, `splits` splits merged in one thread-block cluster (the plan's choice for
-// these rows: bench.py's decode rows name it). It prints
-//   - µs per graph-replayed launch (bench/replay_timer.cuh) of the traced kernel, of the same
-//     kernel built without stamps (-DTRACE_NO_STAMPS: then that line alone), and of an empty
+// (block_trace.cuh) stamp each block's steps, with the parameters the library's launch makes
+// (make_decode_params) for B 1 (or `batch`), Hq / Hkv heads, D 128 bf16, a cache of `keys` keys,
+// and the library's plan (or `splits` forced), merged in one thread-block cluster. It prints
+//   - the check of the output against the float64 reference (reference/check.hpp);
+//   - µs per graph-replayed launch (bench/replay_timer.cuh) of the traced kernel (or, built with
+//     -DTRACE_NO_STAMPS, of the same kernel without stamps: then that line alone) and of an empty
 //     kernel with the same grid, clusters and shared memory (the launch alone); the K/V cache
 //     rotates over copies that together outgrow L2, as bench.py's inputs do;
 //   - from `traces` launches, each after K and V were read out of L2 (or, `warm` 1, after a launch
@@ -13,10 +14,9 @@
 //     its end: the medians over blocks and launches of each step, in ns (per-block steps
 //     in SM cycles, %clock64, converted at the clock measured beside them; the blocks' starts
 //     and ends against the marker by %globaltimer).
-// The output is checked against a float64 reference first (max abs error printed).
-//   nvcc -O3 -std=c++20 -arch=sm_90a --expt-relaxed-constexpr -Iinclude -Isrc bench/trace_decode.cu -o trd
-// (or the target flashbuf_trace_decode of a build with -DFLASHBUF_BUILD_TUNER=ON)
-//   ./trd [keys] [splits] [heads_q] [heads_kv] [batch] [traces] [warm: 0 / 1]
+// Built as the targets flashbuf_trace_decode and flashbuf_trace_decode_unstamped of a build with
+// -DFLASHBUF_BUILD_TUNER=ON (they link the library and its reference):
+//   flashbuf_trace_decode [keys] [splits, 0: the plan's] [heads_q] [heads_kv] [batch] [traces] [warm: 0 / 1]
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -24,7 +24,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <random>
 #include <vector>
 
 #include "block_clocks.cuh"
@@ -73,8 +72,12 @@ __device__ void flashbuf_trace_decode_end() {
   r[kEndNs] = global_ns();
 }
 
+#include "api/validate.hpp"
 #include "cuda/cluster_launch.cuh"
-#include "flashbuf/kernels/decode_kernel.cuh"
+#include "cuda/decode_launch.cuh"
+#include "flashbuf/tuning.hpp"
+#include "reference/check.hpp"
+#include "reference/spec.hpp"
 #include "replay_timer.cuh"
 
 using namespace flashbuf;
@@ -113,110 +116,86 @@ __global__ void clock_rate(double* rate) {
 }
 
 int main(int argc, char** argv) {
-  const int keys = argc > 1 ? atoi(argv[1]) : 2048, splits = argc > 2 ? atoi(argv[2]) : 8;
+  const int keys = argc > 1 ? atoi(argv[1]) : 2048, splits = argc > 2 ? atoi(argv[2]) : 0;
   const int hq = argc > 3 ? atoi(argv[3]) : 32, hkv = argc > 4 ? atoi(argv[4]) : 8;
   const int batch = argc > 5 ? atoi(argv[5]) : 1, traces = argc > 6 ? atoi(argv[6]) : 5;
   const int warmth = argc > 7 ? atoi(argv[7]) : 0;  // 0: K and V out of L2 before each trace; 1: in L2
-  const int group = hq / hkv, row_chunks = (group + Tile::kRows - 1) / Tile::kRows;
-  if (hq % hkv || splits < 1 || splits > kMaxClusterSplits || keys < 1) {
-    printf("usage: trd [keys] [splits 1..%d] [heads_q] [heads_kv, divides heads_q] [batch] [traces] [warm 0 / 1]\n", kMaxClusterSplits);
+  if (hq % hkv || hq / hkv > Tile::kRows || splits < 0 || splits > kMaxClusterSplits || keys < 1) {
+    printf("usage: trd [keys] [splits 0 (the plan's) or 1..%d] [heads_q] [heads_kv, heads_q / heads_kv <= %d] "
+           "[batch] [traces] [warm 0 / 1]\n", kMaxClusterSplits, Tile::kRows);
     return 2;
   }
-  const dim3 grid(splits, hkv * row_chunks, batch);
-  if (grid.x * grid.y * grid.z > kMaxBlocks) return printf("at most %d blocks\n", kMaxBlocks), 2;
 
-  // Inputs: normal values, the cache rotating over enough copies to outgrow L2.
-  const size_t cache_elems = size_t(batch) * keys * hkv * D, q_elems = size_t(batch) * hq * D;
-  const int copies = std::max<int>(2, int(256e6 / (2 * cache_elems * sizeof(Elem))) + 1);
-  std::mt19937 rng(7);
-  std::normal_distribution<float> normal;
-  std::vector<Elem> hq_(q_elems), hk(cache_elems), hv(cache_elems);
-  for (auto& x : hq_) x = __float2bfloat16(normal(rng));
-  for (auto& x : hk) x = __float2bfloat16(normal(rng));
-  for (auto& x : hv) x = __float2bfloat16(normal(rng));
-  Elem *dq, *dk, *dv, *dout;
-  int* dlen;
-  CK(cudaMalloc(&dq, q_elems * sizeof(Elem)));
-  CK(cudaMalloc(&dout, q_elems * sizeof(Elem)));
-  CK(cudaMalloc(&dk, copies * cache_elems * sizeof(Elem)));
-  CK(cudaMalloc(&dv, copies * cache_elems * sizeof(Elem)));
-  CK(cudaMalloc(&dlen, batch * sizeof(int)));
-  CK(cudaMemcpy(dq, hq_.data(), q_elems * sizeof(Elem), cudaMemcpyHostToDevice));
-  for (int c = 0; c < copies; ++c) {
-    CK(cudaMemcpy(dk + c * cache_elems, hk.data(), cache_elems * sizeof(Elem), cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(dv + c * cache_elems, hv.data(), cache_elems * sizeof(Elem), cudaMemcpyHostToDevice));
+  // The problem as the tests make it (reference/spec.hpp): random normal inputs, a poisoned
+  // output between guards, the float64 reference to check it against.
+  reference::ProblemSpec spec;
+  spec.batch = batch;
+  spec.seqlen_k = keys;
+  spec.use_seqlens_k = true;
+  spec.heads_q = hq;
+  spec.heads_kv = hkv;
+  spec.head_dim = spec.head_dim_v = D;
+  spec.dtype = DType::bf16;
+  spec.lse = false;
+  reference::Rng rng(7);
+  reference::AttentionTensors t = reference::make_tensors(spec, rng);
+  // The library's plan, or `splits` forced into one cluster: this tool's kernel has no combine.
+  if (splits > 0) {
+    TuningOverrides forced;
+    forced.decode_splits = splits;
+    forced.decode_merge = DecodeMergeOverride::cluster;
+    set_tuning_overrides(forced);
   }
-  std::vector<int> lens(batch, keys);
-  CK(cudaMemcpy(dlen, lens.data(), batch * sizeof(int), cudaMemcpyHostToDevice));
+  const DecodePlan plan = plan_decode(reference::decode_problem(spec, DeviceKind::cuda));
+  if (plan.workspace_bytes != 0) {
+    printf("the plan merges its %d splits through the workspace; give splits <= %d\n", plan.num_splits, kMaxClusterSplits);
+    return 2;
+  }
 
-  // The lean kernel's parameters, as src/cuda/decode.cu builds them for this contiguous cache.
-  DecodeParams p;
-  p.q = dq;
-  p.q_batch_stride = p.q_row_stride = std::int64_t(hq) * D;
-  p.q_head_stride = D;
-  p.k_batch_stride = p.v_batch_stride = std::int64_t(keys) * hkv * D;
-  p.k_row_stride = p.v_row_stride = std::int64_t(hkv) * D;
-  p.k_head_stride = p.v_head_stride = D;
-  p.o = dout;
-  p.o_batch_stride = p.o_row_stride = std::int64_t(hq) * D;
-  p.o_head_stride = D;
-  p.seqlens_k = dlen;
-  p.batch = batch;
-  p.group = group;
-  p.group_div = FastDivmod(group);
-  p.heads_kv = hkv;
-  p.heads_q = hq;
-  p.kv_capacity = keys;
-  p.num_splits = splits;
-  p.keys_per_split_static = split_keys(keys, splits, Tile::kBlockN);
-  p.merge = splits > 1 ? SplitMerge::cluster : SplitMerge::none;
-  p.score_scale = float(1.0 / std::sqrt(double(D)) * 1.4426950408889634);
+  // Device copies of the tensors; K and V rotate over enough copies to outgrow L2.
+  const size_t kv_bytes = t.k.storage_bytes();
+  const int copies = std::max<int>(2, int(256e6 / (2 * kv_bytes)) + 1);
+  auto upload = [](const reference::HostTensor& h, int n = 1) {
+    char* d;
+    CK(cudaMalloc(&d, n * h.storage_bytes()));
+    for (int c = 0; c < n; ++c) CK(cudaMemcpy(d + c * h.storage_bytes(), h.data(), h.storage_bytes(), cudaMemcpyHostToDevice));
+    return static_cast<void*>(d);
+  };
+  reference::TensorPointers dev;
+  dev.q = upload(t.q);
+  dev.k = upload(t.k, copies);
+  dev.v = upload(t.v, copies);
+  dev.o = upload(t.o);
+  dev.seqlens_k = upload(t.seqlens_k);
+  // The kernel's parameters as the library's launch makes them (src/cuda/decode.cu).
+  const DecodeArgs args = reference::bind_decode(spec, t, DeviceKind::cuda, &dev);
+  const DecodeParams p = detail::make_decode_params(plan, detail::validate_decode(plan, args));
+  const dim3 grid(plan.num_splits, hkv, batch);  // one row chunk: heads_q / heads_kv <= 16 rows
+  if (grid.x * grid.y * grid.z > kMaxBlocks) return printf("at most %d blocks\n", kMaxBlocks), 2;
   auto with_copy = [&](int c) {
     DecodeParams q = p;
-    q.k = dk + size_t(c) * cache_elems;
-    q.v = dv + size_t(c) * cache_elems;
+    q.k = static_cast<const char*>(dev.k) + size_t(c) * kv_bytes;
+    q.v = static_cast<const char*>(dev.v) + size_t(c) * kv_bytes;
     return q;
   };
   for (const void* k : {(const void*)&traced_decode, (const void*)&empty_block}) {
     CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::kSmemBytes));
     CK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   }
-  const int cluster = splits > 1 ? splits : 1;
+  const int cluster = plan.num_splits > 1 ? plan.num_splits : 1;
   auto launch = [&](auto kernel, const DecodeParams& params, cudaStream_t st) {
     const detail::ClusterLaunchConfig cfg(grid, dim3(Tile::kThreads), Tile::kSmemBytes, cluster, st);
     CK(cudaLaunchKernelEx(&cfg.config, kernel, params));
   };
 
-  // Correct first: O against a float64 reference.
+  // Correct first: O against the float64 reference, the guards intact.
   launch(traced_decode, with_copy(0), nullptr);
   CK(cudaDeviceSynchronize());
-  std::vector<Elem> ho(q_elems);
-  CK(cudaMemcpy(ho.data(), dout, q_elems * sizeof(Elem), cudaMemcpyDeviceToHost));
-  double max_err = 0;
-  for (int b = 0; b < batch; ++b)
-    for (int h = 0; h < hq; ++h) {
-      const Elem* q = &hq_[(size_t(b) * hq + h) * D];
-      std::vector<double> s(keys), o(D, 0.0);
-      double m = -INFINITY, l = 0;
-      for (int j = 0; j < keys; ++j) {
-        const Elem* k = &hk[((size_t(b) * keys + j) * hkv + h / group) * D];
-        double dot = 0;
-        for (int d = 0; d < D; ++d) dot += double(__bfloat162float(q[d])) * __bfloat162float(k[d]);
-        s[j] = dot / std::sqrt(double(D));
-        m = std::max(m, s[j]);
-      }
-      for (int j = 0; j < keys; ++j) {
-        const double w = std::exp(s[j] - m);
-        l += w;
-        const Elem* v = &hv[((size_t(b) * keys + j) * hkv + h / group) * D];
-        for (int d = 0; d < D; ++d) o[d] += w * __bfloat162float(v[d]);
-      }
-      for (int d = 0; d < D; ++d)
-        max_err = std::max(max_err, std::fabs(o[d] / l - __bfloat162float(ho[(size_t(b) * hq + h) * D + d])));
-    }
-  printf("B %d, %d/%d heads, D %d, %d keys, %d splits (cluster %d), %d blocks; max abs error %.2e against float64\n",
-         batch, hq, hkv, D, keys, splits, cluster, grid.x * grid.y * grid.z, max_err);
-  if (!(max_err < 2e-2)) return printf("wrong output: not timed\n"), 1;
+  CK(cudaMemcpy(t.o.data(), dev.o, t.o.storage_bytes(), cudaMemcpyDeviceToHost));
+  const reference::AttentionCheck check = reference::check_attention(spec, t);
+  printf("B %d, %d/%d heads, D %d, %d keys, %d splits (cluster %d), %d blocks; %s\n", batch, hq, hkv, D, keys,
+         plan.num_splits, cluster, grid.x * grid.y * grid.z, check.summary().c_str());
+  if (!check.ok) return printf("wrong output: not timed\n"), 1;
 
   int copy = 0;
   const float us = replayed_launch_us([&](cudaStream_t st) { launch(traced_decode, with_copy(copy++ % copies), st); });

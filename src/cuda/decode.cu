@@ -193,6 +193,14 @@ DecodePlan plan_with_splits(const DecodeProblem& pr, int num_splits, dk::SplitMe
   return plan;
 }
 
+// The merge a plan asks for: none (one split), the cluster (a split plan without workspace:
+// plan_with_splits) or the workspace and the combine kernel.
+dk::SplitMerge plan_merge(const DecodePlan& plan) {
+  return plan.num_splits == 1 ? dk::SplitMerge::none
+         : plan.workspace_bytes == 0 ? dk::SplitMerge::cluster
+                                     : dk::SplitMerge::workspace;
+}
+
 }  // namespace
 
 void cuda_plan_decode(const DecodeProblem& pr, DecodePlan& plan) {
@@ -224,32 +232,9 @@ void cuda_plan_decode(const DecodeProblem& pr, DecodePlan& plan) {
   plan = plan_with_splits(pr, choice.num_splits, choice.merge);
 }
 
-void cuda_decode(const DecodePlan& plan, const AttentionProblem& p, void* workspace) {
+dk::DecodeParams make_decode_params(const DecodePlan& plan, const AttentionProblem& p) {
   const DecodeProblem& pr = plan.problem;
-  check_supported(pr);
   const DecodeShape shape = decode_shape(pr);
-  const int num_splits = plan.num_splits;
-  if (num_splits < 1 || num_splits > kMaxDecodeSplits) {
-    throw ArgumentError("plan.num_splits", "expected 1.." + std::to_string(kMaxDecodeSplits) + ", got " +
-                                               std::to_string(num_splits) + " (use plan_decode)");
-  }
-  // A split plan without workspace merges in clusters (plan_with_splits).
-  const dk::SplitMerge merge = num_splits == 1            ? dk::SplitMerge::none
-                               : plan.workspace_bytes == 0 ? dk::SplitMerge::cluster
-                                                           : dk::SplitMerge::workspace;
-  const dk::WorkspaceLayout ws = merge == dk::SplitMerge::workspace
-                                     ? dk::workspace_layout(num_splits, pr.batch, pr.q_per_seq, pr.heads_q, pr.head_dim_v)
-                                     : dk::WorkspaceLayout{};
-  if (plan.workspace_bytes < ws.bytes) {
-    throw ArgumentError("plan.workspace_bytes", std::to_string(plan.workspace_bytes) + " bytes, but " +
-                                                    std::to_string(num_splits) + " splits need " +
-                                                    std::to_string(ws.bytes) + " (use plan_decode)");
-  }
-  if (merge == dk::SplitMerge::workspace && workspace == nullptr) {
-    throw ArgumentError("workspace", "null, but the plan needs " + std::to_string(ws.bytes) + " bytes");
-  }
-  if (pr.batch == 0 || pr.heads_kv == 0) return;  // nothing to launch (graph capture sees no node)
-  if (p.seqlens_k == nullptr) throw ArgumentError("seqlens_k", "required by the GPU decode");
   // Paged caches: the kernel addresses rows with 32-bit byte strides (one wide multiply-add
   // each); a page or row stride of 4 GiB or more is refused before anything launches.
   std::uint32_t page_row_bytes[4] = {};
@@ -265,19 +250,6 @@ void cuda_decode(const DecodePlan& plan, const AttentionProblem& p, void* worksp
       page_row_bytes[i] = static_cast<std::uint32_t>(bytes);
     }
   }
-
-  DecodeDeviceScope scope(pr.device_index);
-  const dk::DecodeKernelInfo info = kernel_info(pr, shape.mtiles);  // cached by the plan
-  if (merge == dk::SplitMerge::cluster) {
-    const int max_cluster = info.max_cluster;
-    if (num_splits > max_cluster) {
-      throw ArgumentError("plan.workspace_bytes",
-                          "0 with " + std::to_string(num_splits) + " splits asks for the cluster merge, which this "
-                          "kernel and device take up to " + std::to_string(max_cluster) +
-                          " splits (0: none); give the plan its workspace (use plan_decode)");
-    }
-  }
-  const cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
 
   dk::DecodeParams params;
   params.q = p.q;
@@ -321,8 +293,8 @@ void cuda_decode(const DecodePlan& plan, const AttentionProblem& p, void* worksp
   // (p.seqlen_k is the capacity: Smax, or max_pages * page_size).
   params.kv_capacity = pr.max_seqlen_k;
   if (p.seqlen_k < params.kv_capacity) params.kv_capacity = p.seqlen_k;  // 0: no key (e.g. a pool of no pages)
-  params.num_splits = num_splits;
-  params.keys_per_split_static = dk::split_keys(params.kv_capacity, num_splits, shape.block_n);
+  params.num_splits = plan.num_splits;
+  params.keys_per_split_static = dk::split_keys(params.kv_capacity, plan.num_splits, shape.block_n);
   const float scale = p.softmax_scale != 0.0f ? p.softmax_scale : 1.0f / std::sqrt(static_cast<float>(pr.head_dim));
   if (p.softcap > 0.0f) {
     params.score_scale = scale / p.softcap;
@@ -333,7 +305,48 @@ void cuda_decode(const DecodePlan& plan, const AttentionProblem& p, void* worksp
   }
   params.window_left = p.window_left;
   params.window_right = p.window_right;
-  params.merge = merge;
+  params.merge = plan_merge(plan);
+  return params;
+}
+
+void cuda_decode(const DecodePlan& plan, const AttentionProblem& p, void* workspace) {
+  const DecodeProblem& pr = plan.problem;
+  check_supported(pr);
+  const DecodeShape shape = decode_shape(pr);
+  const int num_splits = plan.num_splits;
+  if (num_splits < 1 || num_splits > kMaxDecodeSplits) {
+    throw ArgumentError("plan.num_splits", "expected 1.." + std::to_string(kMaxDecodeSplits) + ", got " +
+                                               std::to_string(num_splits) + " (use plan_decode)");
+  }
+  const dk::SplitMerge merge = plan_merge(plan);
+  const dk::WorkspaceLayout ws = merge == dk::SplitMerge::workspace
+                                     ? dk::workspace_layout(num_splits, pr.batch, pr.q_per_seq, pr.heads_q, pr.head_dim_v)
+                                     : dk::WorkspaceLayout{};
+  if (plan.workspace_bytes < ws.bytes) {
+    throw ArgumentError("plan.workspace_bytes", std::to_string(plan.workspace_bytes) + " bytes, but " +
+                                                    std::to_string(num_splits) + " splits need " +
+                                                    std::to_string(ws.bytes) + " (use plan_decode)");
+  }
+  if (merge == dk::SplitMerge::workspace && workspace == nullptr) {
+    throw ArgumentError("workspace", "null, but the plan needs " + std::to_string(ws.bytes) + " bytes");
+  }
+  if (pr.batch == 0 || pr.heads_kv == 0) return;  // nothing to launch (graph capture sees no node)
+  if (p.seqlens_k == nullptr) throw ArgumentError("seqlens_k", "required by the GPU decode");
+  dk::DecodeParams params = make_decode_params(plan, p);
+
+  DecodeDeviceScope scope(pr.device_index);
+  const dk::DecodeKernelInfo info = kernel_info(pr, shape.mtiles);  // cached by the plan
+  if (merge == dk::SplitMerge::cluster) {
+    const int max_cluster = info.max_cluster;
+    if (num_splits > max_cluster) {
+      throw ArgumentError("plan.workspace_bytes",
+                          "0 with " + std::to_string(num_splits) + " splits asks for the cluster merge, which this "
+                          "kernel and device take up to " + std::to_string(max_cluster) +
+                          " splits (0: none); give the plan its workspace (use plan_decode)");
+    }
+  }
+  const cudaStream_t stream = static_cast<cudaStream_t>(p.stream);
+
   if (merge == dk::SplitMerge::workspace) {
     auto* base = static_cast<unsigned char*>(workspace);
     params.o_parts = reinterpret_cast<float*>(base + ws.o_parts_offset);

@@ -9,6 +9,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "api/problem.hpp"
 #include "cuda/cluster_launch.cuh"
 #include "cuda/device_cache.hpp"
 #include "flashbuf/kernels/decode_config.cuh"
@@ -224,3 +225,14 @@ cudaError_t launch_decode(int mtiles, int device, const DecodeParams& params, di
                                                                   cudaStream_t);
 
 }  // namespace flashbuf::kernels::decode
+
+namespace flashbuf::detail {
+
+// The decode kernel's parameters for a plan and its validated problem (src/cuda/decode.cu):
+// what cuda_decode launches, but for the workspace's part pointers and the ring's depth, which
+// the launch fills in from its workspace and device. bench/trace_decode.cu builds its launches
+// from it too. Throws ArgumentError for a paged cache's page or row stride of 4 GiB or more.
+kernels::decode::DecodeParams make_decode_params(const DecodePlan& plan, const AttentionProblem& p);
+
+}  // namespace flashbuf::detail
+

@@ -10,15 +10,19 @@
 #   git checkout -b decode-piece-merge && git apply bench/results/ab/prepared-decode-piece-merge.patch \
 #     && git commit -qam piece-merge && git checkout main && scripts/ab_trees.sh -p decode-piece-merge
 #   git rev-parse --short HEAD > .commit && cp <this file> .abp/call.sh
-# then `bash .abp/call.sh` with carry [".deps", ".abp", ".commit"] (about 250 s).
+# then `bash .abp/call.sh` with carry [".deps", ".abp", ".commit"] (about 300 s).
 # First the push merge's own call (decode, merge, NaN-rule, sinks and fuzz tests of the branch;
 # interleaved A/B on the latency rows; the four sanitizers), then both trees' timelines.
 W=decode-piece-merge bash bench/results/ab/h100-stop73-decode-push-merge-call.sh
-F="-O3 -std=c++20 -arch=sm_90a --expt-relaxed-constexpr -Iinclude -Isrc"
+# The timeline tool of each tree, built against that tree's library (bench/trace_decode.cu).
+source scripts/gpu/device_deps.sh unpack >/dev/null
 for t in base decode-piece-merge; do
-  (cd /root/ab/$t && nvcc $F bench/trace_decode.cu -o /tmp/trd-$t) &
+  (cmake -S /root/ab/$t -B /root/ab/$t/build-trace -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHBUF_ENABLE_CUDA=ON \
+     -DFLASHBUF_CUDA_ARCHS=90a -DFLASHBUF_BUILD_PYTHON=OFF -DFLASHBUF_BUILD_TESTS=OFF -DFLASHBUF_BUILD_TOOLS=OFF \
+     -DFLASHBUF_BUILD_TUNER=ON -DFLASHBUF_INSTANTIATIONS=bf16_128_128 -DFLASHBUF_DECODE_INSTANTIATIONS=bf16_128 >/dev/null &&
+   cmake --build /root/ab/$t/build-trace -j8 --target flashbuf_trace_decode >/dev/null) &
 done; wait
 for kv in 512 2048; do for t in base decode-piece-merge; do
-  echo "== $t"; timeout 60 /tmp/trd-$t $kv 8 32 8 1 9
+  echo "== $t"; timeout 60 /root/ab/$t/build-trace/flashbuf_trace_decode $kv 0 32 8 1 9
 done; done 2>&1 | tee /root/call/c/trace.txt
 tar -C /root/call -czf $OUT/c.tgz c
