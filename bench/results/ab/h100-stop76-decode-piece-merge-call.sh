@@ -1,4 +1,4 @@
-# Prepared at stop 75, not yet run: decode-piece-merge (the push merge's merging side takes one
+# Prepared at stop 75, run at stop 76 on an H100 (results: h100-ab-stop76-decode-piece-merge/): decode-piece-merge (the push merge's merging side takes one
 # thread a piece, which merges the piece's pushed parts from its own shared memory with
 # merge_piece, now given a runtime count; main merges each piece over a lane group of 8-16
 # lanes with 3-4 rounds of shuffles) against main. Why: the per-block timeline
@@ -7,7 +7,7 @@
 # 166 -> 185 registers, the general one 199 as main, no spills (two blocks an SM either way);
 # more row tiles unchanged (they keep the pull merge). The sums are taken in another order, so
 # the outputs may differ from main's in the last bits. Any card runs it:
-#   git checkout -b decode-piece-merge && git apply bench/results/ab/prepared-decode-piece-merge.patch \
+#   git checkout -b decode-piece-merge && git apply bench/results/ab/h100-ab-stop76-decode-piece-merge/decode-piece-merge.patch \
 #     && git commit -qam piece-merge && git checkout main && scripts/ab_trees.sh -p decode-piece-merge
 #   git rev-parse --short HEAD > .commit && cp <this file> .abp/call.sh
 # then `bash .abp/call.sh` with carry [".deps", ".abp", ".commit"] (about 300 s).
