@@ -35,8 +35,11 @@
 // The steps a block stamps (slot order). Each is thread 0's but keys_done, the latest warp's.
 enum Step : int {
   kStart,       // the block's first instruction
-  kIssued,      // Q's and the first tiles' copies issued (without a left window: before the length)
+  kOpened,      // the push merge's landing barrier initialised and the cluster arrival made
+  kQIssued,     // Q's copies issued
+  kIssued,      // the first tiles' copies issued too (without a left window: before the length)
   kLength,      // its sequence's length loaded (loaded before the copies, used after them)
+  kOwnLanded,   // thread 0's own copies of Q and tile 0 landed (its wait for the group passed)
   kFirstTile,   // Q and tile 0 landed, every warp past the tile's barrier
   kKeysDone,    // the last warp's last product done
   kStaged,      // every warp's O and (max, sum) in shared memory
@@ -56,8 +59,11 @@ __device__ void flashbuf_trace_decode_start() {
   r[kStartNs] = global_ns();
   r[kStart] = sm_cycles();
 }
+__device__ void flashbuf_trace_decode_landing_opened() { trace_record()[kOpened] = sm_cycles(); }
+__device__ void flashbuf_trace_decode_q_issued() { trace_record()[kQIssued] = sm_cycles(); }
 __device__ void flashbuf_trace_decode_copies_issued() { trace_record()[kIssued] = sm_cycles(); }
 __device__ void flashbuf_trace_decode_length(int len) { trace_record()[kLength] = sm_cycles(len); }
+__device__ void flashbuf_trace_decode_own_copies_landed() { trace_record()[kOwnLanded] = sm_cycles(); }
 __device__ void flashbuf_trace_decode_first_tile() { trace_record()[kFirstTile] = sm_cycles(); }
 __device__ void flashbuf_trace_decode_keys_done(int last_product) {
   atomicMax(trace_record() + kKeysDone, sm_cycles(last_product));
@@ -246,7 +252,7 @@ int main(int argc, char** argv) {
       last_start = std::max(last_start, r[kStartNs]);
       last = std::max(last, r[kEndNs]);
       unsigned long long prev = r[kStart];
-      for (int s = kIssued; s < kSteps; ++s) {
+      for (int s = kOpened; s < kSteps; ++s) {
         if (r[s] == 0) continue;  // a step this block does not take (kLanded: not a merging block)
         step_ns[s].push_back(double(r[s] - prev) / rate);
         prev = r[s];
@@ -261,11 +267,12 @@ int main(int argc, char** argv) {
   printf("  marker's end -> first block starts   %7.0f\n", median(launch_gap));
   printf("  first -> last block starts           %7.0f\n", median(first_start_spread));
   printf("  first block starts -> last block ends %6.0f\n", median(span));
-  const char* names[kSteps] = {"", "start -> first copies issued", "-> length loaded", "-> Q and tile 0 landed", "-> keys done (last warp)",
+  const char* names[kSteps] = {"", "start -> landing barrier set up", "-> Q's copies issued", "-> first tiles' copies issued",
+                               "-> length loaded", "-> thread 0's copies landed", "-> tile 0 barrier passed", "-> keys done (last warp)",
                                "-> warps staged", "-> peers' landings open", "-> part sent (pushed)",
                                "-> peers' parts landed",
                                "-> rows stored (end)"};
-  for (int s = kIssued; s < kSteps; ++s)
+  for (int s = kOpened; s < kSteps; ++s)
     printf("  %-36s %7.0f  (%zu blocks)\n", names[s], median(step_ns[s]), step_ns[s].size() / traces);
   return 0;
 #endif

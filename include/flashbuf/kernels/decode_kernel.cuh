@@ -130,6 +130,7 @@ __device__ __forceinline__ void decode_split_kv_block(const DecodeParams& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if constexpr (Lean) Epilogue::open_landing(p, landing, tid);
 #endif
+  FLASHBUF_TRACE_STEP(tid == 0, flashbuf_trace_decode_landing_opened());
 
   // ---- which keys this block may read, before its sequence's length is known -------------
   // The length is a dependent global load; every copy that does not need it is issued while
@@ -201,6 +202,7 @@ __device__ __forceinline__ void decode_split_kv_block(const DecodeParams& p) {
       sm80::cp_async_cg_16(smem_q + swizzled_chunk_offset(r, c, kRowBytes), src, valid);
     }
   }
+  FLASHBUF_TRACE_STEP(tid == 0, flashbuf_trace_decode_q_issued());
   // Contiguous caches: this sequence's K and V rows, from its first.
   const auto k_seq = [&] { return KVSource<Elem>{k_head + b * p.k_batch_stride, p.k_row_stride}; };
   const auto v_seq = [&] { return KVSource<Elem>{v_head + b * p.v_batch_stride, p.v_row_stride}; };
@@ -269,6 +271,7 @@ __device__ __forceinline__ void decode_split_kv_block(const DecodeParams& p) {
     } else {
       sm80::cp_async_wait_group<kStages - 2>();
     }
+    FLASHBUF_TRACE_STEP(tid == 0 && t == 0, flashbuf_trace_decode_own_copies_landed());
     if (t < S - 1 && blk_hi < early_hi) ring.zero_v_rows_past(t, blk_hi);  // an early tile read past the length
     __syncthreads();  // tile t visible to all; tile t-1's buffer free for reuse
     FLASHBUF_TRACE_STEP(tid == 0 && t == 0, flashbuf_trace_decode_first_tile());
