@@ -35,7 +35,9 @@
 // The steps a block stamps (slot order). Each is thread 0's but keys_done, the latest warp's.
 enum Step : int {
   kStart,       // the block's first instruction
-  kOpened,      // the push merge's landing barrier initialised and the cluster arrival made
+  kMergeRead,   // the launch's merge read from the parameters (the push merge's landing is next)
+  kFenced,      // thread 0 initialised the landing barrier and passed its fence
+  kOpened,      // the warp's cluster arrival made
   kQIssued,     // Q's copies issued
   kIssued,      // the first tiles' copies issued too (without a left window: before the length)
   kLength,      // its sequence's length loaded (loaded before the copies, used after them)
@@ -59,6 +61,8 @@ __device__ void flashbuf_trace_decode_start() {
   r[kStartNs] = global_ns();
   r[kStart] = sm_cycles();
 }
+__device__ void flashbuf_trace_decode_merge_read() { trace_record()[kMergeRead] = sm_cycles(); }
+__device__ void flashbuf_trace_decode_landing_fenced() { trace_record()[kFenced] = sm_cycles(); }
 __device__ void flashbuf_trace_decode_landing_opened() { trace_record()[kOpened] = sm_cycles(); }
 __device__ void flashbuf_trace_decode_q_issued() { trace_record()[kQIssued] = sm_cycles(); }
 __device__ void flashbuf_trace_decode_copies_issued() { trace_record()[kIssued] = sm_cycles(); }
@@ -252,7 +256,7 @@ int main(int argc, char** argv) {
       last_start = std::max(last_start, r[kStartNs]);
       last = std::max(last, r[kEndNs]);
       unsigned long long prev = r[kStart];
-      for (int s = kOpened; s < kSteps; ++s) {
+      for (int s = kMergeRead; s < kSteps; ++s) {
         if (r[s] == 0) continue;  // a step this block does not take (kLanded: not a merging block)
         step_ns[s].push_back(double(r[s] - prev) / rate);
         prev = r[s];
@@ -267,12 +271,13 @@ int main(int argc, char** argv) {
   printf("  marker's end -> first block starts   %7.0f\n", median(launch_gap));
   printf("  first -> last block starts           %7.0f\n", median(first_start_spread));
   printf("  first block starts -> last block ends %6.0f\n", median(span));
-  const char* names[kSteps] = {"", "start -> landing barrier set up", "-> Q's copies issued", "-> first tiles' copies issued",
+  const char* names[kSteps] = {"", "start -> merge read from the params", "-> landing barrier init + fence",
+                               "-> cluster arrival made", "-> Q's copies issued", "-> first tiles' copies issued",
                                "-> length loaded", "-> thread 0's copies landed", "-> tile 0 barrier passed", "-> keys done (last warp)",
                                "-> warps staged", "-> peers' landings open", "-> part sent (pushed)",
                                "-> peers' parts landed",
                                "-> rows stored (end)"};
-  for (int s = kOpened; s < kSteps; ++s)
+  for (int s = kMergeRead; s < kSteps; ++s)
     printf("  %-36s %7.0f  (%zu blocks)\n", names[s], median(step_ns[s]), step_ns[s].size() / traces);
   return 0;
 #endif

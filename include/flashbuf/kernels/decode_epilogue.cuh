@@ -142,10 +142,12 @@ struct DecodeEpilogue {
   // key loop lies between the two, so the wait is short.
   __device__ static void open_landing(const DecodeParams& p, unsigned char* landing, int tid) {
     if (!pushes(p)) return;
+    FLASHBUF_TRACE_STEP(tid == 0, flashbuf_trace_decode_merge_read());
     if (tid == 0) {
       sm90::mbarrier_init(landing_barrier(landing), kThreads);
       sm90::fence_mbarrier_init();
     }
+    FLASHBUF_TRACE_STEP(tid == 0, flashbuf_trace_decode_landing_fenced());
     __syncwarp();  // the arrival is .aligned: the whole warp, converged
     sm90::barrier_cluster_arrive_relaxed();
   }
