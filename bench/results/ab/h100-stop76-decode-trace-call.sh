@@ -1,0 +1,18 @@
+# Ran at stop 76 on an H100 at e6816f1 (`bash .abp/trace.sh`, carry [".deps", ".abp", ".commit"], 42 s):
+# h100-stop76-decode-trace/trace-prologue-e6816f1.txt. With the stamps added after it (the
+# parameters' read, the landing's init and fence) it has not run: no device time was left.
+# The decode timelines with the prologue split (landing set-up, Q's copies, the tiles' copies, the
+# length, thread 0's own wait, the tile barrier), B 1 32/8 and 64/8, KV 512 / 2k, warm and cold;
+# and the unstamped twin's µs a launch.
+t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
+O=$OUT/c; mkdir -p $O
+nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader | head -1 | tee $O/gpu.txt
+source scripts/gpu/device_deps.sh unpack >/dev/null
+cmake -S . -B /root/bt -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHBUF_ENABLE_CUDA=ON -DFLASHBUF_CUDA_ARCHS=90a \
+  -DFLASHBUF_BUILD_PYTHON=OFF -DFLASHBUF_BUILD_TESTS=OFF -DFLASHBUF_BUILD_TOOLS=OFF -DFLASHBUF_BUILD_TUNER=ON \
+  -DFLASHBUF_INSTANTIATIONS=bf16_128_128 -DFLASHBUF_DECODE_INSTANTIATIONS=bf16_128 >/dev/null &&
+cmake --build /root/bt -j16 --target flashbuf_trace_decode flashbuf_trace_decode_unstamped >/dev/null; el build
+for hq in 32 64; do for kv in 512 2048; do for w in 1 0; do
+  echo "== $hq/8 KV $kv warm=$w"; timeout 60 /root/bt/flashbuf_trace_decode $kv 0 $hq 8 1 9 $w
+done; echo "== $hq/8 KV $kv unstamped"; timeout 60 /root/bt/flashbuf_trace_decode_unstamped $kv 0 $hq 8 1 9 0; done; done 2>&1 | tee $O/trace.txt
+el trace; (cd $OUT && tar czf c.tgz c)
