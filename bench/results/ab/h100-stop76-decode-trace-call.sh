@@ -1,6 +1,8 @@
 # Ran at stop 76 on an H100 at e6816f1 (`bash .abp/trace.sh`, carry [".deps", ".abp", ".commit"], 42 s):
 # h100-stop76-decode-trace/trace-prologue-e6816f1.txt. With the stamps added after it (the
 # parameters' read, the landing's init and fence) it has not run: no device time was left.
+# To run it again: mkdir -p .abp && cp <this file> .abp/trace.sh && git rev-parse --short HEAD > .commit, then
+# `bash .abp/trace.sh` with carry [".deps", ".abp", ".commit"] (any card; about 45 s and the start).
 # The decode timelines with the prologue split (landing set-up, Q's copies, the tiles' copies, the
 # length, thread 0's own wait, the tile barrier), B 1 32/8 and 64/8, KV 512 / 2k, warm and cold;
 # and the unstamped twin's µs a launch.
