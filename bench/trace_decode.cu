@@ -4,7 +4,8 @@
 // (block_trace.cuh) stamp each block's steps, with the parameters the library's launch makes
 // (make_decode_params) for B 1 (or `batch`), Hq / Hkv heads, D 128 bf16, a cache of `keys` keys,
 // and the library's plan (or `splits` forced), merged in one thread-block cluster. It prints
-//   - the check of the output against the float64 reference (reference/check.hpp);
+//   - the check of the output against the float64 reference (reference/check.hpp), and of the
+//     guard bytes around every tensor (reference/device_mirror.hpp);
 //   - µs per graph-replayed launch (bench/replay_timer.cuh) of the traced kernel (or, built with
 //     -DTRACE_NO_STAMPS, of the same kernel without stamps: then that line alone) and of an empty
 //     kernel with the same grid, clusters and shared memory (the launch alone); the K/V cache
@@ -24,6 +25,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "block_clocks.cuh"
@@ -87,6 +89,7 @@ __device__ void flashbuf_trace_decode_end() {
 #include "cuda/decode_launch.cuh"
 #include "flashbuf/tuning.hpp"
 #include "reference/check.hpp"
+#include "reference/device_mirror.hpp"
 #include "reference/spec.hpp"
 #include "replay_timer.cuh"
 
@@ -131,7 +134,7 @@ int main(int argc, char** argv) {
   const int batch = argc > 5 ? atoi(argv[5]) : 1, traces = argc > 6 ? atoi(argv[6]) : 5;
   const int warmth = argc > 7 ? atoi(argv[7]) : 0;  // 0: K and V out of L2 before each trace; 1: in L2
   if (hq % hkv || hq / hkv > Tile::kRows || splits < 0 || splits > kMaxClusterSplits || keys < 1) {
-    printf("usage: trd [keys] [splits 0 (the plan's) or 1..%d] [heads_q] [heads_kv, heads_q / heads_kv <= %d] "
+    printf("usage: flashbuf_trace_decode [keys] [splits 0 (the plan's) or 1..%d] [heads_q] [heads_kv, heads_q / heads_kv <= %d] "
            "[batch] [traces] [warm 0 / 1]\n", kMaxClusterSplits, Tile::kRows);
     return 2;
   }
@@ -162,21 +165,20 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  // Device copies of the tensors; K and V rotate over enough copies to outgrow L2.
+  // The tensors' device mirrors, with guard bytes (reference/device_mirror.hpp); K and V also
+  // rotate over further copies, enough to outgrow L2 together (copy 0: the mirrors).
+  const reference::DeviceProblem mirrors(t);
+  const reference::TensorPointers dev = mirrors.pointers();
   const size_t kv_bytes = t.k.storage_bytes();
   const int copies = std::max<int>(2, int(256e6 / (2 * kv_bytes)) + 1);
-  auto upload = [](const reference::HostTensor& h, int n = 1) {
+  auto further_copies = [&](const reference::HostTensor& h) {
     char* d;
-    CK(cudaMalloc(&d, n * h.storage_bytes()));
-    for (int c = 0; c < n; ++c) CK(cudaMemcpy(d + c * h.storage_bytes(), h.data(), h.storage_bytes(), cudaMemcpyHostToDevice));
-    return static_cast<void*>(d);
+    CK(cudaMalloc(&d, (copies - 1) * kv_bytes));
+    for (int c = 0; c < copies - 1; ++c) CK(cudaMemcpy(d + c * kv_bytes, h.data(), kv_bytes, cudaMemcpyHostToDevice));
+    return d;
   };
-  reference::TensorPointers dev;
-  dev.q = upload(t.q);
-  dev.k = upload(t.k, copies);
-  dev.v = upload(t.v, copies);
-  dev.o = upload(t.o);
-  dev.seqlens_k = upload(t.seqlens_k);
+  const char* const k_copies = further_copies(t.k);
+  const char* const v_copies = further_copies(t.v);
   // The kernel's parameters as the library's launch makes them (src/cuda/decode.cu).
   const DecodeArgs args = reference::bind_decode(spec, t, DeviceKind::cuda, &dev);
   const DecodeParams p = detail::make_decode_params(plan, detail::validate_decode(plan, args));
@@ -184,8 +186,10 @@ int main(int argc, char** argv) {
   if (grid.x * grid.y * grid.z > kMaxBlocks) return printf("at most %d blocks\n", kMaxBlocks), 2;
   auto with_copy = [&](int c) {
     DecodeParams q = p;
-    q.k = static_cast<const char*>(dev.k) + size_t(c) * kv_bytes;
-    q.v = static_cast<const char*>(dev.v) + size_t(c) * kv_bytes;
+    if (c > 0) {
+      q.k = k_copies + size_t(c - 1) * kv_bytes;
+      q.v = v_copies + size_t(c - 1) * kv_bytes;
+    }
     return q;
   };
   for (const void* k : {(const void*)&traced_decode, (const void*)&empty_block}) {
@@ -201,11 +205,13 @@ int main(int argc, char** argv) {
   // Correct first: O against the float64 reference, the guards intact.
   launch(traced_decode, with_copy(0), nullptr);
   CK(cudaDeviceSynchronize());
-  CK(cudaMemcpy(t.o.data(), dev.o, t.o.storage_bytes(), cudaMemcpyDeviceToHost));
+  mirrors.download_outputs(t);
   const reference::AttentionCheck check = reference::check_attention(spec, t);
+  const std::string overwritten = mirrors.guard_violations();
   printf("B %d, %d/%d heads, D %d, %d keys, %d splits (cluster %d), %d blocks; %s\n", batch, hq, hkv, D, keys,
          plan.num_splits, cluster, grid.x * grid.y * grid.z, check.summary().c_str());
   if (!check.ok) return printf("wrong output: not timed\n"), 1;
+  if (!overwritten.empty()) return printf("guards overwritten next to: %s; not timed\n", overwritten.c_str()), 1;
 
   int copy = 0;
   const float us = replayed_launch_us([&](cudaStream_t st) { launch(traced_decode, with_copy(copy++ % copies), st); });
