@@ -45,7 +45,10 @@ enum Step : int {
   kLength,      // its sequence's length loaded (loaded before the copies, used after them)
   kOwnLanded,   // thread 0's own copies of Q and tile 0 landed (its wait for the group passed)
   kFirstTile,   // Q and tile 0 landed, every warp past the tile's barrier
-  kKeysDone,    // the last warp's last product done
+  // Tiles 1 .. kTracedTiles - 1, three slots each (tile_slot): thread 0's products of the step
+  // before done, its own copies of the tile landed, every warp past the tile's barrier.
+  kLaterTiles,
+  kKeysDone = kLaterTiles + 3 * 3,  // the last warp's last product done
   kStaged,      // every warp's O and (max, sum) in shared memory
   kPeersOpen,   // the push merge's cluster wait passed: every peer's landing is initialised
   kPartSent,    // the warps merged and the block's part pushed (or, one split, O stored)
@@ -69,8 +72,20 @@ __device__ void flashbuf_trace_decode_landing_opened() { trace_record()[kOpened]
 __device__ void flashbuf_trace_decode_q_issued() { trace_record()[kQIssued] = sm_cycles(); }
 __device__ void flashbuf_trace_decode_copies_issued() { trace_record()[kIssued] = sm_cycles(); }
 __device__ void flashbuf_trace_decode_length(int len) { trace_record()[kLength] = sm_cycles(len); }
-__device__ void flashbuf_trace_decode_own_copies_landed() { trace_record()[kOwnLanded] = sm_cycles(); }
-__device__ void flashbuf_trace_decode_first_tile() { trace_record()[kFirstTile] = sm_cycles(); }
+constexpr int kTracedTiles = 1 + (kKeysDone - kLaterTiles) / 3;
+// Tile t's slot of the three above (0: the step before done; 1: landed; 2: past the barrier).
+__device__ int tile_slot(int t, int which) {
+  return t == 0 ? (which == 1 ? kOwnLanded : kFirstTile) : kLaterTiles + 3 * (t - 1) + which;
+}
+__device__ void flashbuf_trace_decode_step_done(int t, int last_product) {
+  if (t + 1 < kTracedTiles) trace_record()[tile_slot(t + 1, 0)] = sm_cycles(last_product);
+}
+__device__ void flashbuf_trace_decode_own_copies_landed(int t) {
+  if (t < kTracedTiles) trace_record()[tile_slot(t, 1)] = sm_cycles();
+}
+__device__ void flashbuf_trace_decode_tile_ready(int t) {
+  if (t < kTracedTiles) trace_record()[tile_slot(t, 2)] = sm_cycles();
+}
 __device__ void flashbuf_trace_decode_keys_done(int last_product) {
   atomicMax(trace_record() + kKeysDone, sm_cycles(last_product));
 }
@@ -277,14 +292,19 @@ int main(int argc, char** argv) {
   printf("  marker's end -> first block starts   %7.0f\n", median(launch_gap));
   printf("  first -> last block starts           %7.0f\n", median(first_start_spread));
   printf("  first block starts -> last block ends %6.0f\n", median(span));
-  const char* names[kSteps] = {"", "start -> merge read from the params", "-> landing barrier init + fence",
-                               "-> cluster arrival made", "-> Q's copies issued", "-> first tiles' copies issued",
-                               "-> length loaded", "-> thread 0's copies landed", "-> tile 0 barrier passed", "-> keys done (last warp)",
-                               "-> warps staged", "-> peers' landings open", "-> part sent (pushed)",
-                               "-> peers' parts landed",
-                               "-> rows stored (end)"};
+  std::vector<std::string> names = {"", "start -> merge read from the params", "-> landing barrier init + fence",
+                                     "-> cluster arrival made", "-> Q's copies issued", "-> first tiles' copies issued",
+                                     "-> length loaded", "-> thread 0's copies landed", "-> tile 0 barrier passed"};
+  for (int t = 1; t < kTracedTiles; ++t) {
+    names.push_back("-> thread 0's step " + std::to_string(t - 1) + " products done");
+    names.push_back("-> its copies of tile " + std::to_string(t) + " landed");
+    names.push_back("-> tile " + std::to_string(t) + " barrier passed");
+  }
+  for (const char* n : {"-> keys done (last warp)", "-> warps staged", "-> peers' landings open", "-> part sent (pushed)",
+                        "-> peers' parts landed", "-> rows stored (end)"})
+    names.push_back(n);
   for (int s = kMergeRead; s < kSteps; ++s)
-    printf("  %-36s %7.0f  (%zu blocks)\n", names[s], median(step_ns[s]), step_ns[s].size() / traces);
+    if (!step_ns[s].empty()) printf("  %-36s %7.0f  (%zu blocks)\n", names[s].c_str(), median(step_ns[s]), step_ns[s].size() / traces);
   return 0;
 #endif
 }

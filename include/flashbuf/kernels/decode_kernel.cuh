@@ -266,15 +266,17 @@ __device__ __forceinline__ void decode_split_kv_block(const DecodeParams& p) {
 
   int stage = 0;  // tile t's stage, t % S
   for (int t = 0; t < n_tiles; ++t) {
+    // (The stamp waits for the warp's last product of step t - 1: its value depends on it.)
+    FLASHBUF_TRACE_STEP(tid == 0 && t > 0, flashbuf_trace_decode_step_done(t - 1, __float_as_int(out.o[0][D / 8 - 1][3])));
     if (deep) {
       sm80::cp_async_wait_group<Tile::kDeepStages - 2>();
     } else {
       sm80::cp_async_wait_group<kStages - 2>();
     }
-    FLASHBUF_TRACE_STEP(tid == 0 && t == 0, flashbuf_trace_decode_own_copies_landed());
+    FLASHBUF_TRACE_STEP(tid == 0, flashbuf_trace_decode_own_copies_landed(t));
     if (t < S - 1 && blk_hi < early_hi) ring.zero_v_rows_past(t, blk_hi);  // an early tile read past the length
     __syncthreads();  // tile t visible to all; tile t-1's buffer free for reuse
-    FLASHBUF_TRACE_STEP(tid == 0 && t == 0, flashbuf_trace_decode_first_tile());
+    FLASHBUF_TRACE_STEP(tid == 0, flashbuf_trace_decode_tile_ready(t));
     if (t == 0) qbuf.load_from_shared();  // Q has landed (a no-op unless it stays in registers)
     {
       const int next = t + S - 1;  // into tile t - 1's stage, free since the barrier above
