@@ -1,12 +1,12 @@
 # Prepared at stop 77, not yet run (no device time was left). The branch is
-# results/ab/prepared-decode-tma.patch (on main 7c6b1ab; branch decode-tma here):
+# results/ab/prepared-decode-tma.patch (on main 7c6b1ab; branch decode-tma at edc4d3a here):
 #   git checkout -b decode-tma && git apply bench/results/ab/prepared-decode-tma.patch && git commit -qam decode-tma && git checkout main
 # decode-tma (the lean one-row-tile kernel's K and V by TMA on sm_90a: thread 0 asks for each
 # tile's 64-column slabs on the stage's mbarrier; SlabTile views for the warps' ldmatrix reads;
 # ptxas sm_90a bf16 D 128: 161 registers, no spills) against main, one call, any card:
 #   scripts/ab_trees.sh -p decode-tma && git rev-parse --short HEAD > .commit
 #   cp <this file> .abp/call.sh
-# then `bash .abp/call.sh` with carry [".deps", ".abp", ".commit"] (about 250 s).
+# then `bash .abp/call.sh` with carry [".deps", ".abp", ".commit"] (about 320 s).
 # The push merge's call (tests of the branch, interleaved A/B, sanitizers) with a limit on each
 # part, since a TMA kernel that never completes its barrier hangs rather than fails; the
 # sanitizers run only where every test passed. The paged rows take the cp.async kernels, whose
@@ -33,4 +33,16 @@ if grep -q "$W tests: .* 0 failed" $O/ab.log; then
 else
   grep -E "FAILED|Failure|error" $O/d/tests-$W.log 2>/dev/null | head -30
 fi
-rm -f $O/*/*.png; pack; ls -la $OUT/c.tgz
+rm -f $O/*/*.png; pack
+# The branch's timelines, the TMA block against the cp.async one in the same build (the trace
+# tool's last argument), B 1 32/8 heads, KV 512 / 2k / 4k.
+cmake -S $T/$W -B $T/$W/build-trace -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHBUF_ENABLE_CUDA=ON -DFLASHBUF_CUDA_ARCHS=90a \
+  -DFLASHBUF_BUILD_PYTHON=OFF -DFLASHBUF_BUILD_TESTS=OFF -DFLASHBUF_BUILD_TOOLS=OFF -DFLASHBUF_BUILD_TUNER=ON \
+  -DFLASHBUF_INSTANTIATIONS=bf16_128_128 -DFLASHBUF_DECODE_INSTANTIATIONS=bf16_128 >/dev/null &&
+cmake --build $T/$W/build-trace -j16 --target flashbuf_trace_decode flashbuf_trace_decode_unstamped >/dev/null; el trace-build
+for kv in 512 2048 4096; do for tma in 1 0; do
+  echo "== tma=$tma KV $kv warm"; timeout 30 $T/$W/build-trace/flashbuf_trace_decode $kv 0 32 8 1 9 1 $tma
+  echo "== tma=$tma KV $kv cold"; timeout 30 $T/$W/build-trace/flashbuf_trace_decode $kv 0 32 8 1 9 0 $tma
+  echo "== tma=$tma KV $kv unstamped"; timeout 30 $T/$W/build-trace/flashbuf_trace_decode_unstamped $kv 0 32 8 1 9 0 $tma
+done; done > $O/trace.txt 2>&1; el trace
+pack; ls -la $OUT/c.tgz
