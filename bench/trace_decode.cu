@@ -16,7 +16,8 @@
 //     in SM cycles, %clock64, converted at the clock measured beside them; the blocks' starts
 //     and ends against the marker by %globaltimer).
 // Built as the targets flashbuf_trace_decode and flashbuf_trace_decode_unstamped of a build with
-// -DFLASHBUF_BUILD_TUNER=ON (they link the library and its reference):
+// -DFLASHBUF_BUILD_TUNER=ON (they link the library and its reference; on the GPU machine
+// scripts/gpu/trace_decode_build.sh SRC BUILD builds both):
 //   flashbuf_trace_decode [keys] [splits, 0: the plan's] [heads_q] [heads_kv] [batch] [traces] [warm: 0 / 1]
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>

@@ -17,10 +17,7 @@ W=decode-piece-merge bash bench/results/ab/h100-stop73-decode-push-merge-call.sh
 # The timeline tool of each tree, built against that tree's library (bench/trace_decode.cu).
 source scripts/gpu/device_deps.sh unpack >/dev/null
 for t in base decode-piece-merge; do
-  (cmake -S /root/ab/$t -B /root/ab/$t/build-trace -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHBUF_ENABLE_CUDA=ON \
-     -DFLASHBUF_CUDA_ARCHS=90a -DFLASHBUF_BUILD_PYTHON=OFF -DFLASHBUF_BUILD_TESTS=OFF -DFLASHBUF_BUILD_TOOLS=OFF \
-     -DFLASHBUF_BUILD_TUNER=ON -DFLASHBUF_INSTANTIATIONS=bf16_128_128 -DFLASHBUF_DECODE_INSTANTIATIONS=bf16_128 >/dev/null &&
-   cmake --build /root/ab/$t/build-trace -j8 --target flashbuf_trace_decode >/dev/null) &
+  bash scripts/gpu/trace_decode_build.sh /root/ab/$t /root/ab/$t/build-trace 8 &
 done; wait
 for kv in 512 2048; do for t in base decode-piece-merge; do
   echo "== $t"; timeout 60 /root/ab/$t/build-trace/flashbuf_trace_decode $kv 0 32 8 1 9

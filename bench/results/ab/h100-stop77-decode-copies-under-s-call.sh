@@ -12,10 +12,7 @@
 W=decode-copies-under-s bash bench/results/ab/h100-stop73-decode-push-merge-call.sh
 source scripts/gpu/device_deps.sh unpack >/dev/null
 for t in base decode-copies-under-s; do
-  (cmake -S /root/ab/$t -B /root/ab/$t/build-trace -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHBUF_ENABLE_CUDA=ON \
-     -DFLASHBUF_CUDA_ARCHS=90a -DFLASHBUF_BUILD_PYTHON=OFF -DFLASHBUF_BUILD_TESTS=OFF -DFLASHBUF_BUILD_TOOLS=OFF \
-     -DFLASHBUF_BUILD_TUNER=ON -DFLASHBUF_INSTANTIATIONS=bf16_128_128 -DFLASHBUF_DECODE_INSTANTIATIONS=bf16_128 >/dev/null &&
-   cmake --build /root/ab/$t/build-trace -j8 --target flashbuf_trace_decode flashbuf_trace_decode_unstamped >/dev/null) &
+  bash scripts/gpu/trace_decode_build.sh /root/ab/$t /root/ab/$t/build-trace 8 &
 done; wait
 for hq in 32 64; do for kv in 512 2048; do for t in base decode-copies-under-s; do
   echo "== $t $hq/8 KV $kv warm"; timeout 60 /root/ab/$t/build-trace/flashbuf_trace_decode $kv 0 $hq 8 1 9 1

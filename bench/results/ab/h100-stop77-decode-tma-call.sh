@@ -36,10 +36,7 @@ fi
 rm -f $O/*/*.png; pack
 # The branch's timelines, the TMA block against the cp.async one in the same build (the trace
 # tool's last argument), B 1 32/8 heads, KV 512 / 2k / 4k.
-cmake -S $T/$W -B $T/$W/build-trace -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHBUF_ENABLE_CUDA=ON -DFLASHBUF_CUDA_ARCHS=90a \
-  -DFLASHBUF_BUILD_PYTHON=OFF -DFLASHBUF_BUILD_TESTS=OFF -DFLASHBUF_BUILD_TOOLS=OFF -DFLASHBUF_BUILD_TUNER=ON \
-  -DFLASHBUF_INSTANTIATIONS=bf16_128_128 -DFLASHBUF_DECODE_INSTANTIATIONS=bf16_128 >/dev/null &&
-cmake --build $T/$W/build-trace -j16 --target flashbuf_trace_decode flashbuf_trace_decode_unstamped >/dev/null; el trace-build
+bash scripts/gpu/trace_decode_build.sh $T/$W $T/$W/build-trace; el trace-build
 for kv in 512 2048 4096; do for tma in 1 0; do
   echo "== tma=$tma KV $kv warm"; timeout 30 $T/$W/build-trace/flashbuf_trace_decode $kv 0 32 8 1 9 1 $tma
   echo "== tma=$tma KV $kv cold"; timeout 30 $T/$W/build-trace/flashbuf_trace_decode $kv 0 32 8 1 9 0 $tma
