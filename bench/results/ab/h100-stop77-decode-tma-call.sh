@@ -1,5 +1,5 @@
 # Prepared at stop 77, not yet run (no device time was left). The branch is
-# results/ab/prepared-decode-tma.patch (on main 7c6b1ab; branch decode-tma here):
+# results/ab/prepared-decode-tma.patch (on main; branch decode-tma here):
 #   git checkout -b decode-tma && git apply bench/results/ab/prepared-decode-tma.patch && git commit -qam decode-tma && git checkout main
 # decode-tma (the lean one-row-tile kernel's K and V by TMA on sm_90a: thread 0 asks for each
 # tile's 64-column slabs on the stage's mbarrier; SlabTile views for the warps' ldmatrix reads;
