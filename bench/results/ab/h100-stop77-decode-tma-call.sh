@@ -1,6 +1,6 @@
-# Prepared at stop 77, not yet run (no device time was left). The branch is
-# results/ab/prepared-decode-tma.patch (on main; branch decode-tma here):
-#   git checkout -b decode-tma && git apply bench/results/ab/prepared-decode-tma.patch && git commit -qam decode-tma && git checkout main
+# Prepared at stop 77, run at stop 78 on an H100 (results: h100-ab-stop78-decode-tma/; dropped).
+# The branch is h100-ab-stop78-decode-tma/decode-tma.patch (on main fb90e43):
+#   git checkout -b decode-tma && git apply bench/results/ab/h100-ab-stop78-decode-tma/decode-tma.patch && git commit -qam decode-tma && git checkout main
 # decode-tma (the lean one-row-tile kernel's K and V by TMA on sm_90a: thread 0 asks for each
 # tile's 64-column slabs on the stage's mbarrier; SlabTile views for the warps' ldmatrix reads;
 # ptxas sm_90a bf16 D 128: 161 registers, no spills) against main, one call, any card:
