@@ -2,6 +2,7 @@
 // generated from FLASHBUF_INSTANTIATIONS (cmake/instantiations.cmake); the kernels themselves
 // are compiled in the generated units, declared `extern template` here.
 #include "api/backends.hpp"
+#include "cuda/build_archs.hpp"
 #include "cuda/device_cache.hpp"
 #include "cuda/prefill_launch.cuh"
 #include "instantiation_list.hpp"
@@ -40,12 +41,14 @@ void sm80_attention(const AttentionProblem& p) { run_prefill<PrefillKernel::mma_
 void sm90_attention(const AttentionProblem& p) { run_prefill<PrefillKernel::wgmma>(p); }
 
 bool sm90_prefill_available(int device_index) {
-  // Compute capability 9.0 and sm_90a code in this binary; probed once per device.
+  // Compute capability 9.0 and sm_90a code in this binary (the architecture list, then the
+  // image the runtime loaded); probed once per device.
   static PerDevice<int> cached;  // 1 yes, 2 no
   const int answer = once_per_device(cached, device_index, [device_index] {
     bool ok = false;
     cudaDeviceProp prop{};
-    if (cudaGetDeviceProperties(&prop, device_index) == cudaSuccess && prop.major == 9 && prop.minor == 0) {
+    if (archs_hold_sm90a(FLASHBUF_BUILD_ARCHS) && cudaGetDeviceProperties(&prop, device_index) == cudaSuccess &&
+        prop.major == 9 && prop.minor == 0) {
 #define FLASHBUF_PROBE(dt, d, dv) ok = ok || prefill_sm90_image_present<dt, d, dv>();
       FLASHBUF_FOR_EACH_INSTANTIATION(FLASHBUF_PROBE)
 #undef FLASHBUF_PROBE

@@ -450,7 +450,10 @@ void launch_prefill(const AttentionProblem& pr) {
   }
 }
 
-// True when this binary holds sm_90a code for the Hopper kernel (probed on one instantiation).
+// True when the image the runtime loaded for the current device holds the Hopper kernel
+// (probed on one instantiation): sm_90 code compiled from sm_90 PTX. sm_80 PTX compiled for a
+// Hopper device by the driver also reports binary version 90, but PTX version 80; sm_90 and
+// sm_90a report the same, which only the build's list tells apart (cuda/build_archs.hpp).
 template <class In, int D, int Dv>
 bool prefill_sm90_image_present() {
   cudaFuncAttributes attr{};
@@ -458,7 +461,7 @@ bool prefill_sm90_image_present() {
     cudaGetLastError();
     return false;
   }
-  return attr.binaryVersion == 90;
+  return attr.binaryVersion == 90 && attr.ptxVersion >= 90;
 }
 
 // The element type behind each dtype name of the instantiation list.
