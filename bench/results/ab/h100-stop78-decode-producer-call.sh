@@ -1,7 +1,11 @@
+# Prepared at stop 78, not yet run (no device time was left). The branch is
+# results/ab/prepared-decode-producer.patch (on main; branch decode-producer here):
+#   git checkout -b decode-producer && git apply bench/results/ab/prepared-decode-producer.patch && git commit -qam decode-producer && git checkout main
 # decode-producer (stop 77's decode-tma with its tiles asked for by a fifth, producer warp:
 # full and empty mbarriers a stage, no block barrier a step; ptxas sm_90a bf16 D 128: 157
 # registers, no spills; the other kernels' SASS main's but for the parameters' offsets) against
-# main, one call, any card, about 220 s (the contiguous rows only: the paged ones keep main's kernels). Here:
+# main, one call, any card, about 220 s (the contiguous rows only: the paged ones keep main's
+# kernels). Here:
 #   scripts/ab_trees.sh -p decode-producer && git rev-parse --short HEAD > .commit
 #   cp <this file> .abp/call.sh
 # then `bash .abp/call.sh` with carry [".deps", ".abp", ".commit"].
