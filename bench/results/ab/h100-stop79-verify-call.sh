@@ -4,5 +4,5 @@
 #   mkdir -p .abp && git rev-parse --short HEAD > .commit && cp <this file> .abp/call.sh
 # then `bash .abp/call.sh` with carry [".deps", ".commit", ".abp"].
 O=$OUT/v; mkdir -p $O
-timeout 380 env OUT=$O bash scripts/gpu/verify.sh build suite sanitize 2>&1 | tail -30
+timeout 285 env OUT=$O bash scripts/gpu/verify.sh build suite sanitize 2>&1 | tail -30
 ls $O
