@@ -1,6 +1,6 @@
-# Prepared at stop 78, not yet run (no device time was left). The branch is
-# results/ab/prepared-decode-producer.patch, since run: results/ab/h100-ab-stop79-decode-producer/decode-producer.patch (on main; branch decode-producer here):
-#   git checkout -b decode-producer && git apply bench/results/ab/prepared-decode-producer.patch && git commit -qam decode-producer && git checkout main
+# Prepared at stop 78, run at stop 79 (results beside the patch). The branch is
+# results/ab/h100-ab-stop79-decode-producer/decode-producer.patch (on main; branch decode-producer here):
+#   git checkout -b decode-producer && git apply bench/results/ab/h100-ab-stop79-decode-producer/decode-producer.patch && git commit -qam decode-producer && git checkout main
 # decode-producer (stop 77's decode-tma with its tiles asked for by a fifth, producer warp:
 # full and empty mbarriers a stage, no block barrier a step; ptxas sm_90a bf16 D 128: 157
 # registers, no spills; the other kernels' SASS main's but for the parameters' offsets) against
