@@ -1,14 +1,17 @@
 # Prepared at stop 79, not yet run. Branch idle-consumers (results/ab/prepared-idle-consumers.patch
 # on main): in the Hopper kernel's block per query block, a consumer warpgroup whose 64 rows all
 # lie past the block's query rows keeps the rings' and the issue turns' pace without products or
-# softmax (PrefillSm90::pace_tiles), so the consumers with rows run alone (stop 56: a consumer's
+# softmax (PrefillSm90::pace_tiles; it still waits for Q's landing, since its epilogue stages O
+# over its Q rows), so the consumers with rows run alone (stop 56: a consumer's
 # steady tile 1,881 cycles with the other idle, 2,464 without). On the grid that is D 64's three
 # consumers over 192 rows (unmasked S >= 2k, causal >= 8k), whose last block of each (head,
 # sequence) holds 128 rows (S 2k, 8k: one consumer idle) or 64 (S 4k, 16k: two), and any block
 # per item whose sequence is no multiple of its rows (varlen, odd lengths). ptxas sm_90a bf16
-# D 64 / 128: registers and spills as main, no new C7520; the steady loops' SASS as main
-# (bench/sass_loops.py: 423 / 775 / 1801 instructions at D 64's three consumers, 456 / 809 / 1836
-# at D 128); the one-consumer kernels unchanged. A new GPU test, ConsumersWithoutRowsKeepThePace.
+# D 64 / 128 / 256: registers and spill stores as main, no new C7520 (the paged D 256 kernel's
+# spill loads 64 -> 72 bytes); the steady loops' SASS as main (bench/sass_loops.py: 423 / 775 /
+# 1801 instructions at D 64's three consumers, 456 / 809 / 1836 at D 128, 1358 at D 256); the
+# one-consumer kernels unchanged. A new GPU test, ConsumersWithoutRowsKeepThePace; reviewed by a
+# helper (bench/NOTES-prefill.md, stop 79).
 # Here:
 #   git checkout -b idle-consumers && git apply bench/results/ab/prepared-idle-consumers.patch && git commit -qam idle-consumers && git checkout main
 #   scripts/ab_trees.sh -p idle-consumers && git rev-parse --short HEAD > .commit && cp <this file> .abp/call.sh
