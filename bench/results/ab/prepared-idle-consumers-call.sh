@@ -16,10 +16,7 @@
 #   git checkout -b idle-consumers && git apply bench/results/ab/prepared-idle-consumers.patch && git commit -qam idle-consumers && git checkout main
 #   scripts/ab_trees.sh -p idle-consumers && git rev-parse --short HEAD > .commit && cp <this file> .abp/call.sh
 # then `bash .abp/call.sh` with carry [".deps", ".abp", ".commit"] (any card, about 500 s).
-t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
-O=/root/call/c; rm -rf $O; mkdir -p $O; pack() { tar -C /root/call -czf $OUT/c.tgz c; }
-nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader | head -1 | tee $O/gpu.txt
-source scripts/gpu/device_deps.sh unpack >/dev/null
+source scripts/gpu/call_start.sh  # el, $O, pack, $O/gpu.txt, the carried packages
 W=idle-consumers
 export AB_CMAKE_ARGS="-DFLASHBUF_INSTANTIATIONS=bf16_64_64;bf16_128_128;bf16_256_256 -DFLASHBUF_DECODE_INSTANTIATIONS=bf16_128"
 bash scripts/gpu/trees_from_patches.sh base $W >/dev/null; T=/root/ab
