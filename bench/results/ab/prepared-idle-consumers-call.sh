@@ -32,6 +32,7 @@ if grep -q "$W tests: .* 0 failed" $O/ab.log; then
     timeout 60 compute-sanitizer --tool $tool --error-exitcode 9 $B \
       --gtest_filter='*ConsumersWithoutRowsKeepThePace*:*SanitizerSmallCases*' --gtest_brief=1 > $O/san-$tool.log 2>&1
     echo "$tool exit $?"; done; el san
+  pack  # the sanitizers come back even if the serving A/B is cut
   # The serving grid (varlen and odd lengths at D 128) on the packages already built.
   timeout 150 env AB_SKIP_BUILD=1 AB_INTERLEAVE=1 AB_ROUNDS=3 OUT=$O/s scripts/gpu_ab.sh $T/base $T/$W -- --serving \
     --anchors none > $O/ab-serving.log 2>&1
