@@ -674,32 +674,39 @@ TEST_P(PrefillGpu, ManyItemsPersistentGrid) {
 // A block per query block whose last block leaves a consumer warpgroup no row (its 64 rows all
 // past the sequence's end): that consumer only keeps the rings' and the issue turns' pace
 // (PrefillSm90::pace_tiles) while the others compute. Two consumers over 128 rows: sequences of
-// 300 (the last block's 44 rows all the first consumer's) and 129 rows, varlen lengths whose last
-// blocks leave the second consumer idle or not, every mask, softcap on one. (Three consumers
-// with one or two idle: ThreeConsumersOverLongItems' 2000-, 8300- and 8190-row items.)
+// 300 rows (the last block's 44 all the first consumer's) and 129, every mask, softcap on one;
+// then varlen lengths whose last blocks leave the second consumer idle (300, 64, 1) or not (193),
+// with K/V heads of their own (GQA would pack the rows), and the same with GQA's packed rows.
+// (Three consumers with one or two idle: ThreeConsumersOverLongItems' 2000-, 8300- and 8190-row
+// items.)
 TEST_P(PrefillGpu, ConsumersWithoutRowsKeepThePace) {
   if (backend() != Backend::sm90) GTEST_SKIP() << "the Hopper kernel's consumer warpgroups";
   TuningOverrides per_block = tuning_overrides();
   per_block.prefill_grid = PrefillGridOverride::per_block;
   per_block.prefill_grid_blocks = 0;
   const ScopedTuning scope(per_block);
+  const auto check_per_block = [&](const ProblemSpec& s) {
+    detail::last_prefill_grid = detail::PrefillGrid::none;
+    check_spec(s, backend());
+    EXPECT_EQ(detail::last_prefill_grid, detail::PrefillGrid::block_per_item) << s.describe();
+  };
   for (const HeadDims hd : {HeadDims{128, 128}, HeadDims{256, 256}}) {
     if (!instantiated(DType::bf16, hd)) continue;
     for (int m = 0; m < 3; ++m) {
       ProblemSpec s = base_spec(DType::bf16, hd.d, hd.dv, m == 1 ? 129 : 300, 700);
-      s.batch = 2;
-      s.heads_q = 4;
-      s.heads_kv = 2;
       s.softcap = m == 2 ? 20.0f : 0.0f;
       s.mask = rotating_mask(m);
-      check_spec(s, backend());
+      check_per_block(s);
       ProblemSpec v = s;
       v.batch = 4;
       v.varlen_q = true;
       v.kv = KvLayout::varlen;
       v.q_lens = {300, 64, 193, 1};
       v.k_lens = {700, 500, 300, 900};
-      check_spec(v, backend());
+      v.heads_q = v.heads_kv = 2;
+      check_per_block(v);
+      v.heads_q = 4;
+      check_per_block(v);
     }
   }
 }

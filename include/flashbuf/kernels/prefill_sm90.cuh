@@ -587,7 +587,10 @@ struct PrefillSm90 {
     softmax.init();
 
     if (kConsumers > 1 && num_tiles > 0 && consumer * 64 >= blk.rows_q) {
-      pace_tiles(kring, vring, num_tiles, consumer);  // no rows: O stays 0, and no row of it is stored
+      // No rows: O stays 0, and no row of it is stored. Q's landing is waited for all the same:
+      // the epilogue stages O over this consumer's Q rows, which the producer's copies write.
+      sm90::mbarrier_wait_parity(q_full, 0);
+      pace_tiles(kring, vring, num_tiles, consumer);
     } else if (num_tiles > 0) {
       PBuf pbuf;                     // S(i), exponentiated in place
       typename PBuf::Packed packed;  // P(i - 1) as the A fragments of O += P V
