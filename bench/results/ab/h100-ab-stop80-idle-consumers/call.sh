@@ -1,5 +1,5 @@
-# Prepared at stop 79, not yet run. Branch idle-consumers (results/ab/prepared-idle-consumers.patch
-# on main): in the Hopper kernel's block per query block, a consumer warpgroup whose 64 rows all
+# Prepared at stop 79, run at stop 80 on an H100 (this folder's README). Branch idle-consumers
+# (idle-consumers.patch here): in the Hopper kernel's block per query block, a consumer warpgroup whose 64 rows all
 # lie past the block's query rows keeps the rings' and the issue turns' pace without products or
 # softmax (PrefillSm90::pace_tiles; it still waits for Q's landing, since its epilogue stages O
 # over its Q rows), so the consumers with rows run alone (stop 56: a consumer's
@@ -13,7 +13,7 @@
 # one-consumer kernels unchanged. A new GPU test, ConsumersWithoutRowsKeepThePace; reviewed by a
 # helper (bench/NOTES-prefill.md, stop 79).
 # Here:
-#   git checkout -b idle-consumers && git apply bench/results/ab/prepared-idle-consumers.patch && git commit -qam idle-consumers && git checkout main
+#   git checkout -b idle-consumers && git apply bench/results/ab/h100-ab-stop80-idle-consumers/idle-consumers.patch && git commit -qam idle-consumers && git checkout main
 #   scripts/ab_trees.sh -p idle-consumers && git rev-parse --short HEAD > .commit && cp <this file> .abp/call.sh
 # then `bash .abp/call.sh` with carry [".deps", ".abp", ".commit"] (any card, about 500 s).
 source scripts/gpu/call_start.sh  # el, $O, pack, $O/gpu.txt, the carried packages
