@@ -13,7 +13,8 @@
 //
 // A watchdog (installed here for the whole test binary) aborts with the name of the running
 // test when one test runs longer than FLASHBUF_TEST_WATCHDOG_S seconds (default 80, below
-// ctest's --timeout 90; 0 disables; off by default under compute-sanitizer), so a hang names
+// ctest's --timeout 90; 0 disables; off by default under compute-sanitizer, found by its
+// environment or, when a test first overruns, by its libraries in the process), so a hang names
 // itself instead of leaving a silent binary.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -51,23 +52,46 @@ namespace {
 
 // ---- the watchdog ------------------------------------------------------------------------
 
-int watchdog_seconds() {
+// The limit a test gets, and whether FLASHBUF_TEST_WATCHDOG_S set it (then it holds under
+// compute-sanitizer too).
+struct WatchdogLimit {
+  int seconds;
+  bool from_env;
+};
+WatchdogLimit watchdog_limit() {
   if (const char* env = std::getenv("FLASHBUF_TEST_WATCHDOG_S"); env != nullptr && *env != '\0') {
-    return std::atoi(env);
+    return {std::atoi(env), true};
   }
   // Under compute-sanitizer (or another injected CUDA tool) everything is many times slower.
   const char* injection = std::getenv("CUDA_INJECTION64_PATH");
   const char* preload = std::getenv("LD_PRELOAD");
   if ((injection != nullptr && *injection != '\0') ||
       (preload != nullptr && std::strstr(preload, "sanitizer") != nullptr)) {
-    return 0;
+    return {0, false};
   }
-  return 80;
+  return {80, false};
+}
+
+// Whether compute-sanitizer's libraries are mapped into this process. Its launcher may take its
+// preload out of the environment before the tests start, so the environment alone can miss it;
+// by the time a test overruns, CUDA is initialised and the tool's collection library is loaded.
+bool sanitizer_attached() {
+  std::FILE* maps = std::fopen("/proc/self/maps", "r");
+  if (maps == nullptr) return false;
+  char line[4096];
+  bool found = false;
+  while (!found && std::fgets(line, sizeof line, maps) != nullptr) {
+    found = std::strstr(line, "libsanitizer-collection") != nullptr ||
+            std::strstr(line, "libTreeLauncherTargetInjection") != nullptr;
+  }
+  std::fclose(maps);
+  return found;
 }
 
 class Watchdog final : public ::testing::EmptyTestEventListener {
  public:
-  explicit Watchdog(int seconds) : seconds_(seconds), thread_([this] { watch(); }) {}
+  explicit Watchdog(WatchdogLimit limit)
+      : seconds_(limit.seconds), limit_from_env_(limit.from_env), thread_([this] { watch(); }) {}
   ~Watchdog() override {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -80,7 +104,7 @@ class Watchdog final : public ::testing::EmptyTestEventListener {
     std::lock_guard<std::mutex> lock(mutex_);
     name_ = std::string(info.test_suite_name()) + "." + info.name();
     deadline_ = std::chrono::steady_clock::now() + std::chrono::seconds(seconds_);
-    armed_ = true;
+    armed_ = !disabled_;
     cv_.notify_all();
   }
   void OnTestEnd(const ::testing::TestInfo&) override {
@@ -99,6 +123,12 @@ class Watchdog final : public ::testing::EmptyTestEventListener {
       }
       cv_.wait_until(lock, deadline_);
       if (!stop_ && armed_ && std::chrono::steady_clock::now() >= deadline_) {
+        if (!limit_from_env_ && sanitizer_attached()) {  // many times slower: no default limit
+          std::fprintf(stderr, "\n[ WATCHDOG ] off: compute-sanitizer is attached\n");
+          armed_ = false;
+          disabled_ = true;
+          continue;
+        }
         std::fprintf(stderr,
                      "\n[ WATCHDOG ] %s is still running after %d s: aborting the test binary "
                      "(a hang; FLASHBUF_TEST_WATCHDOG_S=<seconds> changes the limit, 0 disables it)\n",
@@ -111,20 +141,22 @@ class Watchdog final : public ::testing::EmptyTestEventListener {
   }
 
   const int seconds_;
+  const bool limit_from_env_;
   std::mutex mutex_;
   std::condition_variable cv_;
   std::string name_;
   std::chrono::steady_clock::time_point deadline_{};
   bool armed_ = false;
+  bool disabled_ = false;  // compute-sanitizer found attached
   bool stop_ = false;
   std::thread thread_;  // last: starts after the members it uses
 };
 
 // Installed before main (gtest_main's InitGoogleTest keeps appended listeners); gtest owns it.
 [[maybe_unused]] const bool kWatchdogInstalled = [] {
-  const int seconds = watchdog_seconds();
-  if (seconds > 0) ::testing::UnitTest::GetInstance()->listeners().Append(new Watchdog(seconds));
-  return seconds > 0;
+  const WatchdogLimit limit = watchdog_limit();
+  if (limit.seconds > 0) ::testing::UnitTest::GetInstance()->listeners().Append(new Watchdog(limit));
+  return limit.seconds > 0;
 }();
 
 // ---- helpers -----------------------------------------------------------------------------
