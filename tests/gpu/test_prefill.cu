@@ -690,8 +690,10 @@ TEST_P(PrefillGpu, ConsumersWithoutRowsKeepThePace) {
     check_spec(s, backend());
     EXPECT_EQ(detail::last_prefill_grid, detail::PrefillGrid::block_per_item) << s.describe();
   };
+  int checked = 0;
   for (const HeadDims hd : {HeadDims{128, 128}, HeadDims{256, 256}}) {
     if (!instantiated(DType::bf16, hd)) continue;
+    ++checked;
     for (int m = 0; m < 3; ++m) {
       ProblemSpec s = base_spec(DType::bf16, hd.d, hd.dv, m == 1 ? 129 : 300, 700);
       s.softcap = m == 2 ? 20.0f : 0.0f;
@@ -709,6 +711,7 @@ TEST_P(PrefillGpu, ConsumersWithoutRowsKeepThePace) {
       check_per_block(v);
     }
   }
+  if (checked == 0) GTEST_SKIP() << "bf16 D 128 and D 256 not in FLASHBUF_INSTANTIATIONS";
 }
 
 // D 64 over long items (unmasked >= 16 key tiles, causal >= 32), in >= 4 waves of items: three
