@@ -1,8 +1,13 @@
-// CPU backend: merge_states. Each (token, head) folds its num_parts partial outputs with the
-// core layer's merge_partials (relative to the larger LSE, so nothing overflows; parts with
-// LSE = -inf are skipped, their O never read). Accumulation is fp32; the result is rounded
-// to the output dtype once. Non-finite LSEs follow flashbuf.hpp's rule, as the GPU combine
-// does: a NaN LSE makes the row NaN; +inf parts share all the weight equally, LSE = +inf.
+// CPU backend: merge_states. Each (token, head) weighs its num_parts partial outputs relative
+// to the largest LSE over them, as the GPU combine does (buffers/part_merge.cuh): part n weighs
+// exp(lse_n - max), the output is sum_n w_n o_n / sum_n w_n and the LSE max + log(sum_n w_n),
+// so nothing overflows. (Folding the parts pairwise instead would round the running LSE to fp32
+// after each part: where |LSE| is large enough that its spacing exceeds ln 2, from about 1e7,
+// equal parts would no longer weigh equally.) Parts with LSE = -inf are skipped, their O never
+// read. Accumulation is fp32; the result is rounded to the output dtype once. Non-finite LSEs
+// follow flashbuf.hpp's rule, as the GPU combine does: a NaN LSE makes the row NaN; +inf parts
+// share all the weight equally, LSE = +inf.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -11,7 +16,7 @@
 #include "api/backends.hpp"
 #include "cpu/element.hpp"
 #include "cpu/parallel.hpp"
-#include "flashbuf/core/softmax_state.hpp"
+#include "flashbuf/core/config.hpp"
 
 namespace flashbuf::detail {
 namespace {
@@ -46,10 +51,12 @@ void run_merge(const MergeProblem& p) {
           };
           bool has_nan = false;
           int infinite_parts = 0;
+          float max_lse = kNegInf;
           for (int n = 0; n < p.num_parts; ++n) {
             const float l = part_lse_of(n);
             has_nan |= std::isnan(l);
             infinite_parts += l == kPosInf;
+            max_lse = std::max(max_lse, l);
           }
           if (has_nan) {
             lse = std::numeric_limits<float>::quiet_NaN();
@@ -61,13 +68,19 @@ void run_merge(const MergeProblem& p) {
               load_part(n);
               for (int d = 0; d < Dv; ++d) sc.acc[d] += sc.part[d] / static_cast<float>(infinite_parts);
             }
-          } else {
+          } else if (max_lse != kNegInf) {  // (else no part saw a key: O = 0, LSE = -inf)
+            float sum = 0.0f;  // >= 1: the part at the max weighs 1
             for (int n = 0; n < p.num_parts; ++n) {
               const float part_lse = part_lse_of(n);
               if (part_lse == kNegInf) continue;  // contributes nothing; its O may be garbage
+              const float w = std::exp(part_lse - max_lse);
               load_part(n);
-              merge_partials(sc.acc.data(), lse, sc.part.data(), part_lse, Dv, sc.acc.data(), lse);
+              for (int d = 0; d < Dv; ++d) sc.acc[d] += w * sc.part[d];
+              sum += w;
             }
+            const float inv = 1.0f / sum;
+            for (int d = 0; d < Dv; ++d) sc.acc[d] *= inv;
+            lse = max_lse + std::log(sum);
           }
           T* dst = static_cast<T*>(p.o) + t * p.o_token_stride + h * p.o_head_stride;
           for (int d = 0; d < Dv; ++d) dst[d] = E::store(sc.acc[d]);

@@ -372,6 +372,45 @@ TEST(CpuBackend, MergeStatesTakesTransposedLseViews) {
   EXPECT_TRUE(o.check_guards() && lse_ht.check_guards());
 }
 
+// Many parts at large LSEs: every part weighs exp(lse_n - max) against one reference, so
+// equal LSEs weigh equally however large they are. (A pairwise fold rounded the running LSE
+// to fp32 after each part; from |LSE| ~1e7, where its spacing passes ln 2, the mean of eight
+// equal-LSE parts came out as 7.0 for 4.5.)
+TEST(CpuBackend, MergeStatesOfManyPartsAtLargeLse) {
+  const std::uint64_t seed = Rng::fresh_seed();
+  Rng rng(seed);
+  const int N = 8, T = 6, H = 3, Dv = 8;
+  const double centres[T] = {0.0, 1e4, 1e6, 1e8, -1e8, 1e30};
+  reference::HostTensor o_parts(DType::fp32, {N, T, H, Dv}), lse_parts(DType::fp32, {N, T, H});
+  o_parts.fill_normal(rng);
+  lse_parts.fill_normal(rng, 2.0);
+  for (int n = 0; n < N; ++n)
+    for (int t = 0; t < T; ++t)
+      for (int h = 0; h < H; ++h) {
+        // Head 0: every part at the centre exactly; the others spread around it (as fp32 holds it).
+        const double lse = h == 0 ? centres[t] : centres[t] + lse_parts.at({n, t, h});
+        lse_parts.set(lse_parts.offset({n, t, h}), lse);
+      }
+  reference::HostTensor o(DType::fp32, {T, H, Dv}), lse(DType::fp32, {T, H});
+  MergeStatesArgs m;
+  m.o_parts = o_parts.view(); m.lse_parts = lse_parts.view(); m.o = o.view(); m.lse = lse.view();
+  ASSERT_EQ(merge_states(m), Backend::cpu);
+  for (int t = 0; t < T; ++t)
+    for (int h = 0; h < H; ++h) {
+      double mx = -1e300, total = 0;
+      for (int n = 0; n < N; ++n) mx = std::max(mx, lse_parts.at({n, t, h}));
+      for (int n = 0; n < N; ++n) total += std::exp(lse_parts.at({n, t, h}) - mx);
+      const double want_lse = mx + std::log(total);
+      EXPECT_NEAR(lse.at({t, h}), want_lse, 1e-5 + std::fabs(want_lse) * 2e-7) << "t " << t << " h " << h << " seed " << seed;
+      for (int d = 0; d < Dv; ++d) {
+        double want = 0;
+        for (int n = 0; n < N; ++n) want += std::exp(lse_parts.at({n, t, h}) - mx) / total * o_parts.at({n, t, h, d});
+        EXPECT_NEAR(o.at({t, h, d}), want, 1e-5) << "t " << t << " h " << h << " d " << d << " seed " << seed;
+      }
+    }
+  EXPECT_TRUE(o.check_guards() && lse.check_guards());
+}
+
 TEST(CpuBackend, MergeStatesLowPrecision) {
   Rng rng(Rng::fresh_seed());
   const int N = 3, T = 5, H = 2, Dv = 24;
