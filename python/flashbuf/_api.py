@@ -139,6 +139,7 @@ def attention(q: Array, k: Array, v: Array, *, causal: bool = False, window: Win
             o, lse = _torch_ops.run("attention", q, k, v, cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table,
                                     *scalars, return_lse, backend, sinks, check_inputs)
             return (o, lse) if return_lse else o
+        _refuse_out_under_autograd(q=q, k=k, v=v, sinks=sinks, out=out)
         lse = None
         if return_lse:
             if _compiling():  # the shape from q's alone (a library call is not traceable); the
@@ -161,6 +162,19 @@ def attention(q: Array, k: Array, v: Array, *, causal: bool = False, window: Win
     last.name = _C.attention(q_in, k_in, v_in, _np_in("out", o), lse, cu_q, cu_k, lens_k, table, *scalars, 0, backend,
                              sinks=sinks_in, check_inputs=check_inputs)
     return (o, lse) if return_lse else o
+
+
+def _refuse_out_under_autograd(**tensors) -> None:
+    """PyTorch's rule for functions with out=: none under autograd. A write into `out` is not
+    one autograd can record, so an `out` that requires grad would keep its old graph (its
+    gradients silently wrong), and one written from inputs that require grad would carry none."""
+    if not torch.is_grad_enabled():
+        return
+    for name, t in tensors.items():
+        if t is not None and t.requires_grad:
+            raise RuntimeError(f"{name}: requires grad, and attention() with out= does not support automatic "
+                               "differentiation (as PyTorch's functions with out=); call it under torch.no_grad(), "
+                               "or without out=")
 
 
 def _mask_scalars(causal, window, softcap, scale) -> tuple:

@@ -55,6 +55,28 @@ def test_requires_grad_inputs_are_accepted(gen):
     assert q.grad is None
 
 
+def test_out_is_refused_where_autograd_would_record_the_call(gen):
+    """attention(out=) follows PyTorch's rule for out=: an `out` that requires grad would keep
+    its old graph (silently wrong gradients), so under grad mode the call is refused, naming the
+    tensor, before out is written; under no_grad, or with nothing requiring grad, it runs."""
+    q, k, v = (randn(2, 5, 4, 16, dtype=torch.float32, generator=gen) for _ in range(3))
+    want = flashbuf.attention(q, k, v)
+    base = torch.zeros(2, 5, 4, 16, requires_grad=True)
+    for name, args, out in (("out", (q, k, v), base * 1), ("out", (q, k, v), base),
+                            ("q", (q.clone().requires_grad_(), k, v), torch.zeros_like(q)),
+                            ("v", (q, k, v.clone().requires_grad_()), torch.zeros_like(q))):
+        before = out.detach().clone()
+        with pytest.raises(RuntimeError, match=f"^{name}: requires grad"):
+            flashbuf.attention(*args, out=out)
+        assert torch.equal(out.detach(), before)
+        with torch.no_grad():
+            flashbuf.attention(*args, out=out)
+        assert torch.allclose(out.detach(), want, atol=1e-6, rtol=0)
+    out = torch.zeros_like(q)
+    assert flashbuf.attention(q, k, v, out=out) is out
+    assert torch.allclose(out, want, atol=1e-6, rtol=0)
+
+
 def test_eager_calls_skip_the_dispatcher_only_where_it_adds_nothing(gen):
     """Eager inference calls the operators' bodies directly (the dispatcher's Python layers cost
     tens of microseconds a call); a call autograd must record, one under a dispatch mode (a
