@@ -42,7 +42,10 @@ def int32(name: str, value: Any) -> int:
     """An int argument as the C++ API takes it (int), or a ValueError/TypeError naming it."""
     if isinstance(value, bool) or not hasattr(value, "__index__"):
         raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
-    value = int(value.__index__())
+    try:
+        value = int(value.__index__())
+    except TypeError:  # an array with __index__ that refuses it (NumPy's of bools, or of several elements)
+        raise TypeError(f"{name}: expected an int, got {type(value).__name__} {value!r:.40}") from None
     if not -INT32_MAX - 1 <= value <= INT32_MAX:
         raise ValueError(f"{name}: {value} is outside the int32 range the library takes")
     return value
@@ -59,13 +62,17 @@ def real(name: str, value: Any) -> float:
 
 
 def flag(name: str, value: Any) -> bool:
-    """A bool argument: True/False (NumPy's and 0-d integer tensors' too) or the ints 0 and 1, else
-    a TypeError naming it. Text is refused because bool() would read "False" as true, and arrays
-    because a mask per element is not what the flag means."""
-    if isinstance(value, (bool, np.bool_)):
+    """A bool argument: True/False (NumPy's, 0-d NumPy bool arrays and 0-d integer tensors' too)
+    or the ints 0 and 1, else a TypeError naming it. Text is refused because bool() would read
+    "False" as true, and arrays because a mask per element is not what the flag means."""
+    if isinstance(value, (bool, np.bool_)) or (isinstance(value, np.ndarray) and value.shape == ()
+                                               and value.dtype == np.bool_):
         return bool(value)
     if not isinstance(value, (str, bytes)) and hasattr(value, "__index__") and getattr(value, "ndim", 0) == 0:
-        index = value.__index__()
+        try:
+            index = value.__index__()
+        except TypeError:  # a 0-d array whose __index__ refuses it (NumPy's of floats)
+            index = None
         if index in (0, 1):
             return bool(index)
     raise TypeError(f"{name}: expected a bool, got {type(value).__name__} {value!r:.40}")

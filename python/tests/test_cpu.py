@@ -315,6 +315,21 @@ def test_error_bad_ranks_and_arguments_in_python():
         flashbuf.attention(q.astype(np.float64), k, v)
 
 
+def test_numpy_scalars_as_arguments():
+    """0-d NumPy arrays: a bool one is a flag; one that is no int (bools, floats, several
+    elements) is refused with the argument's name, not NumPy's own TypeError."""
+    q, k, v = qkv()
+    want = flashbuf.attention(q, k, v, causal=True)
+    assert np.array_equal(flashbuf.attention(q, k, v, causal=np.array(True)), want)
+    assert np.array_equal(flashbuf.attention(q, k, v, causal=True, window=(np.array(-1), np.int64(0))), want)
+    with pytest.raises(TypeError, match=r"^causal: expected a bool"):
+        flashbuf.attention(q, k, v, causal=np.array(1.0))
+    with pytest.raises(TypeError, match=r"^max_seqlen_q: expected an int"):
+        flashbuf.attention(q, k, v, max_seqlen_q=np.array(True))
+    with pytest.raises(TypeError, match=r"^window\[0\]: expected an int"):
+        flashbuf.attention(q, k, v, window=(np.array([1, 2]), 0))
+
+
 def test_error_out_shape():
     q, k, v = qkv()
     with pytest.raises(ValueError, match=r"^o: "):
