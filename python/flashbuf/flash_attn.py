@@ -456,10 +456,11 @@ def _check_kv_cache_args(q: Any, k_cache: Any, v_cache: Any, k: Any, v: Any,
         raise ValueError(f"q: head dim {q.shape[3]} does not match k_cache's {k_cache.shape[3]}")
     if k_cache.shape[2] == 0 or q.shape[2] % k_cache.shape[2] != 0:
         raise ValueError(f"q: {q.shape[2]} heads are not a multiple of k_cache's {k_cache.shape[2]} (GQA/MQA)")
+    # (The framework first: a torch dtype and a NumPy one of the same name differ.)
+    if _is_torch(q) != _is_torch(k_cache) or (_is_torch(q) and q.device != k_cache.device):
+        raise ValueError("q: must be on k_cache's device (and of its framework)")
     if q.dtype != k_cache.dtype:
         raise TypeError(f"q: dtype {q.dtype} does not match k_cache's {k_cache.dtype}")
-    if _is_torch(q) != _is_torch(k_cache) or (_is_torch(q) and q.device != k_cache.device):
-        raise ValueError("q: must be on k_cache's device")
     for name, new, cache in (("k", k, k_cache), ("v", v, v_cache)):
         _rank(name, new, 4, "(batch, seqlen_new, nheads_k, headdim)")
         want = (batch, k.shape[1]) + tuple(cache.shape[2:])

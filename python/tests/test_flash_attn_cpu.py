@@ -396,9 +396,12 @@ def test_with_kvcache_bad_arguments_write_nothing(kind):
     if kind == "torch":
         cases.append((TypeError, r"^k: dtype", dict(k=k.double(), v=v, cache_seqlens=0)))
         cases.append((TypeError, r"^q: dtype", dict(k=k, v=v, cache_seqlens=0, q=q.double())))
+        # torch q over NumPy caches: named as the framework, not as dtypes of the same name
+        cases.append((ValueError, r"^q: must be on k_cache's device \(and of its framework\)",
+                      dict(k=k, v=v, cache_seqlens=0, q=q.clone(), caches=(k_cache.numpy(), v_cache.numpy()))))
     for error, message, kw in cases:
         with pytest.raises(error, match=message):
-            flash_attn.flash_attn_with_kvcache(kw.pop("q", q), k_cache, v_cache, **kw)
+            flash_attn.flash_attn_with_kvcache(kw.pop("q", q), *kw.pop("caches", (k_cache, v_cache)), **kw)
         assert np.array_equal(f64(k_cache), before[0]) and np.array_equal(f64(v_cache), before[1])
     with pytest.raises(ValueError, match=r"^q: expected rank 4"):
         flash_attn.flash_attn_func(q[0], k[0], v[0])
