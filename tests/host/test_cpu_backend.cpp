@@ -401,7 +401,8 @@ TEST(CpuBackend, MergeStatesOfManyPartsAtLargeLse) {
       for (int n = 0; n < N; ++n) mx = std::max(mx, lse_parts.at({n, t, h}));
       for (int n = 0; n < N; ++n) total += std::exp(lse_parts.at({n, t, h}) - mx);
       const double want_lse = mx + std::log(total);
-      EXPECT_NEAR(lse.at({t, h}), want_lse, 1e-5 + std::fabs(want_lse) * 2e-7) << "t " << t << " h " << h << " seed " << seed;
+      EXPECT_NEAR(lse.at({t, h}), want_lse, 1e-5 + std::fabs(want_lse) * 2e-7)
+          << "t " << t << " h " << h << " seed " << seed;
       for (int d = 0; d < Dv; ++d) {
         double want = 0;
         for (int n = 0; n < N; ++n) want += std::exp(lse_parts.at({n, t, h}) - mx) / total * o_parts.at({n, t, h, d});
