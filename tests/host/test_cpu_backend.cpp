@@ -4,9 +4,11 @@
 // decode vs attention, merge_states vs one pass) and the empty-row rules (O = 0, LSE = -inf).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "host/reference_names.hpp"
 #include "reference/check.hpp"
@@ -372,6 +374,25 @@ TEST(CpuBackend, MergeStatesTakesTransposedLseViews) {
   EXPECT_TRUE(o.check_guards() && lse_ht.check_guards());
 }
 
+// merge_states of the parts at (t, h) in float64: each part weighed against the largest LSE.
+struct MergedRow {
+  double lse;
+  std::vector<double> o;
+};
+MergedRow merge_in_float64(const reference::HostTensor& o_parts, const reference::HostTensor& lse_parts, int t,
+                           int h) {
+  const int parts = static_cast<int>(o_parts.shape()[0]), Dv = static_cast<int>(o_parts.shape()[3]);
+  double mx = -1e300, total = 0;
+  for (int n = 0; n < parts; ++n) mx = std::max(mx, lse_parts.at({n, t, h}));
+  for (int n = 0; n < parts; ++n) total += std::exp(lse_parts.at({n, t, h}) - mx);
+  MergedRow row{mx + std::log(total), std::vector<double>(Dv, 0.0)};
+  for (int n = 0; n < parts; ++n) {
+    const double w = std::exp(lse_parts.at({n, t, h}) - mx) / total;
+    for (int d = 0; d < Dv; ++d) row.o[d] += w * o_parts.at({n, t, h, d});
+  }
+  return row;
+}
+
 // Many parts at large LSEs: every part weighs exp(lse_n - max) against one reference, so
 // equal LSEs weigh equally however large they are. (A pairwise fold rounded the running LSE
 // to fp32 after each part; from |LSE| ~1e7, where its spacing passes ln 2, the mean of eight
@@ -397,16 +418,11 @@ TEST(CpuBackend, MergeStatesOfManyPartsAtLargeLse) {
   ASSERT_EQ(merge_states(m), Backend::cpu);
   for (int t = 0; t < T; ++t)
     for (int h = 0; h < H; ++h) {
-      double mx = -1e300, total = 0;
-      for (int n = 0; n < N; ++n) mx = std::max(mx, lse_parts.at({n, t, h}));
-      for (int n = 0; n < N; ++n) total += std::exp(lse_parts.at({n, t, h}) - mx);
-      const double want_lse = mx + std::log(total);
-      EXPECT_NEAR(lse.at({t, h}), want_lse, 1e-5 + std::fabs(want_lse) * 2e-7)
+      const MergedRow want = merge_in_float64(o_parts, lse_parts, t, h);
+      EXPECT_NEAR(lse.at({t, h}), want.lse, 1e-5 + std::fabs(want.lse) * 2e-7)
           << "t " << t << " h " << h << " seed " << seed;
       for (int d = 0; d < Dv; ++d) {
-        double want = 0;
-        for (int n = 0; n < N; ++n) want += std::exp(lse_parts.at({n, t, h}) - mx) / total * o_parts.at({n, t, h, d});
-        EXPECT_NEAR(o.at({t, h, d}), want, 1e-5) << "t " << t << " h " << h << " d " << d << " seed " << seed;
+        EXPECT_NEAR(o.at({t, h, d}), want.o[d], 1e-5) << "t " << t << " h " << h << " d " << d << " seed " << seed;
       }
     }
   EXPECT_TRUE(o.check_guards() && lse.check_guards());
@@ -425,13 +441,9 @@ TEST(CpuBackend, MergeStatesLowPrecision) {
     ASSERT_EQ(merge_states(m), Backend::cpu);
     for (int t = 0; t < T; ++t)
       for (int h = 0; h < H; ++h) {
-        double mx = -1e300, total = 0;
-        for (int n = 0; n < N; ++n) mx = std::max(mx, lse_parts.at({n, t, h}));
-        for (int n = 0; n < N; ++n) total += std::exp(lse_parts.at({n, t, h}) - mx);
+        const MergedRow want = merge_in_float64(o_parts, lse_parts, t, h);
         for (int d = 0; d < Dv; ++d) {
-          double want = 0;
-          for (int n = 0; n < N; ++n) want += std::exp(lse_parts.at({n, t, h}) - mx) / total * o_parts.at({n, t, h, d});
-          EXPECT_NEAR(o.at({t, h, d}), want, 2 * reference::default_atol(dtype) + std::fabs(want) * 1e-2);
+          EXPECT_NEAR(o.at({t, h, d}), want.o[d], 2 * reference::default_atol(dtype) + std::fabs(want.o[d]) * 1e-2);
         }
       }
   }
