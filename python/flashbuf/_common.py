@@ -65,13 +65,14 @@ def flag(name: str, value: Any) -> bool:
     """A bool argument: True/False (NumPy's, 0-d NumPy bool arrays and 0-d integer tensors' too)
     or the ints 0 and 1, else a TypeError naming it. Text is refused because bool() would read
     "False" as true, and arrays because a mask per element is not what the flag means."""
-    if isinstance(value, (bool, np.bool_)) or (isinstance(value, np.ndarray) and value.shape == ()
-                                               and value.dtype == np.bool_):
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]  # its scalar: np.bool_, or a NumPy number
+    if isinstance(value, (bool, np.bool_)):
         return bool(value)
     if not isinstance(value, (str, bytes)) and hasattr(value, "__index__") and getattr(value, "ndim", 0) == 0:
         try:
             index = value.__index__()
-        except TypeError:  # a 0-d array whose __index__ refuses it (NumPy's of floats)
+        except TypeError:  # one whose __index__ refuses it (a 0-d float tensor)
             index = None
         if index in (0, 1):
             return bool(index)
